@@ -1,0 +1,197 @@
+"""Entry framing and digests (BookKeeper's DigestManager). Implements FORMATS.md §6.
+
+A pure leaf shared by the server (digest check on add and replay), the readers (scrub) and
+the client library (framing). Imports only the standard library and ``crc32c``.
+
+Entry layout, integers big-endian (FORMATS.md §6.1):
+    offset  size  field
+    0       8     ledgerId (i64)
+    8       8     entryId (i64)
+    16      8     lastAddConfirmed (i64): the piggybacked LAC; -1 if none
+    24      8     length (i64): the ledger's total length including this payload
+    32      D     digest, D by type (CRC32 8, MAC 20, CRC32C 4, DUMMY 0)
+    32+D    ...   payload
+
+The digest covers bytes 0..31 then the payload, skipping the digest bytes.
+
+Explicit-LAC body (FORMATS.md §6.4): ledgerId i64 | lac i64 | digest over those 16 bytes.
+
+Invariants:
+    D1. CRC32 is stored as an i64 whose high 4 bytes are zero; CRC32C as an i32 (BookKeeper).
+    D2. The master key is SHA1("ledger" || password); the MAC key is SHA1("mac" || password).
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import hmac
+import struct
+import zlib
+
+import crc32c as _crc32c
+
+from bookie.errors import BadDigest, BadRequest
+
+METADATA_LENGTH = 32
+LAC_METADATA_LENGTH = 16
+MASTER_KEY_LENGTH = 20
+
+ENTRY_HEADER = struct.Struct(">qqqq")
+assert ENTRY_HEADER.size == METADATA_LENGTH
+IDS = struct.Struct(">qq")
+assert IDS.size == 16
+_I32 = struct.Struct(">I")
+_I64 = struct.Struct(">Q")
+
+
+class DigestType(enum.IntEnum):
+    """``LedgerMetadataFormat.DigestType`` numbers; 0 means "not known yet" in ledger state."""
+
+    CRC32 = 1
+    MAC = 2
+    CRC32C = 3
+    DUMMY = 4
+
+    @property
+    def digest_length(self) -> int:
+        return _DIGEST_LENGTH[self]
+
+    @property
+    def header_name(self) -> str:
+        """The spelling of API.md's ``X-Digest-Type`` header."""
+        return self.name.lower()
+
+    @classmethod
+    def from_header(cls, value: str | None) -> "DigestType":
+        if value is None or value == "":
+            return cls.CRC32C
+        try:
+            return cls[value.strip().upper()]
+        except KeyError:
+            raise BadRequest(
+                f"X-Digest-Type {value!r} is not one of crc32c, crc32, mac, dummy") from None
+
+    @property
+    def verifiable(self) -> bool:
+        """Whether the bookie can check this type without the password (CRC types only)."""
+        return self in (DigestType.CRC32, DigestType.CRC32C)
+
+
+_DIGEST_LENGTH = {DigestType.CRC32: 8, DigestType.MAC: 20, DigestType.CRC32C: 4,
+                  DigestType.DUMMY: 0}
+
+
+def master_key(password: bytes) -> bytes:
+    """BookKeeper's ``MacDigestManager.genDigest("ledger", password)`` (D2)."""
+    return hashlib.sha1(b"ledger" + password).digest()
+
+
+def mac_key(password: bytes) -> bytes:
+    """The HMAC-SHA1 key of a MAC ledger: SHA1("mac" || password) (D2)."""
+    return hashlib.sha1(b"mac" + password).digest()
+
+
+def crc32c(data, value: int = 0) -> int:
+    """Castagnoli CRC over ``data``, continuing from ``value`` (hardware-accelerated)."""
+    return _crc32c.crc32c(data, value)
+
+
+def compute_digest(digest_type: DigestType, parts, key: bytes | None = None) -> bytes:
+    """The stored digest bytes over the concatenation of ``parts`` (bytes-like objects)."""
+    if digest_type is DigestType.CRC32C:
+        value = 0
+        for part in parts:
+            value = _crc32c.crc32c(part, value)
+        return _I32.pack(value)
+    if digest_type is DigestType.CRC32:
+        value = 0
+        for part in parts:
+            value = zlib.crc32(part, value)
+        return _I64.pack(value)  # D1
+    if digest_type is DigestType.MAC:
+        if key is None:
+            raise ValueError("a MAC digest needs the ledger's MAC key")
+        mac = hmac.new(key, digestmod=hashlib.sha1)
+        for part in parts:
+            mac.update(part)
+        return mac.digest()
+    return b""
+
+
+def frame_entry(ledger_id: int, entry_id: int, lac: int, length: int, payload: bytes,
+                digest_type: DigestType = DigestType.CRC32C, key: bytes | None = None) -> bytes:
+    """Build a BookKeeper entry: header, digest, payload. ``key`` is the MAC key for MAC."""
+    header = ENTRY_HEADER.pack(ledger_id, entry_id, lac, length)
+    return header + compute_digest(digest_type, (header, payload), key) + payload
+
+
+def entry_ids(entry) -> tuple[int, int]:
+    """(ledgerId, entryId) of a framed entry. Raises BadRequest if it is too short."""
+    if len(entry) < IDS.size:
+        raise BadRequest(f"entry of {len(entry)} bytes is shorter than its 16-byte ids")
+    return IDS.unpack_from(entry, 0)
+
+
+def piggybacked_lac(entry) -> int:
+    """The writer's LAC stored at bytes 16..23 of an entry (FORMATS.md §6.1)."""
+    return struct.unpack_from(">q", entry, 16)[0]
+
+
+def payload_of(entry, digest_type: DigestType) -> bytes:
+    return bytes(entry[METADATA_LENGTH + digest_type.digest_length:])
+
+
+def check_entry_shape(entry, digest_type: DigestType) -> None:
+    """Raise BadRequest unless ``entry`` is long enough to hold its header and digest."""
+    need = METADATA_LENGTH + digest_type.digest_length
+    if len(entry) < need:
+        raise BadRequest(
+            f"entry of {len(entry)} bytes is shorter than the {need}-byte header and "
+            f"{digest_type.header_name} digest")
+
+
+def entry_digest_ok(entry, digest_type: DigestType, key: bytes | None = None) -> bool:
+    """Whether a framed entry's stored digest matches its bytes. Needs the key for MAC."""
+    d = digest_type.digest_length
+    end = METADATA_LENGTH + d
+    if len(entry) < end:
+        return False
+    view = memoryview(entry)
+    expected = compute_digest(digest_type, (view[:METADATA_LENGTH], view[end:]), key)
+    return view[METADATA_LENGTH:end] == expected
+
+
+def verify_entry(entry, digest_type: DigestType, key: bytes | None = None) -> None:
+    """Raise BadDigest (with both digests named) if the entry's digest does not match."""
+    check_entry_shape(entry, digest_type)
+    if not entry_digest_ok(entry, digest_type, key):
+        ledger_id, entry_id = entry_ids(entry)
+        d = digest_type.digest_length
+        found = bytes(entry[METADATA_LENGTH:METADATA_LENGTH + d]).hex()
+        raise BadDigest(
+            f"entry {ledger_id}/{entry_id}: {digest_type.header_name} digest {found} does not "
+            f"match its bytes")
+
+
+def frame_lac(ledger_id: int, lac: int, digest_type: DigestType = DigestType.CRC32C,
+              key: bytes | None = None) -> bytes:
+    """Build an explicit-LAC (WriteLac) body: ledgerId, lac, digest over those 16 bytes."""
+    head = IDS.pack(ledger_id, lac)
+    return head + compute_digest(digest_type, (head,), key)
+
+
+def parse_lac_body(body) -> tuple[int, int]:
+    """(ledgerId, lac) of an explicit-LAC body; BadRequest if shorter than 16 bytes."""
+    if len(body) < LAC_METADATA_LENGTH:
+        raise BadRequest(f"explicit-LAC body of {len(body)} bytes is shorter than 16")
+    return IDS.unpack_from(body, 0)
+
+
+def lac_digest_ok(body, digest_type: DigestType, key: bytes | None = None) -> bool:
+    d = digest_type.digest_length
+    if len(body) != LAC_METADATA_LENGTH + d:
+        return False
+    view = memoryview(body)
+    expected = compute_digest(digest_type, (view[:LAC_METADATA_LENGTH],), key)
+    return view[LAC_METADATA_LENGTH:] == expected

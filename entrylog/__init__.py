@@ -1,0 +1,1 @@
+"""BKLO entry logs (FORMATS.md §5). Synchronous; no asyncio."""

@@ -1,0 +1,1 @@
+"""BKLG journal files (FORMATS.md §3). Synchronous; no asyncio."""

@@ -1,0 +1,1 @@
+"""RocksDB ledger indexes (FORMATS.md §7)."""
