@@ -1,0 +1,280 @@
+"""The ``ledgers`` index: ledgerId -> LedgerState (BookKeeper's LedgerMetadataIndex).
+
+Implements FORMATS.md §7.2 over ``ledgerindex.kv``; values come from ``keys``.
+
+The whole index lives in memory, loaded at open. Changes are applied in memory, marked dirty
+and written by ``flush`` in one batch at the checkpoint (FORMATS.md §8.2 step 6): until then
+the journal records (LEDGER_KEY, FENCE, EXPLICIT_LAC) are the durable copy. A deletion is
+different: ``mark_deleted`` writes its tombstone at once with ``sync=True``.
+
+Invariants:
+    M1. A deleted ledger stays as a tombstone (``exists=False``), written and synced before
+        ``mark_deleted`` returns, so replay of older journal records never re-creates it
+        (DESIGN.md §1.3). Only ``purge`` removes a tombstone.
+    M2. No write of an older state overtakes a newer one: ``flush`` and ``mark_deleted``
+        serialize their RocksDB writes, and ``flush`` snapshots under that order, so a flush
+        racing a deletion can never write the live state over the tombstone.
+    M3. A change made while a flush is writing is not lost: ``flush`` takes the dirty set and
+        clears it in one step under the lock, so the change stays dirty for the next flush.
+    M4. Keys with a negative ledger id (BookKeeper's storage-state flags under -0xeefd) are
+        not ledgers: never loaded, rewritten or deleted here.
+    M5. A BookKeeper ``LedgerData`` value is read as is and rewritten as BKLD on the ledger's
+        next state write, not at load.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from bookie.errors import IOFailure, NoLedger, Unauthorized
+from ledgerindex import keys
+from ledgerindex.keys import LedgerState
+from ledgerindex.kv import KeyValueStore
+
+
+def _all_zeros(key: bytes) -> bool:
+    """BookKeeper's ArrayUtil.isArrayAllZeros; an empty key counts as all zeros."""
+    return not key.strip(b"\0")
+
+
+class LedgerMetadataIndex:
+    """Ledger states, in memory, flushed to RocksDB at checkpoints.
+
+    Thread-safety: mutated from the asyncio loop thread (``set``, ``set_master_key``,
+    ``set_fenced``, ``mark_deleted``...), flushed from the checkpoint thread. ``_lock`` guards
+    the in-memory dict and the dirty set and is never held across I/O, so ``set`` never waits
+    on a disk. ``_write_lock`` orders RocksDB writes (M2); it is taken before ``_lock``.
+    ``mark_deleted`` and ``purge`` block for a synced write, and may wait for a running flush.
+    ``get`` and ``is_deleted`` take no lock: one dict lookup is atomic under the GIL.
+    """
+
+    def __init__(self, kv: KeyValueStore) -> None:
+        self.kv = kv
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._states: dict[int, LedgerState] = {}
+        self._dirty: set[int] = set()
+        #: Keys left untouched (M4), counted for logs and tests.
+        self.reserved_key_count = 0
+        #: Values read in BookKeeper's protobuf form at load (M5).
+        self.ledger_data_count = 0
+        self._load()
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, *, create: bool = True,
+             read_only: bool = False) -> "LedgerMetadataIndex":
+        """Open ``<ledger dir>/current/ledgers`` and load every ledger state."""
+        return cls(KeyValueStore.open(path, create=create, read_only=read_only))
+
+    def _load(self) -> None:
+        for key, value in self.kv.items():
+            ledger_id = self._ledger_id_of(key)
+            if ledger_id < 0:
+                self.reserved_key_count += 1
+                continue
+            self._states[ledger_id] = self._decode(ledger_id, value)
+            if value[:1] == b"\x08":
+                self.ledger_data_count += 1
+
+    def _ledger_id_of(self, key: bytes) -> int:
+        try:
+            return keys.decode_ledger_key(key)
+        except ValueError as error:
+            raise IOFailure(f"RocksDB {self.kv.path}: {error}") from error
+
+    def _decode(self, ledger_id: int, value: bytes) -> LedgerState:
+        try:
+            return keys.decode_ledger_state(value)
+        except keys.LedgerStateCorrupt as error:
+            raise IOFailure(
+                f"RocksDB {self.kv.path}: ledger {ledger_id}: corrupt state: {error}") from error
+
+    # --- reads ------------------------------------------------------------------------
+
+    def get(self, ledger_id: int) -> LedgerState | None:
+        """The ledger's state, None if unknown. A deleted ledger's state is its tombstone,
+        with ``exists=False`` (M1): callers check ``exists`` before treating it as live."""
+        return self._states.get(ledger_id)
+
+    def is_deleted(self, ledger_id: int) -> bool:
+        """Whether the ledger has a tombstone (M1): replay skips its records."""
+        state = self._states.get(ledger_id)
+        return state is not None and not state.exists
+
+    def ledger_ids(self, start: int = 0, limit: int | None = None) -> list[int]:
+        """Sorted ids of live ledgers >= ``start``, at most ``limit`` of them."""
+        with self._lock:
+            ids = sorted(i for i, s in self._states.items() if s.exists and i >= start)
+        return ids if limit is None else ids[:limit]
+
+    def __len__(self) -> int:
+        """The number of live ledgers."""
+        with self._lock:
+            return sum(1 for state in self._states.values() if state.exists)
+
+    @property
+    def dirty_count(self) -> int:
+        with self._lock:
+            return len(self._dirty)
+
+    # --- changes in memory, written by flush ------------------------------------------
+
+    def set(self, ledger_id: int, state: LedgerState) -> None:
+        """Replace the ledger's state in memory; written by the next ``flush``.
+
+        Raises NoLedger for a deleted ledger (M1); deletion itself is ``mark_deleted``.
+        """
+        _check_ledger_id(ledger_id)
+        if not state.exists:
+            raise ValueError(f"ledger {ledger_id}: use mark_deleted to delete a ledger")
+        with self._lock:
+            self._set_locked(ledger_id, state)
+
+    def _set_locked(self, ledger_id: int, state: LedgerState) -> None:
+        current = self._states.get(ledger_id)
+        if current is not None and not current.exists:
+            raise NoLedger(f"ledger {ledger_id} was deleted")
+        if current != state:
+            self._states[ledger_id] = state
+            self._dirty.add(ledger_id)
+
+    def set_master_key(self, ledger_id: int, master_key: bytes,
+                       digest_type: int = 0) -> LedgerState:
+        """Apply FORMATS.md §7.2's state rules (LedgerMetadataIndex.setMasterKey).
+
+        A new ledger is created existing, unfenced, with this key. A stored all-zero key is
+        replaced. A different key raises Unauthorized, unless the given key is all zeros,
+        which BookKeeper accepts without change. A deleted ledger raises NoLedger (M1).
+        ``digest_type`` fills a digest type not known yet (FORMATS.md §9.4); a known one is
+        kept: comparing it with a request's is the caller's decision.
+        """
+        _check_ledger_id(ledger_id)
+        master_key = bytes(master_key)
+        with self._lock:
+            current = self._states.get(ledger_id)
+            if current is None:
+                state = LedgerState(master_key=master_key, digest_type=int(digest_type))
+            else:
+                state = _with_master_key(ledger_id, current, master_key, digest_type)
+            self._set_locked(ledger_id, state)
+            return state
+
+    def update(self, ledger_id: int, **changes) -> LedgerState:
+        """Change fields of a live ledger's state (e.g. ``fenced=True``); NoLedger if none."""
+        _check_ledger_id(ledger_id)
+        with self._lock:
+            current = self._states.get(ledger_id)
+            if current is None or not current.exists:
+                state = "was deleted" if current is not None else "does not exist"
+                raise NoLedger(f"ledger {ledger_id} {state}")
+            state = current.with_(**changes)
+            self._set_locked(ledger_id, state)
+            return state
+
+    def set_fenced(self, ledger_id: int) -> bool:
+        """Fence the ledger; False if it was already fenced (BookKeeper's setFenced)."""
+        current = self.get(ledger_id)
+        if current is not None and current.exists and current.fenced:
+            return False
+        self.update(ledger_id, fenced=True)
+        return True
+
+    def set_limbo(self, ledger_id: int, limbo: bool = True) -> LedgerState:
+        return self.update(ledger_id, limbo=limbo)
+
+    def set_explicit_lac(self, ledger_id: int, body: bytes) -> LedgerState:
+        """Keep the raw explicit-LAC body (FORMATS.md §6.4)."""
+        return self.update(ledger_id, explicit_lac=bytes(body))
+
+    def flush(self, sync: bool = True) -> int:
+        """Write every dirty state in one batch (FORMATS.md §8.2 step 6). Returns the count.
+
+        The dirty set is taken and cleared under the lock (M3); on a failed write it is
+        restored, so memory still says what is not durable (no retry here: DESIGN.md §1.5).
+        """
+        with self._write_lock:
+            with self._lock:
+                taken = {i: self._states[i] for i in self._dirty}
+                self._dirty.clear()
+            puts = [(keys.encode_ledger_key(i), keys.encode_ledger_state(s))
+                    for i, s in sorted(taken.items())]
+            try:
+                self.kv.write_batch(puts, sync=sync)
+            except BaseException:
+                with self._lock:
+                    self._dirty.update(taken)
+                raise
+        return len(puts)
+
+    # --- durable at once --------------------------------------------------------------
+
+    def mark_deleted(self, ledger_id: int) -> bool:
+        """Write the ledger's tombstone with ``sync=True`` before returning (M1).
+
+        Works for a ledger never seen too, so that replay cannot create it from journal
+        records. Returns whether a live ledger was deleted.
+        """
+        _check_ledger_id(ledger_id)
+        with self._write_lock:
+            with self._lock:
+                current = self._states.get(ledger_id)
+                tombstone = (current or LedgerState()).with_(exists=False)
+                self._states[ledger_id] = tombstone
+                # The tombstone is written below; a pending live state must never follow it.
+                self._dirty.discard(ledger_id)
+            value = keys.encode_ledger_state(tombstone)
+            try:
+                self.kv.put(keys.encode_ledger_key(ledger_id), value, sync=True)
+            except BaseException:
+                with self._lock:
+                    self._dirty.add(ledger_id)
+                raise
+        return current is not None and current.exists
+
+    def purge(self, ledger_id: int) -> None:
+        """Remove a tombstone entirely, synced. The ledger id becomes unknown again.
+
+        Only safe once no journal that replay may read holds records of the ledger (else
+        replay would re-create it): the garbage collector's decision. A live ledger raises
+        ValueError: delete it with ``mark_deleted`` first.
+        """
+        _check_ledger_id(ledger_id)
+        with self._write_lock:
+            with self._lock:
+                current = self._states.get(ledger_id)
+                if current is not None and current.exists:
+                    raise ValueError(f"ledger {ledger_id} is live; mark_deleted it first")
+            self.kv.delete(keys.encode_ledger_key(ledger_id), sync=True)
+            with self._lock:
+                self._states.pop(ledger_id, None)
+                self._dirty.discard(ledger_id)
+
+    def deleted_ids(self) -> list[int]:
+        """Sorted ids of tombstones, for the garbage collector."""
+        with self._lock:
+            return sorted(i for i, s in self._states.items() if not s.exists)
+
+    def close(self) -> None:
+        """Close without flushing: states reach disk only through ``flush`` at a checkpoint,
+        in the order FORMATS.md §8.2 sets."""
+        self.kv.close()
+
+
+def _check_ledger_id(ledger_id: int) -> None:
+    if not 0 <= ledger_id <= keys.MAX_ID:
+        raise ValueError(f"ledger id {ledger_id} is not in 0..2**63-1")
+
+
+def _with_master_key(ledger_id: int, current: LedgerState, master_key: bytes,
+                     digest_type: int) -> LedgerState:
+    if not current.exists:
+        raise NoLedger(f"ledger {ledger_id} was deleted")
+    state = current
+    if _all_zeros(current.master_key):
+        state = state.with_(master_key=master_key)
+    elif current.master_key != master_key and not _all_zeros(master_key):
+        raise Unauthorized(f"ledger {ledger_id}: master key differs from the stored one")
+    if state.digest_type == 0 and digest_type:
+        state = state.with_(digest_type=int(digest_type))
+    return state

@@ -1,0 +1,146 @@
+"""The ``locations`` index: (ledgerId, entryId) -> entry-log location (EntryLocationIndex).
+
+Implements FORMATS.md §7.1 over ``ledgerindex.kv``; keys and values come from ``keys``.
+
+Invariants:
+    L1. Locations are written only by the checkpoint, after the entry-log bytes they point at
+        are fsynced, in one ``sync=True`` batch (DESIGN.md §3.3 R1, FORMATS.md §8.2 step 5).
+    L2. Stored ids are in 0..2**63-2 and locations are > 0: entry id 2**63-1 is the end
+        bound of a ledger's key range (last entry, delete), and location 0 means "absent".
+    L3. A ledger's keys are [(L, 0), (L, 2**63-1)): one contiguous range (K1), so the last
+        entry is one floor lookup and a delete is one range tombstone.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+
+from bookie.errors import IOFailure
+from ledgerindex import keys
+from ledgerindex.kv import KeyValueStore
+
+#: The exclusive end of a ledger's entry ids in ``locations`` (L3).
+END_ENTRY_ID = keys.MAX_ID
+
+
+class EntryLocationIndex:
+    """Where each flushed entry lives in the entry logs.
+
+    Thread-safety: safe for concurrent use (RocksDB is). The checkpoint thread writes
+    (``add_batch``, ``delete_ledgers``); the read executor and the loop read.
+    """
+
+    def __init__(self, kv: KeyValueStore) -> None:
+        self.kv = kv
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, *, create: bool = True,
+             read_only: bool = False) -> "EntryLocationIndex":
+        """Open ``<ledger dir>/current/locations`` with LZ4 blocks, as BookKeeper does."""
+        return cls(KeyValueStore.open(path, lz4=True, create=create, read_only=read_only))
+
+    def get(self, ledger_id: int, entry_id: int) -> int | None:
+        """The entry's location, or None if it has none (missing key or value 0, §7.1)."""
+        if not (0 <= ledger_id <= keys.MAX_ID and 0 <= entry_id <= keys.MAX_ID):
+            return None  # no such key can be stored (L2); negative ids do not encode in order
+        key = keys.encode_location_key(ledger_id, entry_id)
+        value = self.kv.get(key)
+        if value is None:
+            return None
+        location = self._decode(key, value)
+        return location or None
+
+    def add_batch(self, items: Iterable[tuple[int, int, int]], sync: bool = True) -> int:
+        """Store (ledgerId, entryId, location) triples in one atomic batch (L1).
+
+        Every triple is checked before anything is written (L2). Returns the count written.
+        """
+        puts = []
+        for ledger_id, entry_id, location in items:
+            _check_ids(ledger_id, entry_id)
+            if location <= 0:
+                raise ValueError(
+                    f"location {location} of entry {ledger_id}/{entry_id} is not positive")
+            puts.append((keys.encode_location_key(ledger_id, entry_id),
+                         keys.encode_location_value(location)))
+        return self.kv.write_batch(puts, sync=sync)
+
+    def last_entry_id(self, ledger_id: int) -> int | None:
+        """The largest stored entry id of the ledger, or None (FORMATS.md §7.1).
+
+        The floor of (L, 2**63-2), i.e. the largest key strictly below (L, 2**63-1); it
+        belongs to L only if its first 8 bytes are L, else L has no entries here.
+        """
+        if not 0 <= ledger_id <= keys.MAX_ID:
+            return None
+        found = self.kv.floor(keys.encode_location_key(ledger_id, END_ENTRY_ID - 1))
+        if found is None:
+            return None
+        key, _ = found
+        found_ledger_id, entry_id = self._decode_key(key)
+        return entry_id if found_ledger_id == ledger_id else None
+
+    def entries(self, ledger_id: int, first_entry_id: int = 0) -> Iterator[tuple[int, int]]:
+        """(entryId, location) of the ledger's stored entries from ``first_entry_id`` on."""
+        _check_ids(ledger_id, first_entry_id)
+        start, end = _ledger_range(ledger_id, first_entry_id)
+        for key, value in self.kv.items(start, end):
+            location = self._decode(key, value)
+            if location:
+                yield self._decode_key(key)[1], location
+
+    def count_and_max(self, ledger_id: int) -> tuple[int, int | None]:
+        """(number of stored entries, largest entry id or None): a full range scan."""
+        count, last = 0, None
+        for entry_id, _ in self.entries(ledger_id):
+            count, last = count + 1, entry_id
+        return count, last
+
+    def delete_ledger(self, ledger_id: int, sync: bool = True) -> None:
+        """Remove all of the ledger's locations with one range tombstone (FORMATS.md §7.1)."""
+        self.delete_ledgers((ledger_id,), sync=sync)
+
+    def delete_ledgers(self, ledger_ids: Iterable[int], sync: bool = True) -> int:
+        """One batch of ``deleteRange((L, 0), (L, 2**63-1))`` per ledger (§8.2 step 9).
+
+        BookKeeper's exact range, not [(L, 0), (L+1, 0)): L+1 overflows i64 at L = 2**63-1,
+        and the keys BookKeeper's range leaves, (L, 2**63-1) and (L, negative id), are never
+        written (L2), so both implementations leave the same keys behind. Returns the count.
+        """
+        ranges = []
+        for ledger_id in ledger_ids:
+            _check_ids(ledger_id, 0)
+            ranges.append(_ledger_range(ledger_id, 0))
+        return self.kv.write_batch((), delete_ranges=ranges, sync=sync)
+
+    def compact(self) -> None:
+        """Compact the whole index, e.g. after many deletions (range tombstones cost reads)."""
+        self.kv.compact_range()
+
+    def close(self) -> None:
+        self.kv.close()
+
+    def _decode(self, key: bytes, value: bytes) -> int:
+        try:
+            return keys.decode_location_value(value)
+        except ValueError as error:
+            raise IOFailure(f"RocksDB {self.kv.path}: key {key.hex()}: {error}") from error
+
+    def _decode_key(self, key: bytes) -> tuple[int, int]:
+        try:
+            return keys.decode_location_key(key)
+        except ValueError as error:
+            raise IOFailure(f"RocksDB {self.kv.path}: {error}") from error
+
+
+def _check_ids(ledger_id: int, entry_id: int) -> None:
+    if not 0 <= ledger_id <= keys.MAX_ID:
+        raise ValueError(f"ledger id {ledger_id} is not in 0..2**63-1")
+    if not 0 <= entry_id < END_ENTRY_ID:
+        raise ValueError(f"entry id {entry_id} of ledger {ledger_id} is not in 0..2**63-2")
+
+
+def _ledger_range(ledger_id: int, first_entry_id: int) -> tuple[bytes, bytes]:
+    return (keys.encode_location_key(ledger_id, first_entry_id),
+            keys.encode_location_key(ledger_id, END_ENTRY_ID))

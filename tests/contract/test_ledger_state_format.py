@@ -1,0 +1,67 @@
+"""FORMATS.md §7 byte for byte: ``locations`` and ``ledgers`` keys and values.
+
+Literal bytes copied from FORMATS.md (and hand-built BookKeeper ``LedgerData`` values), so a
+codec change that breaks the contract fails here even if it still round-trips.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bookie.entry import DigestType, master_key
+from ledgerindex import keys
+from ledgerindex.keys import LedgerState, LedgerStateCorrupt
+
+SECRET_KEY = bytes.fromhex("e793cbc379107648537183605cd361d3bb789a39")  # FORMATS.md §6.3
+
+
+def test_secret_master_key_matches_formats():
+    assert master_key(b"secret") == SECRET_KEY
+
+
+def test_formats_7_2_example_byte_for_byte():
+    # "ledger with the secret key, not fenced, no LAC:
+    #  42 4B 4C 44 01 01 03 14 e7 93 … 9a 39 00 00 00 00 (32 bytes, digest type CRC32C)"
+    expected = bytes.fromhex("424B4C44 01 01 03 14".replace(" ", "")) + SECRET_KEY + bytes(4)
+    state = LedgerState(exists=True, fenced=False, digest_type=DigestType.CRC32C,
+                        master_key=SECRET_KEY)
+    assert keys.encode_ledger_state(state) == expected
+    assert len(expected) == 32 and expected[8:10] == b"\xe7\x93" and expected[26:28] == b"\x9a\x39"
+    assert keys.decode_ledger_state(expected) == state
+
+
+def test_bkld_flag_bits_and_lac_length_are_big_endian():
+    body = bytes(range(20))
+    value = keys.encode_ledger_state(LedgerState(fenced=True, limbo=True, digest_type=1,
+                                                 master_key=SECRET_KEY, explicit_lac=body))
+    assert value[4:8] == bytes([1, 0x01 | 0x02 | 0x04 | 0x08, 1, 20])
+    assert value[28:32] == bytes.fromhex("00000014") and value[32:] == body
+
+
+def test_bookkeeper_ledger_data_in_ledgers_is_read():
+    # LedgerData{exists: true, fenced: true, masterKey: <secret>, explicitLac: <16 bytes>,
+    # limbo: false}: tags 08 10 1A 22 28 in field-number order, as protobuf-java writes.
+    lac_body = bytes.fromhex("0000000000000001" "0000000000000005")
+    value = (bytes.fromhex("0801" "1001" "1a14") + SECRET_KEY
+             + bytes.fromhex("2210") + lac_body + bytes.fromhex("2800"))
+    assert value[0] == 0x08
+    assert keys.decode_ledger_state(value) == LedgerState(
+        exists=True, fenced=True, limbo=False, digest_type=0, master_key=SECRET_KEY,
+        explicit_lac=lac_body)
+
+
+def test_first_byte_42_is_bkld_never_ledger_data():
+    assert (0x42 >> 3, 0x42 & 0x07) == (8, 2)  # would be field 8, length-delimited
+    with pytest.raises(LedgerStateCorrupt, match="magic"):
+        keys.decode_ledger_state(b"\x42" + bytes(11))
+
+
+def test_storage_state_flags_key():
+    assert keys.encode_ledger_key(-0xEEFD) == bytes.fromhex("FFFFFFFFFFFF1103")
+
+
+def test_locations_key_and_value_layout():
+    assert keys.encode_location_key(0x0102, 0x0304) == bytes.fromhex(
+        "0000000000000102" "0000000000000304")
+    # FORMATS.md §5.3: log 2a, first entry (pos 1028) = 0x0000002A00000404.
+    assert keys.encode_location_value((0x2A << 32) | 1028) == bytes.fromhex("0000002A00000404")
