@@ -1,0 +1,1 @@
+"""HTTP: server and clients. The only aiohttp importer (DESIGN.md §5)."""

@@ -1,0 +1,60 @@
+"""Bookie endpoints of API.md: health, readiness, info and admin actions."""
+
+from __future__ import annotations
+
+import hmac
+
+from aiohttp import web
+
+from api.keys import BOOKIE
+from bookie.errors import BookieError
+
+routes = web.RouteTableDef()
+
+
+class Forbidden(BookieError):
+    """An admin endpoint without (or with a wrong) bearer token."""
+
+    code, status = "EUA", 403
+
+
+def require_admin(request: web.Request) -> None:
+    """Admin endpoints need the bearer token when one is set; without one they are refused
+    unless the server listens on a loopback address (API.md, "Bookie endpoints")."""
+    config = request.app[BOOKIE].config
+    token = config.admin_token
+    if token is None:
+        if config.host not in ("127.0.0.1", "localhost", "::1") \
+                and not config.host.startswith("127."):
+            raise Forbidden("admin endpoints need admin_token on a non-loopback address")
+        return
+    given = request.headers.get("Authorization", "")
+    if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+        raise Forbidden("admin endpoint: missing or wrong Authorization: Bearer token")
+
+
+@routes.get("/health")
+async def health(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+@routes.get("/ready")
+async def ready(request: web.Request) -> web.Response:
+    bookie = request.app[BOOKIE]
+    body = {"ready": bookie.ready, "state": bookie.state.value,
+            "reasons": sorted(bookie.readonly_reasons)}
+    return web.json_response(body, status=200 if bookie.ready else 503)
+
+
+@routes.get("/v1/bookie/info")
+async def info(request: web.Request) -> web.Response:
+    return web.json_response(request.app[BOOKIE].info())
+
+
+@routes.post("/v1/bookie/checkpoint")
+async def checkpoint(request: web.Request) -> web.Response:
+    require_admin(request)
+    result = await request.app[BOOKIE].checkpoint()
+    return web.json_response({"lastMark": [result.mark.journal_id, result.mark.offset],
+                              "entries": result.entries, "bytes": result.bytes,
+                              "journalsDeleted": list(result.journals_deleted)})

@@ -1,0 +1,137 @@
+"""Ledger endpoints of API.md: parse -> one Bookie call -> render. Handlers build no errors."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from api import wire
+from api.keys import BOOKIE
+from bookie.entry import DigestType, entry_ids
+from bookie.errors import BadRequest, TooLarge
+
+routes = web.RouteTableDef()
+
+
+def _ids(request: web.Request, allow_last: bool = False) -> tuple[int, int]:
+    info = request.match_info
+    return (wire.parse_ledger_id(info["ledger"]),
+            wire.parse_entry_id(info["entry"], allow_last=allow_last))
+
+
+def _write_headers(request: web.Request) -> dict:
+    headers = request.headers
+    digest = headers.get("X-Digest-Type")
+    return {
+        "master_key": wire.parse_master_key(headers.get("X-Master-Key")),
+        "digest_type": DigestType.from_header(digest) if digest is not None else None,
+        "recovery": wire.parse_flag(headers.get("X-Recovery-Add"), "X-Recovery-Add"),
+        "deferred_sync": wire.parse_write_flags(headers.get("X-Write-Flags")),
+    }
+
+
+async def _read_body(request: web.Request, limit: int) -> bytes:
+    if request.content_length is not None and request.content_length > limit:
+        raise TooLarge(f"body of {request.content_length} bytes is over the limit of {limit}")
+    body = await request.read()
+    if len(body) > limit:
+        raise TooLarge(f"body of {len(body)} bytes is over the limit of {limit}")
+    return body
+
+
+@routes.put(r"/v1/ledgers/{ledger}/entries/{entry}")
+async def add_entry(request: web.Request) -> web.Response:
+    bookie = request.app[BOOKIE]
+    ledger_id, entry_id = _ids(request)
+    options = _write_headers(request)
+    body = await _read_body(request, bookie.config.max_entry_size)
+    if entry_ids(body) != (ledger_id, entry_id):
+        raise BadRequest(f"body ids {entry_ids(body)} differ from the path ({ledger_id}, "
+                         f"{entry_id})")
+    await bookie.add_entry(ledger_id, entry_id, body, **options)
+    return web.json_response({"ledgerId": ledger_id, "entryId": entry_id})
+
+
+@routes.post(r"/v1/ledgers/{ledger}/entries")
+async def add_batch(request: web.Request) -> web.Response:
+    bookie = request.app[BOOKIE]
+    ledger_id = wire.parse_ledger_id(request.match_info["ledger"])
+    options = _write_headers(request)
+    body = await request.read()
+    entries = wire.decode_batch(body, bookie.config.max_entry_size, bookie.config.max_read_batch
+                                * 10)
+    pairs = []
+    for entry in entries:
+        body_ledger, entry_id = entry_ids(entry)
+        if body_ledger != ledger_id or entry_id < 0:
+            raise BadRequest(f"batch entry ids ({body_ledger}, {entry_id}) do not belong to "
+                             f"ledger {ledger_id}")
+        pairs.append((entry_id, entry))
+    ids = await bookie.add_batch(ledger_id, pairs, **options)
+    return web.json_response({"ledgerId": ledger_id, "entryIds": ids})
+
+
+@routes.get(r"/v1/ledgers/{ledger}/entries/{entry}")
+async def read_entry(request: web.Request) -> web.Response:
+    ledger_id, entry_id = _ids(request, allow_last=True)
+    data = await request.app[BOOKIE].read_entry(ledger_id, entry_id)
+    return web.Response(body=data, content_type=wire.ENTRY_CONTENT_TYPE)
+
+
+@routes.get(r"/v1/ledgers/{ledger}/entries")
+async def read_range(request: web.Request) -> web.Response:
+    bookie = request.app[BOOKIE]
+    ledger_id = wire.parse_ledger_id(request.match_info["ledger"])
+    query = request.query
+    if "from" not in query or "to" not in query:
+        raise BadRequest("range read needs from= and to=")
+    first = wire.parse_entry_id(query["from"])
+    last = wire.parse_entry_id(query["to"])
+    if last < first:
+        raise BadRequest(f"to={last} is below from={first}")
+    entries = await bookie.read_range(ledger_id, first, last)
+    return web.Response(body=wire.encode_batch(entries), content_type=wire.BATCH_CONTENT_TYPE)
+
+
+@routes.post(r"/v1/ledgers/{ledger}/fence")
+async def fence(request: web.Request) -> web.Response:
+    ledger_id = wire.parse_ledger_id(request.match_info["ledger"])
+    key = wire.parse_master_key(request.headers.get("X-Master-Key"))
+    lac, last = await request.app[BOOKIE].fence(ledger_id, key)
+    return web.json_response({"lac": lac, "lastEntryId": last})
+
+
+@routes.get(r"/v1/ledgers/{ledger}/lac")
+async def read_lac(request: web.Request) -> web.Response:
+    ledger_id = wire.parse_ledger_id(request.match_info["ledger"])
+    query = request.query
+    wait_for_gt = (wire.parse_i64(query["wait_for_gt"], "wait_for_gt")
+                   if "wait_for_gt" in query else None)
+    timeout_ms = wire.parse_i64(query.get("timeout_ms", "0"), "timeout_ms")
+    if not 0 <= timeout_ms <= 600_000:
+        raise BadRequest(f"timeout_ms {timeout_ms} is not within 0..600000")
+    lac = await request.app[BOOKIE].read_lac(ledger_id, wait_for_gt, timeout_ms)
+    return web.json_response({"lac": lac})
+
+
+@routes.put(r"/v1/ledgers/{ledger}/lac")
+async def write_lac(request: web.Request) -> web.Response:
+    bookie = request.app[BOOKIE]
+    ledger_id = wire.parse_ledger_id(request.match_info["ledger"])
+    key = wire.parse_master_key(request.headers.get("X-Master-Key"))
+    body = await _read_body(request, 4096)
+    lac = await bookie.write_lac(ledger_id, key, body)
+    return web.json_response({"lac": lac})
+
+
+@routes.post(r"/v1/ledgers/{ledger}/force")
+async def force(request: web.Request) -> web.Response:
+    ledger_id = wire.parse_ledger_id(request.match_info["ledger"])
+    key = wire.parse_master_key(request.headers.get("X-Master-Key"))
+    last = await request.app[BOOKIE].force(ledger_id, key)
+    return web.json_response({"lastEntryId": last})
+
+
+@routes.get(r"/v1/ledgers/{ledger}")
+async def ledger_info(request: web.Request) -> web.Response:
+    ledger_id = wire.parse_ledger_id(request.match_info["ledger"])
+    return web.json_response(await request.app[BOOKIE].ledger_info(ledger_id))

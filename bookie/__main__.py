@@ -1,0 +1,5 @@
+import sys
+
+from bookie.cli import main
+
+sys.exit(main())

@@ -1,0 +1,219 @@
+"""Checkpoint: make the write cache durable in entry logs and indexes, then move lastMark.
+
+BookKeeper's SyncThread and Journal.LastLogMark. The order (DESIGN.md §3.4, FORMATS.md §8.2):
+
+    # Checkpoint. Each step is durable before the next one starts.
+    #   1. mark = journal.current_mark()   First. Adds enter the write cache before the journal
+    #                                      queue (W1), so every record below the mark is in
+    #                                      the cache or already flushed.
+    #   2-4. storage.flush(): swap the cache, append sorted, fsync the log, index batch with
+    #        sync=True, ledger states with sync=True (bookie/storage.py tells its crash story)
+    #   5. lastMark := mark                temp file, fsync, rename, fsync dir
+    #   6. delete journals wholly below the mark, keeping journal_backups_count
+    # 3! Crash during 3: the log holds entries no index points at. Replay from the old mark
+    #    writes them again; GC reclaims the orphans.
+    # 4! Crash between 4 and 5: replay re-adds indexed entries. Same bytes, same entry: the
+    #    add is idempotent and costs only space.
+    # 5! Crash between 5 and 6: extra journals stay; the next checkpoint deletes them.
+
+Invariants:
+    C1. lastMark only moves forward; writing a smaller mark is an assertion failure (§1.7).
+    C2. A journal file is deleted only when it lies wholly below the persisted mark (§1.8).
+    C3. An I/O error ends the checkpoint with the mark unmoved; the caller turns the bookie
+        read-only (§1.5).
+
+Thread-safety: ``Checkpointer.run`` on the checkpoint thread only (``CheckpointThread``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import logging
+import os
+import threading
+import time
+from typing import TYPE_CHECKING, Callable
+
+from bookie.disk import atomic_replace
+from bookie.errors import IOFailure
+from journal.format import LogMark, parse_journal_id, journal_file_name
+from journal.retention import journals_to_delete
+
+if TYPE_CHECKING:
+    from bookie.disk import Disk
+    from bookie.storage import LedgerStorage
+
+log = logging.getLogger("bookie.checkpoint")
+
+LAST_MARK = "lastMark"
+
+
+def read_last_mark(disk: "Disk", ledger_dir: str) -> LogMark:
+    """FORMATS.md §4.4: missing or short -> (0, 0) with a warning; longer -> first 16 bytes."""
+    path = os.path.join(ledger_dir, LAST_MARK)
+    if disk.exists(path + ".tmp"):
+        disk.unlink(path + ".tmp")  # a checkpoint died before its rename (atomic_replace)
+    if not disk.exists(path):
+        log.warning("no %s in %s: replaying every journal", LAST_MARK, ledger_dir)
+        return LogMark(0, 0)
+    handle = disk.open(path)
+    try:
+        data = handle.read_at(0, 4096)
+    finally:
+        handle.close()
+    if len(data) < 16:
+        log.warning("%s is %d bytes, shorter than 16: replaying every journal", path, len(data))
+        return LogMark(0, 0)
+    if len(data) > 16:
+        log.warning("%s is %d bytes, longer than 16: reading the first 16", path, len(data))
+    return LogMark.decode(data[:16])
+
+
+def write_last_mark(disk: "Disk", ledger_dir: str, mark: LogMark) -> None:
+    atomic_replace(disk, os.path.join(ledger_dir, LAST_MARK), mark.encode())
+
+
+def list_journal_ids(disk: "Disk", journal_dir: str) -> list[int]:
+    if not disk.exists(journal_dir):
+        return []
+    ids = (parse_journal_id(name) for name in disk.listdir(journal_dir))
+    return sorted(i for i in ids if i is not None)
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointResult:
+    mark: LogMark
+    entries: int
+    bytes: int
+    journals_deleted: tuple[int, ...]
+    phase_s: dict
+
+
+class Checkpointer:
+    """The checkpoint order. ``current_mark`` is the journal's in-memory mark (or replay's)."""
+
+    def __init__(self, disk: "Disk", storage: "LedgerStorage", journal_dir: str,
+                 current_mark: Callable[[], LogMark], backups: int) -> None:
+        self.disk = disk
+        self.storage = storage
+        self.journal_dir = journal_dir
+        self.current_mark = current_mark
+        self.backups = backups
+        self.persisted = read_last_mark(disk, storage.ledger_dir)
+
+    def run(self, delete_journals: bool = True) -> CheckpointResult:
+        t0 = time.monotonic()
+        mark = self.current_mark()  # step 1, first (W1)
+        stats = self.storage.flush()  # steps 2-4
+        t1 = time.monotonic()
+        if mark > self.persisted:
+            write_last_mark(self.disk, self.storage.ledger_dir, mark)  # step 5
+            self.persisted = mark
+        else:
+            assert mark == self.persisted, f"mark {mark} behind persisted {self.persisted} (C1)"
+        t2 = time.monotonic()
+        deleted = self._delete_old_journals() if delete_journals else ()
+        phases = {"flush": t1 - t0, "append": stats.append_s, "index": stats.index_s,
+                  "lastmark": t2 - t1, "retention": time.monotonic() - t2}
+        return CheckpointResult(mark, stats.entries, stats.bytes, tuple(deleted), phases)
+
+    def _delete_old_journals(self) -> list[int]:
+        """Step 6 (C2): only files wholly below the persisted mark, keeping ``backups``."""
+        doomed = journals_to_delete(list_journal_ids(self.disk, self.journal_dir),
+                                    self.persisted, self.backups)
+        for journal_id in doomed:
+            assert journal_id < self.persisted.journal_id
+            self.disk.unlink(os.path.join(self.journal_dir, journal_file_name(journal_id)))
+        if doomed:
+            self.disk.fsync_dir(self.journal_dir)
+        return doomed
+
+
+class CheckpointThread:
+    """Runs checkpoints on one thread: periodic, on request, and when asked by cache pressure.
+
+    ``request()`` returns a concurrent future; requests that arrive while one runs are served
+    by the next run (each run snapshots a fresh mark, so it covers every earlier request).
+    An I/O error fails the pending futures and calls ``on_io_error`` (C3); the thread then
+    stops checkpointing, since the storage state is unknown (A5).
+    """
+
+    def __init__(self, checkpointer: Checkpointer, interval_s: float,
+                 on_io_error: Callable[[BaseException], None],
+                 on_done: Callable[[CheckpointResult], None] | None = None) -> None:
+        self.checkpointer = checkpointer
+        self.interval_s = interval_s
+        self.on_io_error = on_io_error
+        self.on_done = on_done
+        self._cond = threading.Condition()
+        self._waiters: list[concurrent.futures.Future] = []
+        self._wanted = False
+        self._stopping = False
+        self._failed: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, name="checkpoint", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def request(self) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self._cond:
+            if self._failed is not None or self._stopping:
+                future.set_exception(IOFailure(f"checkpoints stopped: {self._failed}"))
+                return future
+            self._waiters.append(future)
+            self._wanted = True
+            self._cond.notify()
+        return future
+
+    def trigger(self) -> None:
+        """Ask for a checkpoint soon without waiting for it (write cache pressure)."""
+        with self._cond:
+            self._wanted = True
+            self._cond.notify()
+
+    def _loop(self) -> None:
+        deadline = time.monotonic() + self.interval_s
+        while True:
+            with self._cond:
+                while not (self._wanted or self._stopping) and time.monotonic() < deadline:
+                    self._cond.wait(max(0.0, deadline - time.monotonic()))
+                if self._stopping:
+                    return
+                waiters, self._waiters, self._wanted = self._waiters, [], False
+            deadline = time.monotonic() + self.interval_s
+            if not self._run_once(waiters):
+                return
+
+    def _run_once(self, waiters: list[concurrent.futures.Future]) -> bool:
+        try:
+            result = self.checkpointer.run(delete_journals=True)
+        except BaseException as exc:  # C3: any failure leaves the mark where it was
+            log.error("checkpoint failed, mark unmoved at %s: %s",
+                      self.checkpointer.persisted, exc)
+            with self._cond:
+                self._failed = exc
+                waiters += self._waiters
+                self._waiters = []
+            for future in waiters:
+                future.set_exception(exc if isinstance(exc, IOFailure) else IOFailure(str(exc)))
+            self.on_io_error(exc)
+            return False
+        if self.on_done is not None:
+            self.on_done(result)
+        for future in waiters:
+            future.set_result(result)
+        return True
+
+    def stop(self) -> None:
+        """Stop the thread after the run in progress; pending requests fail."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+            waiters, self._waiters = self._waiters, []
+        if self._thread.is_alive():
+            self._thread.join()
+        for future in waiters:
+            if not future.done():
+                future.set_exception(IOFailure("bookie is stopping"))

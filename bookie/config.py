@@ -1,0 +1,254 @@
+"""Configuration: defaults < TOML file < ``BOOKIE_*`` environment < command-line flags.
+
+Every setting has three spellings (API.md, "CLI"): TOML key ``name``, environment variable
+``BOOKIE_NAME`` and flag ``--name`` (dashes for underscores). API.md's table names are
+contracts; the settings after them are this project's additions and are documented in
+README.md. Unknown TOML keys and ``BOOKIE_*`` variables are rejected with the key named, and
+every value is range-checked before the bookie touches a file.
+
+``BookieConfig`` is frozen; ``load_config`` also returns where each value came from, for
+``bookie config show``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+import tomllib
+from typing import Any, Mapping
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+
+#: The process exit code for a configuration that does not validate (sysexits EX_CONFIG).
+EXIT_BAD_CONFIG = 78
+
+
+class ConfigError(ValueError):
+    """A setting that is unknown, unparsable or out of range; the message names it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    name: str
+    kind: type
+    default: Any
+    help: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+    secret: bool = False
+
+
+SETTINGS: tuple[Setting, ...] = (
+    # API.md's table: these names are contracts.
+    Setting("data_dir", str, "./data", "root of the journal and ledger dirs"),
+    Setting("host", str, "127.0.0.1", "listen address"),
+    Setting("port", int, 3180, "listen port (0 picks a free one)", 0, 65535),
+    Setting("admin_token", str, None, "bearer token for admin endpoints", secret=True),
+    Setting("journal_max_bytes", int, 2 * GiB, "journal file roll size", 64 * KiB, 2**62),
+    Setting("entrylog_max_bytes", int, 1 * GiB,
+            "entry log roll size; the log is finalized with its ledgersMap", 4 * KiB, 1 * GiB),
+    Setting("checkpoint_interval_ms", int, 10_000, "periodic checkpoint", 1, 86_400_000),
+    Setting("group_max_wait_ms", float, 2.0,
+            "longest an add waits for its group commit to start", 0, 1000),
+    Setting("max_entry_size", int, 5 * MiB, "largest entry body", 64, 64 * MiB),
+    Setting("verify_digest", bool, True, "recompute CRC digests on add and replay"),
+    # Additions (README.md, "Settings").
+    Setting("group_max_bytes", int, 512 * KiB,
+            "bytes buffered before a group is flushed (journalBufferedWritesThreshold)",
+            512, 256 * MiB),
+    Setting("journal_prealloc_bytes", int, 16 * MiB,
+            "zero-filled journal preallocation chunk", 4 * KiB, 1 * GiB),
+    Setting("journal_backups_count", int, 5,
+            "journal files below lastMark kept (journalMaxBackups)", 0, 10_000),
+    Setting("journal_queue_max_bytes", int, 64 * MiB,
+            "bytes queued for the journal before adds get 503", 1 * MiB, 16 * GiB),
+    Setting("write_cache_max_bytes", int, 256 * MiB,
+            "write cache budget; a checkpoint starts at half", 1 * MiB, 64 * GiB),
+    Setting("max_read_batch", int, 1000, "most entries in one range read", 1, 1_000_000),
+    Setting("skip_corrupt_journal_records", bool, False,
+            "on replay, abandon the rest of a journal at a corrupt record instead of "
+            "refusing to start (skipReplayJournalInvalidRecord)"),
+    Setting("log_format", str, "text", "log line format", choices=("text", "json")),
+    Setting("log_level", str, "info", "log level",
+            choices=("debug", "info", "warning", "error")),
+)
+SETTINGS_BY_NAME = {s.name: s for s in SETTINGS}
+
+
+@dataclasses.dataclass(frozen=True)
+class BookieConfig:
+    data_dir: str = "./data"
+    host: str = "127.0.0.1"
+    port: int = 3180
+    admin_token: str | None = None
+    journal_max_bytes: int = 2 * GiB
+    entrylog_max_bytes: int = 1 * GiB
+    checkpoint_interval_ms: int = 10_000
+    group_max_wait_ms: float = 2.0
+    max_entry_size: int = 5 * MiB
+    verify_digest: bool = True
+    group_max_bytes: int = 512 * KiB
+    journal_prealloc_bytes: int = 16 * MiB
+    journal_backups_count: int = 5
+    journal_queue_max_bytes: int = 64 * MiB
+    write_cache_max_bytes: int = 256 * MiB
+    max_read_batch: int = 1000
+    skip_corrupt_journal_records: bool = False
+    log_format: str = "text"
+    log_level: str = "info"
+
+    @property
+    def journal_dir(self) -> str:
+        return os.path.join(self.data_dir, "journal", "current")
+
+    @property
+    def ledger_dir(self) -> str:
+        return os.path.join(self.data_dir, "ledgers", "current")
+
+    def replace(self, **changes) -> "BookieConfig":
+        return validated(dataclasses.replace(self, **changes))
+
+
+assert {f.name for f in dataclasses.fields(BookieConfig)} == set(SETTINGS_BY_NAME)
+assert all(getattr(BookieConfig(), s.name) == s.default for s in SETTINGS)
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "B": 1, "K": KiB, "M": MiB, "G": GiB, "T": 1024 * GiB}
+
+
+def _parse_int(text: str) -> int:
+    """An integer, optionally with a binary size suffix: 64MiB, 2G, 512k."""
+    match = _SIZE.match(text)
+    if not match:
+        raise ValueError(f"{text!r} is not an integer or a size like 64MiB")
+    unit = (match.group(2) or "").upper()[:1]
+    return int(match.group(1)) * _UNITS[unit]
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{text!r} is not a boolean (true/false)")
+
+
+def coerce(setting: Setting, value: Any) -> Any:
+    """Turn a TOML value or a string from env/flags into the setting's type."""
+    if value is None:
+        return None
+    try:
+        if setting.kind is bool:
+            return value if isinstance(value, bool) else _parse_bool(str(value))
+        if setting.kind is int:
+            if isinstance(value, bool):
+                raise ValueError("a boolean is not an integer")
+            return value if isinstance(value, int) else _parse_int(str(value))
+        if setting.kind is float:
+            if isinstance(value, bool):
+                raise ValueError("a boolean is not a number")
+            return float(value)
+        return str(value)
+    except ValueError as exc:
+        raise ConfigError(f"setting {setting.name}: {exc}") from None
+
+
+def check_range(setting: Setting, value: Any) -> None:
+    if value is None:
+        return
+    if setting.minimum is not None and value < setting.minimum:
+        raise ConfigError(f"setting {setting.name} = {value} is below its minimum "
+                          f"{setting.minimum}")
+    if setting.maximum is not None and value > setting.maximum:
+        raise ConfigError(f"setting {setting.name} = {value} is above its maximum "
+                          f"{setting.maximum}")
+    if setting.choices and value not in setting.choices:
+        raise ConfigError(f"setting {setting.name} = {value!r} is not one of "
+                          f"{', '.join(setting.choices)}")
+
+
+def validated(config: BookieConfig) -> BookieConfig:
+    for setting in SETTINGS:
+        check_range(setting, getattr(config, setting.name))
+    return config
+
+
+def add_setting_flags(parser: argparse.ArgumentParser) -> None:
+    """One ``--name`` flag per setting; absent flags stay None so lower layers show through."""
+    for s in SETTINGS:
+        flag = "--" + s.name.replace("_", "-")
+        default_text = "none" if s.default is None else s.default
+        parser.add_argument(flag, dest=s.name, default=None, metavar=s.kind.__name__.upper(),
+                            help=f"{s.help} (default {default_text}; env BOOKIE_{s.name.upper()})")
+
+
+def _read_toml(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path}: {exc}") from None
+    data = data.get("bookie", data) if isinstance(data.get("bookie"), dict) else data
+    unknown = sorted(set(data) - set(SETTINGS_BY_NAME))
+    if unknown:
+        raise ConfigError(f"config file {path}: unknown setting {unknown[0]!r}")
+    return data
+
+
+def _read_env(environ: Mapping[str, str]) -> dict[str, str]:
+    found = {}
+    for key, value in environ.items():
+        if not key.startswith("BOOKIE_") or key == "BOOKIE_CONFIG":
+            continue
+        name = key[len("BOOKIE_"):].lower()
+        if name not in SETTINGS_BY_NAME:
+            raise ConfigError(f"environment variable {key}: unknown setting {name!r}")
+        found[name] = value
+    return found
+
+
+def load_config(config_file: str | None = None, flags: Mapping[str, Any] | None = None,
+                environ: Mapping[str, str] | None = None
+                ) -> tuple[BookieConfig, dict[str, str]]:
+    """The effective config and, per setting, where it came from (default/file/env/flag)."""
+    environ = os.environ if environ is None else environ
+    config_file = config_file or environ.get("BOOKIE_CONFIG")
+    layers = [("file " + config_file, _read_toml(config_file))] if config_file else []
+    layers.append(("env", _read_env(environ)))
+    layers.append(("flag", {k: v for k, v in (flags or {}).items()
+                            if k in SETTINGS_BY_NAME and v is not None}))
+    values = {s.name: s.default for s in SETTINGS}
+    sources = {s.name: "default" for s in SETTINGS}
+    for source, layer in layers:
+        for name, raw in layer.items():
+            values[name] = coerce(SETTINGS_BY_NAME[name], raw)
+            sources[name] = source
+    return validated(BookieConfig(**values)), sources
+
+
+def render_config(config: BookieConfig, sources: Mapping[str, str]) -> str:
+    """TOML text of the effective config with each value's source; secrets redacted."""
+    lines = []
+    for s in SETTINGS:
+        value = getattr(config, s.name)
+        if s.secret and value is not None:
+            shown = '"<redacted>"'
+        elif value is None:
+            lines.append(f"# {s.name} = (unset)  # {sources[s.name]}")
+            continue
+        elif isinstance(value, bool):
+            shown = "true" if value else "false"
+        elif isinstance(value, str):
+            shown = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        else:
+            shown = repr(value)
+        lines.append(f"{s.name} = {shown}  # {sources[s.name]}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,598 @@
+"""The bookie node: storage, journal and checkpoints composed; the only asyncio bridge.
+
+BookKeeper's BookieImpl. Every public coroutine runs on the event loop; storage and journal
+are synchronous and run on their own threads (DESIGN.md §3.7). Journal completions reach the
+loop through one ``call_soon_threadsafe`` per group; blocking reads go to a 2-thread executor.
+
+States (DESIGN.md §3.6); each arrow names the function that takes it:
+
+     STARTING
+        │ dirs ok [Bookie.start]                  bad dir, missing journal or
+        ▼                                         corrupt record: FAILED, exit 1
+     REPLAYING
+        │ replay and checkpoint done [Bookie.start]
+        ▼
+     WRITABLE ◄───────────────────────────────┐
+        │ operator flag [Bookie.set_readonly]  │ flag cleared [Bookie.set_readonly]
+        │ disk full [Bookie.set_disk_full]     │ space back [Bookie.set_disk_full]
+        │ write/fsync error [Bookie.fail_io]   │ (reasons full and operator only)
+        ▼                                      │
+     READ_ONLY(full | operator | io) ──────────┘
+        reason io: only a restart leaves it
+
+     REPLAYING, WRITABLE, READ_ONLY ──SIGTERM [Bookie.close]──► STOPPING: drain, checkpoint
+
+Invariants (DESIGN.md §1):
+    N1. An add is answered only after the fsync of the journal group holding its record,
+        unless deferred-sync (then at enqueue); ``force`` answers after every earlier add.
+    N2. A fence, master key and explicit LAC are durable before their 200.
+    N3. Ledger state changes (new ledger, fenced, explicit LAC body) are made in memory
+        before their journal record is queued, so a checkpoint whose mark covers the record
+        also persists the state (the analogue of W1 for ledger state).
+    N4. The LAC a reader sees rises only on completion of a durable record, so it never
+        runs ahead of what survives a crash and never goes backwards after a restart.
+    N5. Handlers await journal futures through ``asyncio.shield``: a client disconnect never
+        changes what reaches the disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import enum
+import logging
+import time
+
+from bookie import __version__
+from bookie import entry as entry_mod
+from bookie.checkpoint import Checkpointer, CheckpointThread, list_journal_ids, read_last_mark
+from bookie.config import BookieConfig
+from bookie.disk import Disk, OsDisk
+from bookie.entry import DigestType
+from bookie.errors import (BadDigest, BadRequest, BookieError, Fenced, IOFailure, NoEntry,
+                           NoLedger, ReadOnly, TooManyRequests, Unauthorized)
+from bookie.recovery import ReplayReport, Replayer
+from bookie.storage import LedgerStorage
+from journal import format as jformat
+from journal.group_commit import GroupCommitPolicy
+from journal.journal import Journal
+from ledgerindex.keys import LedgerState
+
+log = logging.getLogger("bookie.node")
+
+ZERO_KEY = bytes(20)
+
+
+class BookieState(enum.Enum):
+    STARTING = "starting"
+    REPLAYING = "replaying"
+    WRITABLE = "writable"
+    READ_ONLY = "read_only"
+    STOPPING = "stopping"
+    FAILED = "failed"
+
+
+#: Allowed transitions (h11 style); anything else is a programmer error.
+TRANSITIONS = {
+    BookieState.STARTING: {BookieState.REPLAYING, BookieState.FAILED, BookieState.STOPPING},
+    BookieState.REPLAYING: {BookieState.WRITABLE, BookieState.READ_ONLY, BookieState.FAILED,
+                            BookieState.STOPPING},
+    BookieState.WRITABLE: {BookieState.READ_ONLY, BookieState.STOPPING},
+    BookieState.READ_ONLY: {BookieState.WRITABLE, BookieState.READ_ONLY, BookieState.STOPPING},
+    BookieState.STOPPING: set(),
+    BookieState.FAILED: {BookieState.STOPPING},
+}
+
+
+@dataclasses.dataclass
+class LedgerRuntime:
+    """What the node knows of a ledger beyond its persisted state."""
+
+    lac: int = -1                  # N4: raised by completed adds and explicit LACs
+    last_entry_id: int = -1        # largest entry id admitted (cache or storage)
+    key_journaled: bool = False    # a LEDGER_KEY record went to this process's journal
+    waiters: list = dataclasses.field(default_factory=list)  # (gt, future) long polls
+
+
+class Bookie:
+    """One bookie. Thread-safety: public methods on the event loop only."""
+
+    def __init__(self, config: BookieConfig, disk: Disk | None = None) -> None:
+        self.config = config
+        self.disk = disk or OsDisk()
+        self.state = BookieState.STARTING
+        self.readonly_reasons: set[str] = set()
+        self.failure: str | None = None
+        self.storage = LedgerStorage(self.disk, config)
+        self.journal: Journal | None = None
+        self.checkpoints: CheckpointThread | None = None
+        self.replay_report: ReplayReport | None = None
+        self.last_checkpoint = None
+        self._runtime: dict[int, LedgerRuntime] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reads = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="read")
+        self._ready = asyncio.Event()
+        self.started_at = time.time()
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def _move(self, new: BookieState) -> None:
+        assert new in TRANSITIONS[self.state], f"bookie state {self.state} -> {new}"
+        if new is not self.state:
+            log.info("bookie state %s -> %s%s", self.state.value, new.value,
+                     f" ({', '.join(sorted(self.readonly_reasons))})"
+                     if new is BookieState.READ_ONLY else "")
+        self.state = new
+
+    async def start(self) -> None:
+        """Replay, checkpoint, open a new journal; then WRITABLE. Raises on a refusal."""
+        self._loop = asyncio.get_running_loop()
+        self._move(BookieState.REPLAYING)
+        try:
+            await self._loop.run_in_executor(None, self._open_and_replay)
+            self._start_journal()
+        except BaseException as exc:
+            self.failure = str(exc)
+            self._move(BookieState.FAILED)
+            raise
+        self._start_checkpoints()
+        self._move(BookieState.READ_ONLY if self.readonly_reasons else BookieState.WRITABLE)
+        self._ready.set()
+
+    def _open_and_replay(self) -> None:
+        """On a worker thread: open storage, replay journals, checkpoint to the replay end."""
+        self.disk.makedirs(self.config.journal_dir)
+        self.storage.open()
+        mark = read_last_mark(self.disk, self.config.ledger_dir)
+        replayer = Replayer(self.disk, self.config, self.storage)
+        end = replayer.run(mark, list_journal_ids(self.disk, self.config.journal_dir))
+        self.replay_report = replayer.report
+        self._checkpointer = Checkpointer(self.disk, self.storage, self.config.journal_dir,
+                                          lambda: end, self.config.journal_backups_count)
+        self.last_checkpoint = self._checkpointer.run(delete_journals=False)
+
+    def _start_journal(self) -> None:
+        policy = GroupCommitPolicy(group_wait_ms_max=self.config.group_max_wait_ms,
+                                   group_bytes_max=self.config.group_max_bytes)
+        self.journal = Journal(
+            self.disk, self.config.journal_dir, policy=policy,
+            max_bytes=self.config.journal_max_bytes,
+            prealloc_bytes=self.config.journal_prealloc_bytes,
+            complete_group=self._complete_group_threadsafe,
+            on_io_error=lambda exc: self._call_threadsafe(self.fail_io, exc))
+        self.journal.start()
+        self._checkpointer.current_mark = self.journal.current_mark
+
+    def _start_checkpoints(self) -> None:
+        self.checkpoints = CheckpointThread(
+            self._checkpointer, self.config.checkpoint_interval_ms / 1000.0,
+            on_io_error=lambda exc: self._call_threadsafe(self.fail_io, exc),
+            on_done=self._checkpoint_done)
+        self.checkpoints.start()
+
+    def _checkpoint_done(self, result) -> None:
+        self.last_checkpoint = result
+
+    def _call_threadsafe(self, fn, *args) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(fn, *args)
+
+    def begin_shutdown(self) -> None:
+        """SIGTERM, first half: refuse new writes and release every long poll at once."""
+        if self.state is not BookieState.STOPPING:
+            self._move(BookieState.STOPPING)
+        for runtime in self._runtime.values():
+            for _gt, future in runtime.waiters:
+                if not future.done():
+                    future.set_result(None)
+            runtime.waiters.clear()
+
+    async def close(self) -> None:
+        """SIGTERM, second half: drain the journal, final checkpoint, close storage."""
+        self.begin_shutdown()
+        await asyncio.get_running_loop().run_in_executor(None, self._close_sync)
+        self._reads.shutdown(wait=True)
+
+    def _close_sync(self) -> None:
+        if self.checkpoints is not None:
+            self.checkpoints.stop()
+        failed_io = "io" in self.readonly_reasons
+        if self.journal is not None:
+            self.journal.close()
+        if self.journal is not None and not failed_io and self.failure is None:
+            try:
+                self._checkpointer.run(delete_journals=False)
+            except Exception:
+                log.exception("final checkpoint failed; replay will recover on next start")
+        if not failed_io:
+            self.storage.close()
+
+    # -- state --------------------------------------------------------------------------
+
+    def fail_io(self, exc: BaseException) -> None:
+        """A write or fsync failed on the durable path: read-only until restart (§1.5)."""
+        if self.failure is None:
+            self.failure = f"I/O error: {exc}"
+            log.error("I/O failure, bookie is read-only until restart: %s", exc)
+        self.readonly_reasons.add("io")
+        if self.state in (BookieState.WRITABLE, BookieState.READ_ONLY):
+            self._move(BookieState.READ_ONLY)
+
+    def set_readonly(self, reason: str, on: bool) -> None:
+        """Operator flag or disk-full monitor; ``io`` is never cleared here."""
+        assert reason in ("operator", "full")
+        (self.readonly_reasons.add if on else self.readonly_reasons.discard)(reason)
+        if self.state not in (BookieState.WRITABLE, BookieState.READ_ONLY):
+            return
+        self._move(BookieState.READ_ONLY if self.readonly_reasons else BookieState.WRITABLE)
+
+    @property
+    def ready(self) -> bool:
+        return self.state is BookieState.WRITABLE
+
+    def _check_writable(self, privileged: bool) -> None:
+        """Fences, recovery adds and explicit LACs pass a read-only state unless it is io."""
+        if self.state is BookieState.WRITABLE:
+            return
+        if self.state is BookieState.READ_ONLY and privileged and "io" not in self.readonly_reasons:
+            return
+        reason = ", ".join(sorted(self.readonly_reasons)) or self.state.value
+        if self.state is BookieState.READ_ONLY and "io" in self.readonly_reasons:
+            raise IOFailure(f"bookie is read-only after an I/O error: {self.failure}")
+        raise ReadOnly(f"bookie is not writable ({reason})")
+
+    def _check_serving(self) -> None:
+        if self.state in (BookieState.STARTING, BookieState.REPLAYING):
+            raise ReadOnly("bookie is replaying its journal")
+        if self.state is BookieState.FAILED:
+            raise IOFailure(f"bookie failed to start: {self.failure}")
+
+    # -- ledger state -------------------------------------------------------------------
+
+    def _runtime_of(self, ledger_id: int) -> LedgerRuntime:
+        runtime = self._runtime.get(ledger_id)
+        if runtime is None:
+            runtime = self._runtime[ledger_id] = LedgerRuntime()
+            last = self.storage.last_entry_id(ledger_id)
+            runtime.last_entry_id = -1 if last is None else last
+            runtime.lac = self._stored_lac(ledger_id, runtime.last_entry_id)
+        return runtime
+
+    def _stored_lac(self, ledger_id: int, last_entry_id: int) -> int:
+        """After a restart: max(explicit LAC body, last stored entry's piggybacked LAC)."""
+        lac = -1
+        state = self.storage.ledgers.get(ledger_id)
+        if state is not None and state.explicit_lac:
+            lac = entry_mod.parse_lac_body(state.explicit_lac)[1]
+        if last_entry_id >= 0:
+            try:
+                data = self.storage.get_entry(ledger_id, last_entry_id)
+            except IOFailure:
+                data = None  # reported when the entry itself is read
+            if data is not None and len(data) >= 24:
+                lac = max(lac, entry_mod.piggybacked_lac(data))
+        return lac
+
+    def _existing_state(self, ledger_id: int) -> LedgerState:
+        state = self.storage.ledgers.get(ledger_id)
+        if state is None or not state.exists:
+            raise NoLedger(f"ledger {ledger_id} is unknown to this bookie")
+        return state
+
+    def _check_key(self, ledger_id: int, state: LedgerState, master_key: bytes) -> None:
+        if state.master_key not in (b"", ZERO_KEY) and state.master_key != master_key:
+            raise Unauthorized(f"master key does not match ledger {ledger_id}'s")
+
+    def _ledger_for_write(self, ledger_id: int, master_key: bytes,
+                          digest_type: DigestType | None) -> LedgerState:
+        """The ledger's state as a write would leave it (not yet stored). Raises on refusal."""
+        state = self.storage.ledgers.get(ledger_id)
+        if state is not None and not state.exists:
+            raise NoLedger(f"ledger {ledger_id} was deleted")
+        if state is None:
+            dtype = digest_type or DigestType.CRC32C
+            return LedgerState(master_key=master_key, digest_type=int(dtype))
+        self._check_key(ledger_id, state, master_key)
+        changes = {}
+        if state.master_key in (b"", ZERO_KEY):
+            changes["master_key"] = master_key
+        if digest_type is not None and state.digest_type not in (0, int(digest_type)):
+            raise BadRequest(f"ledger {ledger_id} has digest type "
+                             f"{DigestType(state.digest_type).header_name}, not "
+                             f"{digest_type.header_name}")
+        if state.digest_type == 0:
+            changes["digest_type"] = int(digest_type or DigestType.CRC32C)
+        return dataclasses.replace(state, **changes) if changes else state
+
+    def _store_state(self, ledger_id: int, old: LedgerState | None, new: LedgerState) -> None:
+        if new is not old:
+            self.storage.ledgers.set(ledger_id, new)  # N3: before the record is queued
+
+    # -- journal bridge -----------------------------------------------------------------
+
+    def _complete_group_threadsafe(self, tokens: list, error: BaseException | None) -> None:
+        self._call_threadsafe(self._complete_group, tokens, error)
+
+    def _complete_group(self, tokens: list, error: BaseException | None) -> None:
+        for future, ledger_id, lac in tokens:
+            if error is None and lac is not None:
+                self._raise_lac(ledger_id, lac)
+            if not future.done():
+                if error is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(error)
+
+    def _submit(self, record: bytes | None, ledger_id: int, lac: int | None = None):
+        future = self._loop.create_future()
+        try:
+            self.journal.submit(record, (future, ledger_id, lac))
+        except BookieError:
+            raise
+        except Exception as exc:
+            raise IOFailure(f"journal refused a record: {exc}") from exc
+        return future
+
+    def _journal_key_once(self, ledger_id: int, runtime: LedgerRuntime, key: bytes) -> None:
+        """FORMATS.md §3.8: a master-key record before the first record about a ledger."""
+        if not runtime.key_journaled:
+            self.journal.submit(jformat.encode_master_key(ledger_id, key), None)
+            runtime.key_journaled = True
+
+    def _admit(self, size: int) -> None:
+        """Back-pressure (DESIGN.md §3.1 step 3): bounded journal queue and write cache."""
+        if self.journal.queued_bytes + size > self.config.journal_queue_max_bytes:
+            raise TooManyRequests("journal queue is full")
+        cache = self.storage.cache
+        if cache.active_bytes > self.config.write_cache_max_bytes // 2:
+            self.checkpoints.trigger()
+            if cache.total_bytes + size > self.config.write_cache_max_bytes:
+                raise TooManyRequests("write cache is full; a checkpoint is running")
+
+    def _raise_lac(self, ledger_id: int, lac: int) -> None:
+        runtime = self._runtime.get(ledger_id)
+        if runtime is None or lac <= runtime.lac:
+            return
+        runtime.lac = lac
+        if runtime.waiters:
+            still = []
+            for gt, future in runtime.waiters:
+                if lac > gt:
+                    if not future.done():
+                        future.set_result(None)
+                else:
+                    still.append((gt, future))
+            runtime.waiters = still
+
+    # -- the ledger operations ----------------------------------------------------------
+
+    async def add_entry(self, ledger_id: int, entry_id: int, data: bytes, master_key: bytes,
+                        digest_type: DigestType | None = None, recovery: bool = False,
+                        deferred_sync: bool = False) -> None:
+        """Store one framed entry; returns once durable (N1). Body ids must match the path."""
+        future = self._add_nowait(ledger_id, entry_id, data, master_key, digest_type,
+                                  recovery, deferred_sync)
+        if future is not None:
+            await asyncio.shield(future)  # N5
+
+    def _add_nowait(self, ledger_id, entry_id, data, master_key, digest_type, recovery,
+                    deferred_sync):
+        """Admit and queue one add; the future completes when durable (None if deferred)."""
+        self._check_writable(privileged=recovery)
+        old = self.storage.ledgers.get(ledger_id)
+        state = self._ledger_for_write(ledger_id, master_key, digest_type)
+        dtype = DigestType(state.digest_type)
+        entry_mod.check_entry_shape(data, dtype)
+        if self.config.verify_digest and dtype.verifiable:
+            entry_mod.verify_entry(data, dtype)
+        if state.fenced and not recovery:
+            raise Fenced(f"ledger {ledger_id} is fenced")
+        runtime = self._runtime_of(ledger_id)
+        if entry_id <= runtime.last_entry_id:
+            self._check_same_bytes(ledger_id, entry_id, data)
+        self._admit(len(data))
+        self._store_state(ledger_id, old, state)
+        self.storage.add_entry(ledger_id, entry_id, data)  # W1: cache before journal
+        runtime.last_entry_id = max(runtime.last_entry_id, entry_id)
+        self._journal_key_once(ledger_id, runtime, state.master_key)
+        lac = entry_mod.piggybacked_lac(data)
+        if deferred_sync:
+            self.journal.submit(jformat.encode_add(data), None)
+            self._raise_lac(ledger_id, lac)
+            return None
+        return self._submit(jformat.encode_add(data), ledger_id, lac)
+
+    def _check_same_bytes(self, ledger_id: int, entry_id: int, data: bytes) -> None:
+        """A re-add must carry identical bytes (client retry); different bytes are refused."""
+        try:
+            existing = self.storage.get_entry(ledger_id, entry_id)
+        except IOFailure:
+            existing = None  # unreadable copy: the new one, journaled, replaces it
+        if existing is not None and existing != data:
+            raise BadRequest(f"entry {ledger_id}/{entry_id} already exists with different "
+                             f"bytes; refusing to overwrite it")
+
+    async def add_batch(self, ledger_id: int, entries: list[tuple[int, bytes]],
+                        master_key: bytes, digest_type: DigestType | None = None,
+                        recovery: bool = False, deferred_sync: bool = False) -> list[int]:
+        """Several adds of one ledger queued together: one journal group covers them all.
+
+        Each entry is admitted in order; the first refusal stops the batch and raises, after
+        the entries before it have been made durable (they were queued, so they are answered
+        as a client would expect a retry to find them).
+        """
+        futures, ids, failure = [], [], None
+        for entry_id, data in entries:
+            try:
+                futures.append(self._add_nowait(ledger_id, entry_id, data, master_key,
+                                                digest_type, recovery, deferred_sync))
+            except BookieError as exc:
+                failure = exc
+                break
+            ids.append(entry_id)
+        pending = [f for f in futures if f is not None]
+        if pending:
+            await asyncio.shield(asyncio.gather(*pending))
+        if failure is not None:
+            raise failure
+        return ids
+
+    async def fence(self, ledger_id: int, master_key: bytes) -> tuple[int, int]:
+        """Fence a ledger (creating it, as BookKeeper does for recovery); durable before 200."""
+        self._check_serving()
+        self._check_writable(privileged=True)
+        old = self.storage.ledgers.get(ledger_id)
+        state = self._ledger_for_write(ledger_id, master_key, None)
+        runtime = self._runtime_of(ledger_id)
+        self._admit(16)
+        self._store_state(ledger_id, old, dataclasses.replace(state, fenced=True))  # N3
+        self._journal_key_once(ledger_id, runtime, state.master_key)
+        await asyncio.shield(self._submit(jformat.encode_fence(ledger_id), ledger_id))
+        return runtime.lac, runtime.last_entry_id
+
+    async def write_lac(self, ledger_id: int, master_key: bytes, body: bytes) -> int:
+        """Store an explicit LAC body (FORMATS.md §6.4); durable before 200 (N2)."""
+        self._check_serving()
+        self._check_writable(privileged=True)
+        body_ledger, lac = entry_mod.parse_lac_body(body)
+        if body_ledger != ledger_id:
+            raise BadRequest(f"explicit-LAC body names ledger {body_ledger}, the path {ledger_id}")
+        state = self._existing_state(ledger_id)
+        self._check_key(ledger_id, state, master_key)
+        dtype = DigestType(state.digest_type) if state.digest_type else None
+        if self.config.verify_digest and dtype is not None and dtype.verifiable \
+                and not entry_mod.lac_digest_ok(body, dtype):
+            raise BadDigest(f"explicit-LAC body digest does not match for ledger {ledger_id}")
+        runtime = self._runtime_of(ledger_id)
+        self._admit(len(body))
+        self._store_state(ledger_id, state, dataclasses.replace(state, explicit_lac=bytes(body)))
+        self._journal_key_once(ledger_id, runtime, state.master_key)
+        record = jformat.encode_explicit_lac(ledger_id, body)
+        await asyncio.shield(self._submit(record, ledger_id, lac))
+        return runtime.lac
+
+    async def force(self, ledger_id: int, master_key: bytes) -> int:
+        """Answer once every earlier add of the ledger, deferred-sync ones too, is durable."""
+        self._check_serving()
+        state = self._existing_state(ledger_id)
+        self._check_key(ledger_id, state, master_key)
+        if "io" in self.readonly_reasons:
+            raise IOFailure(f"bookie is read-only after an I/O error: {self.failure}")
+        runtime = self._runtime_of(ledger_id)
+        await asyncio.shield(self._submit(None, ledger_id))
+        return runtime.last_entry_id
+
+    async def read_entry(self, ledger_id: int, entry_id: int) -> bytes:
+        """The stored bytes; ``entry_id`` -1 reads the last entry (DESIGN.md §3.3)."""
+        self._check_serving()
+        self._existing_state(ledger_id)
+        if entry_id == -1:
+            last = self._runtime_of(ledger_id).last_entry_id
+            if last < 0:
+                raise NoEntry(f"ledger {ledger_id} has no entries")
+            entry_id = last
+        data = self.storage.get_cached(ledger_id, entry_id)
+        if data is None:
+            data = await self._loop.run_in_executor(self._reads, self.storage.get_entry,
+                                                    ledger_id, entry_id)
+        if data is None:
+            raise NoEntry(f"entry {ledger_id}/{entry_id} is not stored on this bookie")
+        return data
+
+    async def read_lac(self, ledger_id: int, wait_for_gt: int | None = None,
+                       timeout_ms: int = 0) -> int:
+        """The LAC (N4); with ``wait_for_gt`` long-poll until it passes it or time runs out."""
+        self._check_serving()
+        self._existing_state(ledger_id)
+        runtime = self._runtime_of(ledger_id)
+        if wait_for_gt is None or runtime.lac > wait_for_gt or timeout_ms <= 0 \
+                or self.state is BookieState.STOPPING:
+            return runtime.lac
+        future = self._loop.create_future()
+        runtime.waiters.append((wait_for_gt, future))
+        try:
+            await asyncio.wait_for(asyncio.shield(future), timeout_ms / 1000.0)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            runtime.waiters = [w for w in runtime.waiters if w[1] is not future]
+        return runtime.lac
+
+    def last_entry_id(self, ledger_id: int) -> int:
+        self._existing_state(ledger_id)
+        return self._runtime_of(ledger_id).last_entry_id
+
+    def ledger_state(self, ledger_id: int) -> LedgerState:
+        return self._existing_state(ledger_id)
+
+    async def checkpoint(self):
+        """Run a checkpoint now and return its result (``POST /v1/bookie/checkpoint``)."""
+        self._check_serving()
+        if self.checkpoints is None:
+            raise ReadOnly("bookie is not running checkpoints")
+        return await asyncio.wrap_future(self.checkpoints.request())
+
+    async def wait_ready(self) -> None:
+        await self._ready.wait()
+
+    async def read_range(self, ledger_id: int, first: int, last: int) -> list[bytes]:
+        """Entries first..last, at most ``max_read_batch`` or 8 MiB, stopping where the
+        ledger ends; the first one missing is NoEntry."""
+        self._check_serving()
+        self._existing_state(ledger_id)
+        last = min(last, first + self.config.max_read_batch - 1)
+        found = await self._loop.run_in_executor(self._reads, self._read_range_sync,
+                                                 ledger_id, first, last)
+        if not found:
+            raise NoEntry(f"entry {ledger_id}/{first} is not stored on this bookie")
+        return found
+
+    def _read_range_sync(self, ledger_id: int, first: int, last: int) -> list[bytes]:
+        found, size = [], 0
+        for entry_id in range(first, last + 1):
+            data = self.storage.get_entry(ledger_id, entry_id)
+            if data is None or (found and size + len(data) > READ_BATCH_BYTES_MAX):
+                break
+            found.append(data)
+            size += len(data)
+        return found
+
+    async def ledger_info(self, ledger_id: int) -> dict:
+        self._check_serving()
+        state = self._existing_state(ledger_id)
+        runtime = self._runtime_of(ledger_id)
+        entries, size = await self._loop.run_in_executor(
+            self._reads, self.storage.ledger_usage, ledger_id)
+        return {"ledgerId": ledger_id, "fenced": state.fenced, "lac": runtime.lac,
+                "lastEntryId": runtime.last_entry_id, "entries": entries, "bytes": size}
+
+    def info(self) -> dict:
+        journal = self.journal
+        mark = self._checkpointer.persisted if hasattr(self, "_checkpointer") else None
+        return {
+            "version": __version__,
+            "state": self.state.value,
+            "readOnlyReasons": sorted(self.readonly_reasons),
+            "failure": self.failure,
+            "dirs": {"journal": self.config.journal_dir, "ledgers": self.config.ledger_dir},
+            "freeBytes": self._free_bytes(),
+            "currentJournalId": journal.current_journal_id if journal else None,
+            "currentEntryLogId": self.storage.entry_logger.current_log_id,
+            "lastMark": [mark.journal_id, mark.offset] if mark else None,
+            "replay": self.replay_report.to_json() if self.replay_report else None,
+        }
+
+    def _free_bytes(self) -> dict:
+        free = {}
+        for name, path in (("journal", self.config.journal_dir),
+                           ("ledgers", self.config.ledger_dir)):
+            try:
+                free[name] = self.disk.free_bytes(path)
+            except OSError:
+                free[name] = None
+        return free
+
+
+READ_BATCH_BYTES_MAX = 8 * 1024 * 1024

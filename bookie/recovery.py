@@ -1,0 +1,280 @@
+"""Replay on start: journals from lastMark back into storage (BookieImpl.replay).
+
+Steps (DESIGN.md §3.5, FORMATS.md §8.3):
+    1. read lastMark (absent: (0, 0)) and list journal ids >= its id; if the marked journal
+       is missing, refuse to start ("recovery log <id> is missing")
+    2. scan each file in id order, the marked one from the mark's offset, and apply every
+       record (decision table below); skip records of deleted ledgers
+    3. every scan ends in a ScanEnd; a torn tail's bytes are reported and copied aside to
+       ``<file>.torn-<offset>`` (§1.4); a CorruptRecord stops the start unless
+       ``skip_corrupt_journal_records`` is set, and then it is reported too
+    4. return the end mark; the node checkpoints to it before opening a new journal
+
+Record decision table (FORMATS.md §8.4):
+    record          ledger deleted   ledger unknown              ledger known
+    LEDGER_KEY      skip             create with the key         same key / zero key: ok;
+                                                                 other key: refuse to start
+    FENCE           skip             skip, warning               set fenced
+    EXPLICIT_LAC    skip             skip, warning               store the body
+    DATA            skip             create with a zero key      digest check (CRC types,
+                                     (replaced by the next key)  verify_digest; a type not
+                                                                 known yet is learned from
+                                                                 an entry that verifies); then
+                                                                 absent: add; identical: ok;
+                                                                 different: keep, report
+    other meta      skip, warning
+
+Invariant:
+    RP1. Replay never drops bytes silently: every byte not applied is in the ReplayReport
+         with file, offset, count and reason, and torn tails are saved beside the journal.
+    RP2. An existing entry is never overwritten by different bytes (the add path refuses
+         them, so a differing journal record is damage); the conflict is reported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from typing import TYPE_CHECKING
+
+from bookie.entry import DigestType, entry_digest_ok, parse_lac_body
+from bookie.errors import IOFailure, ScanEnd
+from journal.format import LogMark, RecordKind, journal_file_name
+from journal.reader import JournalReader
+from ledgerindex.keys import LedgerState
+
+if TYPE_CHECKING:
+    from bookie.config import BookieConfig
+    from bookie.disk import Disk
+    from bookie.storage import LedgerStorage
+
+log = logging.getLogger("bookie.recovery")
+
+ZERO_KEY = bytes(20)
+
+
+class MissingJournal(IOFailure):
+    """The journal lastMark points into does not exist: replay cannot know what is lost."""
+
+
+@dataclasses.dataclass
+class Dropped:
+    """Bytes replay did not apply (RP1)."""
+
+    path: str
+    offset: int
+    bytes: int
+    reason: str
+    saved_as: str | None = None
+
+
+@dataclasses.dataclass
+class ReplayReport:
+    mark_from: tuple[int, int] = (0, 0)
+    mark_to: tuple[int, int] = (0, 0)
+    files: list[str] = dataclasses.field(default_factory=list)
+    records: int = 0
+    adds: int = 0
+    keys: int = 0
+    fences: int = 0
+    lacs: int = 0
+    skipped: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    dropped: list[Dropped] = dataclasses.field(default_factory=list)
+    conflicts: list[str] = dataclasses.field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+class Replayer:
+    """Applies journal records to storage. Runs on one thread before the bookie is ready."""
+
+    def __init__(self, disk: "Disk", config: "BookieConfig", storage: "LedgerStorage") -> None:
+        self.disk = disk
+        self.config = config
+        self.storage = storage
+        self.ledgers = storage.ledgers
+        self.report = ReplayReport()
+        self._indexed_last: dict[int, int] = {}
+
+    def run(self, mark: LogMark, journal_ids: list[int]) -> LogMark:
+        """Replay every journal from ``mark``; return the mark at the end of the data."""
+        started = time.monotonic()
+        self.report.mark_from = (mark.journal_id, mark.offset)
+        end = mark
+        for journal_id in select_journals(mark, journal_ids):
+            path = os.path.join(self.config.journal_dir, journal_file_name(journal_id))
+            from_offset = mark.offset if journal_id == mark.journal_id else 0
+            end = LogMark(journal_id, self._replay_file(path, from_offset))
+        self.report.mark_to = (end.journal_id, end.offset)
+        self.report.seconds = time.monotonic() - started
+        return end
+
+    def _replay_file(self, path: str, from_offset: int) -> int:
+        reader = JournalReader(self.disk, path, max_entry_size=self.config.max_entry_size)
+        self.report.files.append(path)
+        started, first = time.monotonic(), None
+        skip = self.config.skip_corrupt_journal_records
+        for record in reader.scan(from_offset, skip_invalid=skip):
+            first = record.offset if first is None else first
+            self.report.records += 1
+            self.report.bytes += record.size
+            self._apply(path, record)
+        end: ScanEnd = reader.end
+        if end.cut_bytes:
+            self._report_cut(path, end)
+        elapsed = max(time.monotonic() - started, 1e-9)
+        log.info("replayed %s from %d to %d (%.1f MB/s)%s", path, from_offset, end.offset,
+                 (end.offset - (first or end.offset)) / elapsed / 1e6,
+                 "" if end.clean else f", stopped: {end.reason}")
+        return end.offset
+
+    def _report_cut(self, path: str, end: ScanEnd) -> None:
+        saved = save_torn_tail(self.disk, path, end)
+        self.report.dropped.append(Dropped(path, end.offset, end.cut_bytes, end.reason, saved))
+        log.warning("journal %s: cut %d bytes at offset %d (%s); saved as %s", path,
+                    end.cut_bytes, end.offset, end.reason, saved)
+
+    # -- the decision table ------------------------------------------------------------
+
+    def _apply(self, path: str, record) -> None:
+        kind = record.kind
+        state = self.ledgers.get(record.ledger_id)
+        if state is not None and not state.exists:
+            self.report.skipped += 1  # deleted ledgers stay deleted (§1.3)
+            return
+        if kind is RecordKind.DATA:
+            self._apply_data(path, record, state)
+        elif kind is RecordKind.LEDGER_KEY:
+            self.report.keys += 1
+            self._apply_key(path, record, state)
+        elif kind is RecordKind.FENCE:
+            self.report.fences += 1
+            self._apply_known(record, state, fenced=True)
+        elif kind is RecordKind.EXPLICIT_LAC:
+            self.report.lacs += 1
+            self._apply_lac(record, state)
+        else:
+            self.report.skipped += 1
+            log.warning("journal %s offset %d: skipping unknown meta record, entry id %d",
+                        path, record.offset, record.entry_id)
+
+    def _apply_key(self, path: str, record, state: LedgerState | None) -> None:
+        key = record.payload
+        if state is None or state.master_key in (b"", ZERO_KEY):
+            base = state or LedgerState()
+            self.ledgers.set(record.ledger_id, dataclasses.replace(base, master_key=key))
+        elif state.master_key != key:
+            raise IOFailure(
+                f"{path} offset {record.offset}: master key of ledger {record.ledger_id} is "
+                f"{key.hex()}, the index holds {state.master_key.hex()}; refusing to replay")
+
+    def _apply_known(self, record, state: LedgerState | None, **changes) -> None:
+        if state is None:
+            self.report.skipped += 1
+            log.warning("replay: %s for unknown ledger %d skipped", record.kind.name,
+                        record.ledger_id)
+            return
+        self.ledgers.set(record.ledger_id, dataclasses.replace(state, **changes))
+
+    def _apply_lac(self, record, state: LedgerState | None) -> None:
+        ledger_id, _lac = parse_lac_body(record.payload)
+        if ledger_id != record.ledger_id:
+            self.report.skipped += 1
+            log.warning("replay: explicit LAC body names ledger %d in a record of ledger %d",
+                        ledger_id, record.ledger_id)
+            return
+        self._apply_known(record, state, explicit_lac=bytes(record.payload))
+
+    def _apply_data(self, path: str, record, state: LedgerState | None) -> None:
+        ledger_id, entry_id, data = record.ledger_id, record.entry_id, record.payload
+        if state is None:
+            state = LedgerState(master_key=ZERO_KEY)
+            self.ledgers.set(ledger_id, state)
+            log.warning("replay: entry %d/%d before any master key; ledger created with a "
+                        "zero key", ledger_id, entry_id)
+        state = self._learn_digest_type(ledger_id, data, state)
+        if not self._digest_ok(data, state):
+            self.report.dropped.append(Dropped(path, record.offset, record.size,
+                                               "entry digest mismatch (torn write)"))
+            return
+        existing = self._existing(ledger_id, entry_id)
+        if existing is None:
+            self.storage.add_entry(ledger_id, entry_id, data)
+            self.report.adds += 1
+        elif existing != data:
+            self.report.conflicts.append(
+                f"{path} offset {record.offset}: entry {ledger_id}/{entry_id} differs from "
+                f"the stored copy; kept the stored one")
+            log.error("replay: %s", self.report.conflicts[-1])
+        else:
+            self.report.adds += 1
+
+    def _digest_ok(self, data: bytes, state: LedgerState) -> bool:
+        if not self.config.verify_digest:
+            return True
+        if state.digest_type == 0:
+            return True
+        digest_type = DigestType(state.digest_type)
+        return not digest_type.verifiable or entry_digest_ok(data, digest_type)
+
+    def _learn_digest_type(self, ledger_id: int, data: bytes, state: LedgerState) -> LedgerState:
+        """A ledger re-created from its key record has no digest type (FORMATS.md §9.4).
+        An entry that verifies as CRC32C or CRC32 fixes it: a MAC or DUMMY entry matches a
+        CRC by chance with probability 2^-32, so later torn records of it are caught."""
+        if state.digest_type != 0 or not self.config.verify_digest:
+            return state
+        for candidate in (DigestType.CRC32C, DigestType.CRC32):
+            if entry_digest_ok(data, candidate):
+                state = dataclasses.replace(state, digest_type=int(candidate))
+                self.ledgers.set(ledger_id, state)
+                break
+        return state
+
+    def _existing(self, ledger_id: int, entry_id: int) -> bytes | None:
+        cached = self.storage.get_cached(ledger_id, entry_id)
+        if cached is not None:
+            return cached
+        # Only entries up to the index's last one per ledger can be stored already: ask
+        # RocksDB once per ledger, not once per record (replay speed, DESIGN.md §11).
+        last = self._indexed_last.get(ledger_id)
+        if last is None:
+            found = self.storage.locations.last_entry_id(ledger_id)
+            last = self._indexed_last[ledger_id] = -1 if found is None else found
+        if entry_id > last:
+            return None
+        return self.storage.get_entry(ledger_id, entry_id)
+
+
+def select_journals(mark: LogMark, journal_ids: list[int]) -> list[int]:
+    """Journal ids to replay, in order; refuses when the marked journal is gone (§8.3.2)."""
+    chosen = sorted(i for i in journal_ids if i >= mark.journal_id)
+    if mark.journal_id > 0 and (not chosen or chosen[0] != mark.journal_id):
+        raise MissingJournal(
+            f"recovery log {journal_file_name(mark.journal_id)} (lastMark {mark.journal_id:x}, "
+            f"offset {mark.offset}) is missing from the journal dir; refusing to start")
+    return chosen
+
+
+def save_torn_tail(disk: "Disk", path: str, end: ScanEnd) -> str | None:
+    """Copy the cut bytes beside the journal as ``<file>.torn-<offset>`` (§1.4)."""
+    target = f"{path}.torn-{end.offset}"
+    if disk.exists(target):
+        return target
+    source = disk.open(path)
+    try:
+        data = source.read_at(end.offset, end.cut_bytes)
+    finally:
+        source.close()
+    handle = disk.create(target)
+    try:
+        handle.write_at(0, data)
+        handle.fsync()
+    finally:
+        handle.close()
+    disk.fsync_dir(os.path.dirname(os.path.abspath(target)))
+    return target

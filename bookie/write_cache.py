@@ -1,0 +1,123 @@
+"""The write cache: entries added since the last checkpoint (DbLedgerStorage's WriteCache).
+
+Two halves, as in BookKeeper: adds go to the *active* half; a checkpoint swaps it out to be
+the *flushing* half, appends the flushing half to the entry log in (ledgerId, entryId) order,
+indexes it, then drops it. Reads look in the active half, then the flushing one.
+
+Invariants:
+    W1. An add enters the cache before its journal record is queued (FORMATS.md §8.1), so
+        every journal record below a mark taken before ``swap()`` is in the flushing half or
+        already flushed. This is what makes the checkpoint's mark safe (DESIGN.md §3.4).
+    W2. An entry is in at most one place the reader can see as newest: the active half wins
+        over the flushing one, and both over the entry log.
+
+Thread-safety: ``put``, ``get``, ``drop_ledger`` run on the loop (or the replay thread);
+``swap`` and ``clear_flushing`` on the checkpoint thread. One lock guards the references and
+the byte counts; the halves' dicts are only mutated under it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Iterator
+
+
+class _Half:
+    __slots__ = ("entries", "last_entry", "bytes")
+
+    def __init__(self) -> None:
+        self.entries: dict[int, dict[int, bytes]] = {}
+        self.last_entry: dict[int, int] = {}
+        self.bytes = 0
+
+    def put(self, ledger_id: int, entry_id: int, data: bytes) -> None:
+        ledger = self.entries.get(ledger_id)
+        if ledger is None:
+            ledger = self.entries[ledger_id] = {}
+        old = ledger.get(entry_id)
+        ledger[entry_id] = data
+        self.bytes += len(data) - (len(old) if old is not None else 0)
+        if entry_id > self.last_entry.get(ledger_id, -1):
+            self.last_entry[ledger_id] = entry_id
+
+    def drop(self, ledger_id: int) -> None:
+        ledger = self.entries.pop(ledger_id, None)
+        self.last_entry.pop(ledger_id, None)
+        if ledger:
+            self.bytes -= sum(len(v) for v in ledger.values())
+
+
+class WriteCache:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active = _Half()
+        self._flushing = _Half()
+
+    def put(self, ledger_id: int, entry_id: int, data: bytes) -> None:
+        with self._lock:
+            self._active.put(ledger_id, entry_id, data)
+
+    def get(self, ledger_id: int, entry_id: int) -> bytes | None:
+        # Reading the two references without the lock is safe: a swap between the two
+        # lookups moves the entry from active to flushing, where the second lookup finds it.
+        found = self._active.entries.get(ledger_id)
+        if found is not None:
+            data = found.get(entry_id)
+            if data is not None:
+                return data
+        found = self._flushing.entries.get(ledger_id)
+        return found.get(entry_id) if found is not None else None
+
+    def last_entry_id(self, ledger_id: int) -> int | None:
+        with self._lock:
+            a = self._active.last_entry.get(ledger_id, -1)
+            f = self._flushing.last_entry.get(ledger_id, -1)
+        last = max(a, f)
+        return last if last >= 0 else None
+
+    def entries_of(self, ledger_id: int) -> list[tuple[int, bytes]]:
+        """A snapshot of one ledger's cached entries, active half last (it wins, W2)."""
+        with self._lock:
+            merged = dict(self._flushing.entries.get(ledger_id, {}))
+            merged.update(self._active.entries.get(ledger_id, {}))
+        return list(merged.items())
+
+    def drop_ledger(self, ledger_id: int) -> None:
+        """Forget a deleted ledger's cached entries in both halves."""
+        with self._lock:
+            self._active.drop(ledger_id)
+            self._flushing.drop(ledger_id)
+
+    @property
+    def active_bytes(self) -> int:
+        return self._active.bytes
+
+    @property
+    def total_bytes(self) -> int:
+        return self._active.bytes + self._flushing.bytes
+
+    def swap(self) -> int:
+        """Make the active half the flushing one (checkpoint step 2); returns its bytes.
+
+        The previous flushing half must have been cleared: one checkpoint at a time.
+        """
+        with self._lock:
+            assert not self._flushing.entries, "swap() while a flush is still in progress"
+            self._flushing, self._active = self._active, _Half()
+            return self._flushing.bytes
+
+    def flushing_sorted(self) -> Iterator[tuple[int, int, bytes]]:
+        """The flushing half in (ledgerId, entryId) order (checkpoint step 3)."""
+        half = self._flushing
+        for ledger_id in sorted(half.entries):
+            ledger = half.entries.get(ledger_id)
+            if ledger is None:  # dropped by a delete while we iterate
+                continue
+            for entry_id in sorted(ledger):
+                data = ledger.get(entry_id)
+                if data is not None:
+                    yield ledger_id, entry_id, data
+
+    def clear_flushing(self) -> None:
+        with self._lock:
+            self._flushing = _Half()

@@ -1,0 +1,215 @@
+"""Ledger endpoints over real HTTP on 127.0.0.1, with a real bookie on a real data dir."""
+
+from __future__ import annotations
+
+import aiohttp
+import pytest
+
+from bookie.entry import DigestType, frame_entry, frame_lac, mac_key, master_key
+from bookie.errors import (BadDigest, BadRequest, Fenced, NoEntry, NoLedger, TooLarge,
+                           Unauthorized)
+
+KEY = master_key(b"secret")
+OTHER_KEY = master_key(b"other")
+
+
+def entry(ledger_id, entry_id, payload=b"x" * 100, lac=-1, digest=DigestType.CRC32C,
+          key=None):
+    return frame_entry(ledger_id, entry_id, lac, (entry_id + 1) * len(payload), payload,
+                       digest, key)
+
+
+async def test_acked_add_reads_back_byte_identical(client):
+    data = entry(1, 0, b"hello")
+    assert await client.add_entry(1, 0, data, KEY) == {"ledgerId": 1, "entryId": 0}
+    assert await client.read_entry(1, 0) == data
+
+
+@pytest.mark.parametrize("digest", list(DigestType))
+async def test_round_trip_for_each_digest_type(client, digest):
+    key = mac_key(b"secret") if digest is DigestType.MAC else None
+    datas = [entry(7, i, bytes([i]) * 300, i - 1, digest, key) for i in range(5)]
+    for i, data in enumerate(datas):
+        await client.add_entry(7, i, data, KEY, digest_type=digest.header_name)
+    assert [await client.read_entry(7, i) for i in range(5)] == datas
+    assert await client.read_entry(7, -1) == datas[-1]
+
+
+async def test_entry_minus_one_reads_the_last_entry_after_checkpoint(client):
+    for i in range(3):
+        await client.add_entry(2, i, entry(2, i), KEY)
+    await client.checkpoint()
+    assert await client.read_entry(2, -1) == entry(2, 2)
+    assert [await client.read_entry(2, i) for i in range(3)] == [entry(2, i) for i in range(3)]
+
+
+async def test_body_ids_that_differ_from_the_path_are_refused(client):
+    with pytest.raises(BadRequest, match="differ from the path"):
+        await client.add_entry(3, 1, entry(3, 0), KEY)
+    with pytest.raises(NoLedger):
+        await client.read_entry(3, 0)  # nothing was stored
+
+
+@pytest.mark.parametrize("path", ["/v1/ledgers/abc/entries/0", "/v1/ledgers/-1/entries/0",
+                                  "/v1/ledgers/1/entries/-5",
+                                  "/v1/ledgers/99999999999999999999/entries/0"])
+async def test_malformed_ids_are_400_ebadreq(server, path):
+    async with aiohttp.ClientSession() as session:
+        async with session.put(server.url + path, data=b"x" * 64,
+                               headers={"X-Master-Key": KEY.hex()}) as reply:
+            assert reply.status == 400
+            assert (await reply.json())["error"] == "EBADREQ"
+
+
+async def test_wrong_master_key_is_403_eua(client):
+    await client.add_entry(4, 0, entry(4, 0), KEY)
+    with pytest.raises(Unauthorized):
+        await client.add_entry(4, 1, entry(4, 1), OTHER_KEY)
+    with pytest.raises(Unauthorized):
+        await client.fence(4, OTHER_KEY)
+    with pytest.raises(NoEntry):
+        await client.read_entry(4, 1)
+
+
+async def test_bad_digest_is_400_ebaddigest_and_nothing_is_stored(client):
+    data = bytearray(entry(5, 0))
+    data[-1] ^= 0xFF
+    with pytest.raises(BadDigest):
+        await client.add_entry(5, 0, bytes(data), KEY)
+    with pytest.raises(NoLedger):
+        await client.read_entry(5, 0)
+
+
+async def test_unknown_ledger_is_404_enoledger_and_missing_entry_404_enoentry(client):
+    with pytest.raises(NoLedger):
+        await client.read_entry(6, 0)
+    await client.add_entry(6, 0, entry(6, 0), KEY)
+    with pytest.raises(NoEntry):
+        await client.read_entry(6, 1)
+
+
+async def test_fence_refuses_later_adds_but_lets_recovery_adds_through(client):
+    await client.add_entry(8, 0, entry(8, 0), KEY)
+    reply = await client.fence(8, KEY)
+    assert reply == {"lac": -1, "lastEntryId": 0}
+    with pytest.raises(Fenced):
+        await client.add_entry(8, 1, entry(8, 1, lac=0), KEY)
+    await client.add_entry(8, 1, entry(8, 1, lac=0), KEY, recovery=True)
+    assert await client.read_entry(8, 1) == entry(8, 1, lac=0)
+
+
+async def test_fence_of_an_unknown_ledger_creates_it_fenced(client):
+    assert await client.fence(9, KEY) == {"lac": -1, "lastEntryId": -1}
+    with pytest.raises(Fenced):
+        await client.add_entry(9, 0, entry(9, 0), KEY)
+
+
+async def test_lac_is_the_max_of_piggybacked_and_explicit(client):
+    for i in range(4):
+        await client.add_entry(10, i, entry(10, i, lac=i - 1), KEY)
+    assert await client.read_lac(10) == 2
+    assert await client.write_lac(10, KEY, frame_lac(10, 3)) == 3
+    assert await client.read_lac(10) == 3
+    await client.write_lac(10, KEY, frame_lac(10, 1))
+    assert await client.read_lac(10) == 3  # never backwards
+
+
+async def test_explicit_lac_body_for_another_ledger_or_bad_digest_is_refused(client):
+    await client.add_entry(11, 0, entry(11, 0), KEY)
+    with pytest.raises(BadRequest):
+        await client.write_lac(11, KEY, frame_lac(12, 0))
+    body = bytearray(frame_lac(11, 0))
+    body[-1] ^= 1
+    with pytest.raises(BadDigest):
+        await client.write_lac(11, KEY, bytes(body))
+    with pytest.raises(NoLedger):
+        await client.write_lac(13, KEY, frame_lac(13, 0))
+
+
+async def test_lac_long_poll_is_woken_by_an_add(client):
+    import asyncio
+
+    await client.add_entry(14, 0, entry(14, 0), KEY)
+    waiter = asyncio.create_task(client.read_lac(14, wait_for_gt=-1, timeout_ms=30_000))
+    await client.add_entry(14, 1, entry(14, 1, lac=0), KEY)
+    assert await asyncio.wait_for(waiter, 30) == 0
+
+
+async def test_oversized_body_is_413_etoolarge_json(server, bookie_config):
+    big = entry(15, 0, b"z" * (bookie_config.max_entry_size + 1))
+    async with aiohttp.ClientSession() as session:
+        async with session.put(server.url + "/v1/ledgers/15/entries/0", data=big,
+                               headers={"X-Master-Key": KEY.hex()}) as reply:
+            assert reply.status == 413
+            assert (await reply.json())["error"] == "ETOOLARGE"
+
+
+async def test_readding_identical_bytes_is_accepted_and_different_bytes_refused(client):
+    await client.add_entry(16, 0, entry(16, 0, b"one"), KEY)
+    await client.add_entry(16, 0, entry(16, 0, b"one"), KEY)
+    with pytest.raises(BadRequest, match="different bytes"):
+        await client.add_entry(16, 0, entry(16, 0, b"two"), KEY)
+    await client.checkpoint()
+    await client.add_entry(16, 0, entry(16, 0, b"one"), KEY)
+    with pytest.raises(BadRequest, match="different bytes"):
+        await client.add_entry(16, 0, entry(16, 0, b"two"), KEY)
+    assert await client.read_entry(16, 0) == entry(16, 0, b"one")
+
+
+async def test_a_later_add_naming_another_digest_type_is_refused(client):
+    await client.add_entry(17, 0, entry(17, 0), KEY, digest_type="crc32c")
+    with pytest.raises(BadRequest, match="digest type"):
+        await client.add_entry(17, 1, entry(17, 1, digest=DigestType.CRC32), KEY,
+                               digest_type="crc32")
+
+
+async def test_batch_add_and_range_read(client):
+    datas = [entry(18, i, bytes([i]) * 50, i - 1) for i in range(20)]
+    assert await client.add_batch(18, datas, KEY) == list(range(20))
+    assert await client.read_range(18, 0, 19) == datas
+    assert await client.read_range(18, 15, 40) == datas[15:]  # stops where the ledger ends
+
+
+async def test_deferred_sync_adds_are_durable_after_force(client):
+    for i in range(5):
+        await client.add_entry(19, i, entry(19, i), KEY, deferred_sync=True)
+    assert await client.force(19, KEY) == 4
+
+
+async def test_health_and_ready(client):
+    assert await client.health() == {"status": "ok"}
+    assert await client.ready() is True
+
+
+async def test_checkpoint_moves_last_mark_forward(client):
+    await client.add_entry(20, 0, entry(20, 0), KEY)
+    first = await client.checkpoint()
+    await client.add_entry(20, 1, entry(20, 1), KEY)
+    second = await client.checkpoint()
+    assert tuple(second["lastMark"]) > tuple(first["lastMark"])
+    assert (await client.info())["lastMark"] == second["lastMark"]
+
+
+async def test_error_body_is_json_with_code_and_message(server):
+    async with aiohttp.ClientSession() as session:
+        async with session.get(server.url + "/v1/ledgers/404/entries/0") as reply:
+            assert reply.status == 404
+            body = await reply.json()
+            assert body["error"] == "ENOLEDGER" and "404" in body["message"]
+
+
+async def test_too_short_entry_is_400(client):
+    with pytest.raises(BadRequest):
+        await client.add_entry(21, 0, (21).to_bytes(8, "big") + bytes(8), KEY)
+
+
+async def test_missing_master_key_is_400(server):
+    async with aiohttp.ClientSession() as session:
+        async with session.put(server.url + "/v1/ledgers/22/entries/0",
+                               data=entry(22, 0)) as reply:
+            assert reply.status == 400
+
+
+async def test_too_large_is_raised_as_its_class(client, bookie_config):
+    with pytest.raises(TooLarge):
+        await client.add_entry(23, 0, entry(23, 0, b"q" * bookie_config.max_entry_size), KEY)

@@ -1,0 +1,96 @@
+"""Real bookies for tests: in-process on the test's loop, or as a daemon subprocess."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+from api.server import serving
+from bookie.node import Bookie
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@dataclasses.dataclass
+class RunningBookie:
+    bookie: Bookie
+    url: str
+
+
+@contextlib.asynccontextmanager
+async def running_bookie(config, disk=None):
+    """Start a Bookie and serve it on 127.0.0.1; stop it cleanly (drain + checkpoint)."""
+    bookie = Bookie(config, disk=disk)
+    async with serving(bookie, "127.0.0.1", 0) as port:
+        await bookie.start()
+        try:
+            yield RunningBookie(bookie, f"http://127.0.0.1:{port}")
+        finally:
+            bookie.begin_shutdown()
+    await bookie.close()
+
+
+class Daemon:
+    """``python -m bookie serve`` as a subprocess, for kill -9 and SIGTERM tests."""
+
+    def __init__(self, data_dir: str, *extra: str, env: dict | None = None,
+                 crash_at: tuple[int, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.crash_at = crash_at
+        self.extra = list(extra)
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+        self.url: str | None = None
+        self.log_path = os.path.join(os.path.dirname(data_dir.rstrip("/")), "daemon.log")
+
+    def start(self, timeout_s: float = 60.0, wait_ready: bool = True) -> "Daemon":
+        env = dict(os.environ, PYTHONPATH=ROOT, **(self.env or {}))
+        os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
+        log = open(self.log_path, "ab")
+        entry = ["-m", "bookie"] if self.crash_at is None else [
+            "-m", "tests.support.crash_serve", str(self.crash_at[0]), self.crash_at[1]]
+        self.proc = subprocess.Popen(
+            [sys.executable, *entry, "serve", "--data-dir", self.data_dir,
+             "--host", "127.0.0.1", "--port", "0", *self.extra],
+            stdout=subprocess.PIPE, stderr=log, env=env, cwd=ROOT)
+        line = self.proc.stdout.readline().decode()
+        if "listening on" not in line:
+            raise RuntimeError(f"daemon did not start: {line!r}; log {self.log_path}")
+        self.url = line.strip().rsplit(" ", 1)[-1]
+        if wait_ready:
+            self.wait_ready(timeout_s)
+        return self
+
+    def wait_ready(self, timeout_s: float = 60.0) -> None:
+        """Poll /ready with a bound; fail early if the process exits."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"daemon exited {self.proc.returncode}; log {self.log_path}")
+            try:
+                with urllib.request.urlopen(self.url + "/ready", timeout=5) as reply:
+                    if reply.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            time.sleep(0.02)  # noqa: sleep-ok (bounded readiness poll)
+        raise TimeoutError(f"daemon not ready after {timeout_s}s; log {self.log_path}")
+
+    def kill9(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def terminate(self, timeout_s: float = 60.0) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout_s)
+
+    def log_text(self) -> str:
+        with open(self.log_path, "rb") as handle:
+            return handle.read().decode(errors="replace")
