@@ -55,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
                                 "SIGTERM drains in-flight adds, checkpoints and exits 0.")
     serve.add_argument("--config", help="TOML settings file (or BOOKIE_CONFIG)")
     add_setting_flags(serve)
+    commands.add_parser("shell", add_help=False,
+                        help="offline tools on a stopped bookie's files (bookie shell --help)")
+    commands.add_parser("ledger", add_help=False,
+                        help="write, read, tail and recover ledgers on a running bookie "
+                        "(bookie ledger --help)")
     config_cmd = commands.add_parser("config", help="show the effective configuration")
     config_sub = config_cmd.add_subparsers(dest="config_command", metavar="show")
     show = config_sub.add_parser("show", help="print every setting and where it came from")
@@ -110,6 +115,15 @@ async def _run_until_stopped(bookie, stop: asyncio.Event) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "shell":
+        from bookie.shell import main as shell_main  # noqa: PLC0415
+
+        return shell_main(argv[1:])
+    if argv and argv[0] == "ledger":
+        from api.client.cli import main as ledger_main  # noqa: PLC0415
+
+        return ledger_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "serve":
