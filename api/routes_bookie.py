@@ -7,7 +7,7 @@ import hmac
 from aiohttp import web
 
 from api.keys import BOOKIE
-from bookie.errors import BookieError
+from bookie.errors import BadRequest, BookieError
 
 routes = web.RouteTableDef()
 
@@ -58,3 +58,39 @@ async def checkpoint(request: web.Request) -> web.Response:
     return web.json_response({"lastMark": [result.mark.journal_id, result.mark.offset],
                               "entries": result.entries, "bytes": result.bytes,
                               "journalsDeleted": list(result.journals_deleted)})
+
+
+@routes.post("/v1/bookie/gc")
+async def gc(request: web.Request) -> web.Response:
+    require_admin(request)
+    result = await request.app[BOOKIE].run_gc()
+    return web.json_response(result.to_json())
+
+
+@routes.get("/v1/bookie/sanity")
+async def sanity(request: web.Request) -> web.Response:
+    return web.json_response(await request.app[BOOKIE].sanity())
+
+
+@routes.get("/v1/bookie/readonly")
+async def get_readonly(request: web.Request) -> web.Response:
+    bookie = request.app[BOOKIE]
+    return web.json_response({"readOnly": bookie.state.value == "read_only",
+                              "reasons": sorted(bookie.readonly_reasons)})
+
+
+@routes.put("/v1/bookie/readonly")
+async def put_readonly(request: web.Request) -> web.Response:
+    """The operator's read-only flag (an addition to API.md): body {"readOnly": bool}."""
+    require_admin(request)
+    try:
+        body = await request.json()
+        flag = body["readOnly"]
+    except (ValueError, KeyError, TypeError):
+        raise BadRequest('body must be JSON {"readOnly": true|false}') from None
+    if not isinstance(flag, bool):
+        raise BadRequest('"readOnly" must be true or false')
+    bookie = request.app[BOOKIE]
+    await bookie.set_operator_readonly(flag)
+    return web.json_response({"readOnly": bookie.state.value == "read_only",
+                              "reasons": sorted(bookie.readonly_reasons)})

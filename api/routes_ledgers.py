@@ -6,6 +6,7 @@ from aiohttp import web
 
 from api import wire
 from api.keys import BOOKIE
+from api.routes_bookie import require_admin
 from bookie.entry import DigestType, entry_ids
 from bookie.errors import BadRequest, TooLarge
 
@@ -135,3 +136,22 @@ async def force(request: web.Request) -> web.Response:
 async def ledger_info(request: web.Request) -> web.Response:
     ledger_id = wire.parse_ledger_id(request.match_info["ledger"])
     return web.json_response(await request.app[BOOKIE].ledger_info(ledger_id))
+
+
+@routes.delete(r"/v1/ledgers/{ledger}")
+async def delete_ledger(request: web.Request) -> web.Response:
+    require_admin(request)
+    ledger_id = wire.parse_ledger_id(request.match_info["ledger"])
+    await request.app[BOOKIE].delete_ledger(ledger_id)
+    return web.json_response({})
+
+
+@routes.get("/v1/ledgers")
+async def list_ledgers(request: web.Request) -> web.Response:
+    query = request.query
+    start = wire.parse_ledger_id(query.get("start", "0"))
+    limit = wire.parse_i64(query.get("limit", "1000"), "limit")
+    if not 1 <= limit <= 100_000:
+        raise BadRequest(f"limit {limit} is not within 1..100000")
+    ids, following = request.app[BOOKIE].list_ledgers(start, limit)
+    return web.json_response({"ledgers": ids, "next": following})

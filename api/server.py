@@ -13,9 +13,9 @@ import logging
 
 from aiohttp import web
 
-from api import routes_bookie, routes_ledgers
+from api import metrics, openapi, routes_bookie, routes_ledgers
 from api.error_middleware import error_middleware
-from api.keys import BOOKIE
+from api.keys import BOOKIE, REGISTRY
 from bookie.node import Bookie
 
 log = logging.getLogger("bookie.api")
@@ -25,15 +25,27 @@ BATCH_BODY_MAX = 64 * 1024 * 1024
 
 
 def make_app(bookie: Bookie, start_bookie: bool = True) -> web.Application:
-    app = web.Application(middlewares=[error_middleware],
+    app = web.Application(middlewares=[metrics.timing_middleware, error_middleware],
                           client_max_size=max(BATCH_BODY_MAX, bookie.config.max_entry_size + 4))
     app[BOOKIE] = bookie
+    app[REGISTRY] = metrics.make_registry(bookie)
     app.add_routes(routes_bookie.routes)
     app.add_routes(routes_ledgers.routes)
+    app.router.add_get("/metrics", serve_metrics)
+    app.router.add_get("/openapi.json", serve_openapi)
     if start_bookie:
         app.cleanup_ctx.append(_bookie_lifecycle)
     app.on_shutdown.append(_release_waiters)
     return app
+
+
+async def serve_metrics(request: web.Request) -> web.Response:
+    body = metrics.generate_latest(request.app[REGISTRY])
+    return web.Response(body=body, headers={"Content-Type": metrics.CONTENT_TYPE})
+
+
+async def serve_openapi(request: web.Request) -> web.Response:
+    return web.json_response(openapi.SPEC)
 
 
 async def _bookie_lifecycle(app: web.Application):

@@ -147,6 +147,7 @@ class CheckpointThread:
         self.on_io_error = on_io_error
         self.on_done = on_done
         self._cond = threading.Condition()
+        self._jobs: list[tuple[Callable[[], object], concurrent.futures.Future]] = []
         self._waiters: list[concurrent.futures.Future] = []
         self._wanted = False
         self._stopping = False
@@ -167,6 +168,17 @@ class CheckpointThread:
             self._cond.notify()
         return future
 
+    def submit(self, job: Callable[[], object]) -> concurrent.futures.Future:
+        """Run ``job`` on the checkpoint thread between checkpoints (GC, compaction)."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self._cond:
+            if self._failed is not None or self._stopping:
+                future.set_exception(IOFailure(f"checkpoint thread stopped: {self._failed}"))
+                return future
+            self._jobs.append((job, future))
+            self._cond.notify()
+        return future
+
     def trigger(self) -> None:
         """Ask for a checkpoint soon without waiting for it (write cache pressure)."""
         with self._cond:
@@ -177,14 +189,30 @@ class CheckpointThread:
         deadline = time.monotonic() + self.interval_s
         while True:
             with self._cond:
-                while not (self._wanted or self._stopping) and time.monotonic() < deadline:
+                while not (self._wanted or self._stopping or self._jobs) \
+                        and time.monotonic() < deadline:
                     self._cond.wait(max(0.0, deadline - time.monotonic()))
                 if self._stopping:
                     return
-                waiters, self._waiters, self._wanted = self._waiters, [], False
+                jobs, self._jobs = self._jobs, []
+                if not jobs or time.monotonic() >= deadline:
+                    self._wanted = True
+                waiters, self._waiters = self._waiters, []
+                wanted, self._wanted = self._wanted, False
+            self._run_jobs(jobs)
+            if not wanted:
+                continue
             deadline = time.monotonic() + self.interval_s
             if not self._run_once(waiters):
                 return
+
+    @staticmethod
+    def _run_jobs(jobs) -> None:
+        for job, future in jobs:
+            try:
+                future.set_result(job())
+            except BaseException as exc:  # the caller gets the error; the thread goes on
+                future.set_exception(exc)
 
     def _run_once(self, waiters: list[concurrent.futures.Future]) -> bool:
         try:
@@ -212,6 +240,8 @@ class CheckpointThread:
             self._stopping = True
             self._cond.notify()
             waiters, self._waiters = self._waiters, []
+            waiters += [future for _job, future in self._jobs]
+            self._jobs = []
         if self._thread.is_alive():
             self._thread.join()
         for future in waiters:

@@ -73,6 +73,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("skip_corrupt_journal_records", bool, False,
             "on replay, abandon the rest of a journal at a corrupt record instead of "
             "refusing to start (skipReplayJournalInvalidRecord)"),
+    Setting("disk_usage_threshold", float, 0.95,
+            "used fraction of a data dir's disk at which the bookie goes read-only", 0.01, 1.0),
+    Setting("disk_usage_warn_threshold", float, 0.90,
+            "used fraction at which a warning is logged and compaction pauses", 0.01, 1.0),
+    Setting("disk_usage_lwm_threshold", float, 0.90,
+            "used fraction below which a full bookie becomes writable again", 0.01, 1.0),
+    Setting("disk_check_interval_ms", int, 1000, "how often disk usage is checked", 10,
+            3_600_000),
+    Setting("disk_reserved_bytes", int, 16 * MiB,
+            "free bytes kept for fences, recovery adds and explicit LACs while read-only",
+            0, 1 << 50),
+    Setting("max_lac_waiters", int, 10_000, "most concurrent LAC long polls", 1, 10_000_000),
     Setting("log_format", str, "text", "log line format", choices=("text", "json")),
     Setting("log_level", str, "info", "log level",
             choices=("debug", "info", "warning", "error")),
@@ -99,6 +111,12 @@ class BookieConfig:
     write_cache_max_bytes: int = 256 * MiB
     max_read_batch: int = 1000
     skip_corrupt_journal_records: bool = False
+    disk_usage_threshold: float = 0.95
+    disk_usage_warn_threshold: float = 0.90
+    disk_usage_lwm_threshold: float = 0.90
+    disk_check_interval_ms: int = 1000
+    disk_reserved_bytes: int = 16 * MiB
+    max_lac_waiters: int = 10_000
     log_format: str = "text"
     log_level: str = "info"
 
@@ -176,6 +194,10 @@ def check_range(setting: Setting, value: Any) -> None:
 def validated(config: BookieConfig) -> BookieConfig:
     for setting in SETTINGS:
         check_range(setting, getattr(config, setting.name))
+    if not (config.disk_usage_lwm_threshold <= config.disk_usage_threshold
+            and config.disk_usage_warn_threshold <= config.disk_usage_threshold):
+        raise ConfigError("settings disk_usage_lwm_threshold and disk_usage_warn_threshold "
+                          "must not exceed disk_usage_threshold")
     return config
 
 

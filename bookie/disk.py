@@ -66,6 +66,9 @@ class Disk(Protocol):
 
     def free_bytes(self, path: str) -> int: ...
 
+    def usage(self, path: str) -> tuple[int, int]:
+        """(total, free) bytes of the filesystem holding ``path``."""
+
 
 class OsFile:
     """A file on the real filesystem, addressed by offset (no shared file position)."""
@@ -155,6 +158,10 @@ class OsDisk:
     def free_bytes(self, path: str) -> int:
         st = os.statvfs(path)
         return st.f_bavail * st.f_frsize
+
+    def usage(self, path: str) -> tuple[int, int]:
+        st = os.statvfs(path)
+        return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
 def atomic_replace(disk: Disk, path: str, data: bytes) -> None:

@@ -48,11 +48,15 @@ from bookie import __version__
 from bookie import entry as entry_mod
 from bookie.checkpoint import Checkpointer, CheckpointThread, list_journal_ids, read_last_mark
 from bookie.config import BookieConfig
-from bookie.disk import Disk, OsDisk
+from bookie.disk import Disk, OsDisk, atomic_replace
+from bookie.disk_monitor import DiskMonitor, DiskPolicy
 from bookie.entry import DigestType
 from bookie.errors import (BadDigest, BadRequest, BookieError, Fenced, IOFailure, NoEntry,
                            NoLedger, ReadOnly, TooManyRequests, Unauthorized)
+from bookie.gc import GarbageCollector
+from bookie.identity import check_or_create
 from bookie.recovery import ReplayReport, Replayer
+from bookie.stats import Stats
 from bookie.storage import LedgerStorage
 from journal import format as jformat
 from journal.group_commit import GroupCommitPolicy
@@ -62,6 +66,9 @@ from ledgerindex.keys import LedgerState
 log = logging.getLogger("bookie.node")
 
 ZERO_KEY = bytes(20)
+OPERATOR_READONLY = "READONLY"   # in the ledger dir's current/: the operator's flag
+SANITY_LEDGER_ID = 0x7FFF_FFFF_FFFF_FF00
+SANITY_KEY = entry_mod.master_key(b"bookie-sanity")
 
 
 class BookieState(enum.Enum):
@@ -79,7 +86,7 @@ TRANSITIONS = {
     BookieState.REPLAYING: {BookieState.WRITABLE, BookieState.READ_ONLY, BookieState.FAILED,
                             BookieState.STOPPING},
     BookieState.WRITABLE: {BookieState.READ_ONLY, BookieState.STOPPING},
-    BookieState.READ_ONLY: {BookieState.WRITABLE, BookieState.READ_ONLY, BookieState.STOPPING},
+    BookieState.READ_ONLY: {BookieState.WRITABLE, BookieState.STOPPING},
     BookieState.STOPPING: set(),
     BookieState.FAILED: {BookieState.STOPPING},
 }
@@ -114,6 +121,16 @@ class Bookie:
         self._reads = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="read")
         self._ready = asyncio.Event()
         self.started_at = time.time()
+        self.stats = Stats()
+        self.identity: dict | None = None
+        self.disk_monitor = DiskMonitor(
+            DiskPolicy(config.disk_usage_warn_threshold, config.disk_usage_threshold,
+                       config.disk_usage_lwm_threshold),
+            {"journal": config.journal_dir, "ledgers": config.ledger_dir})
+        self.gc = GarbageCollector(self.storage)
+        self.last_gc = None
+        self._lac_waiters = 0
+        self._monitor_task: asyncio.Task | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -137,12 +154,17 @@ class Bookie:
             self._move(BookieState.FAILED)
             raise
         self._start_checkpoints()
+        self.poll_disks()
         self._move(BookieState.READ_ONLY if self.readonly_reasons else BookieState.WRITABLE)
+        self._monitor_task = asyncio.create_task(self._monitor_disks(), name="disk-monitor")
         self._ready.set()
 
     def _open_and_replay(self) -> None:
         """On a worker thread: open storage, replay journals, checkpoint to the replay end."""
-        self.disk.makedirs(self.config.journal_dir)
+        self.identity = check_or_create(self.disk, self.config.journal_dir,
+                                        self.config.ledger_dir)
+        if self.disk.exists(self._operator_flag_path):
+            self.readonly_reasons.add("operator")
         self.storage.open()
         mark = read_last_mark(self.disk, self.config.ledger_dir)
         replayer = Replayer(self.disk, self.config, self.storage)
@@ -160,7 +182,8 @@ class Bookie:
             max_bytes=self.config.journal_max_bytes,
             prealloc_bytes=self.config.journal_prealloc_bytes,
             complete_group=self._complete_group_threadsafe,
-            on_io_error=lambda exc: self._call_threadsafe(self.fail_io, exc))
+            on_io_error=lambda exc: self._call_threadsafe(self.fail_io, exc),
+            on_flush=self.stats.on_journal_flush)
         self.journal.start()
         self._checkpointer.current_mark = self.journal.current_mark
 
@@ -173,6 +196,12 @@ class Bookie:
 
     def _checkpoint_done(self, result) -> None:
         self.last_checkpoint = result
+        self.stats.on_checkpoint(result.phase_s)
+        log.info("checkpoint: lastMark %x/%d, %d entries, %d bytes, %.1f ms, journals deleted %s",
+                 result.mark.journal_id, result.mark.offset, result.entries, result.bytes,
+                 sum(v for k, v in result.phase_s.items() if k in ("flush", "lastmark",
+                                                                   "retention")) * 1000,
+                 [f"{i:x}" for i in result.journals_deleted] or "none")
 
     def _call_threadsafe(self, fn, *args) -> None:
         loop = self._loop
@@ -183,6 +212,8 @@ class Bookie:
         """SIGTERM, first half: refuse new writes and release every long poll at once."""
         if self.state is not BookieState.STOPPING:
             self._move(BookieState.STOPPING)
+        if self._monitor_task is not None:
+            self._monitor_task.cancel()
         for runtime in self._runtime.values():
             for _gt, future in runtime.waiters:
                 if not future.done():
@@ -217,7 +248,7 @@ class Bookie:
             self.failure = f"I/O error: {exc}"
             log.error("I/O failure, bookie is read-only until restart: %s", exc)
         self.readonly_reasons.add("io")
-        if self.state in (BookieState.WRITABLE, BookieState.READ_ONLY):
+        if self.state is BookieState.WRITABLE:
             self._move(BookieState.READ_ONLY)
 
     def set_readonly(self, reason: str, on: bool) -> None:
@@ -226,7 +257,9 @@ class Bookie:
         (self.readonly_reasons.add if on else self.readonly_reasons.discard)(reason)
         if self.state not in (BookieState.WRITABLE, BookieState.READ_ONLY):
             return
-        self._move(BookieState.READ_ONLY if self.readonly_reasons else BookieState.WRITABLE)
+        target = BookieState.READ_ONLY if self.readonly_reasons else BookieState.WRITABLE
+        if target is not self.state:
+            self._move(target)
 
     @property
     def ready(self) -> bool:
@@ -236,8 +269,13 @@ class Bookie:
         """Fences, recovery adds and explicit LACs pass a read-only state unless it is io."""
         if self.state is BookieState.WRITABLE:
             return
-        if self.state is BookieState.READ_ONLY and privileged and "io" not in self.readonly_reasons:
-            return
+        if self.state is BookieState.READ_ONLY and privileged \
+                and "io" not in self.readonly_reasons:
+            free = self.disk_monitor.min_free_bytes()
+            if free is None or free >= self.config.disk_reserved_bytes:
+                return
+            raise ReadOnly(f"bookie is read-only and only {free} bytes are free, below the "
+                           f"{self.config.disk_reserved_bytes} reserved for ledger recovery")
         reason = ", ".join(sorted(self.readonly_reasons)) or self.state.value
         if self.state is BookieState.READ_ONLY and "io" in self.readonly_reasons:
             raise IOFailure(f"bookie is read-only after an I/O error: {self.failure}")
@@ -248,6 +286,48 @@ class Bookie:
             raise ReadOnly("bookie is replaying its journal")
         if self.state is BookieState.FAILED:
             raise IOFailure(f"bookie failed to start: {self.failure}")
+
+    @property
+    def _operator_flag_path(self) -> str:
+        return f"{self.config.ledger_dir}/{OPERATOR_READONLY}"
+
+    def poll_disks(self) -> None:
+        """One disk-usage check: full -> READ_ONLY(full); back under the low water -> clear."""
+        was_warn = self.disk_monitor.warn
+        try:
+            full = self.disk_monitor.poll(self.disk.usage)
+        except OSError as exc:
+            log.error("disk usage check failed: %s", exc)
+            return
+        if self.disk_monitor.warn and not was_warn:
+            log.warning("disk usage over the warn threshold: %s", self._usage_text())
+        if full != ("full" in self.readonly_reasons):
+            log.warning("disk %s: %s", "full" if full else "usable again", self._usage_text())
+            self.set_readonly("full", full)
+
+    def _usage_text(self) -> str:
+        return ", ".join(f"{name} {u.used_ratio:.1%} used, {u.free_bytes} free"
+                         for name, u in self.disk_monitor.usage.items())
+
+    async def _monitor_disks(self) -> None:
+        interval = self.config.disk_check_interval_ms / 1000.0
+        while True:
+            await asyncio.sleep(interval)
+            self.poll_disks()
+
+    async def set_operator_readonly(self, on: bool) -> None:
+        """The operator's read-only flag, persisted in the ledger dir (survives restarts)."""
+        self._check_serving()
+        path = self._operator_flag_path
+        await self._loop.run_in_executor(None, self._persist_flag, path, on)
+        self.set_readonly("operator", on)
+
+    def _persist_flag(self, path: str, on: bool) -> None:
+        if on:
+            atomic_replace(self.disk, path, b"read-only set by the operator\n")
+        elif self.disk.exists(path):
+            self.disk.unlink(path)
+            self.disk.fsync_dir(self.config.ledger_dir)
 
     # -- ledger state -------------------------------------------------------------------
 
@@ -380,6 +460,13 @@ class Bookie:
     def _add_nowait(self, ledger_id, entry_id, data, master_key, digest_type, recovery,
                     deferred_sync):
         """Admit and queue one add; the future completes when durable (None if deferred)."""
+        old, state = self._admit_add(ledger_id, entry_id, data, master_key, digest_type,
+                                     recovery)
+        self._admit(len(data))
+        return self._queue_add(ledger_id, entry_id, data, old, state, deferred_sync)
+
+    def _admit_add(self, ledger_id, entry_id, data, master_key, digest_type, recovery):
+        """Every check of an add, changing nothing: (stored state, state after the add)."""
         self._check_writable(privileged=recovery)
         old = self.storage.ledgers.get(ledger_id)
         state = self._ledger_for_write(ledger_id, master_key, digest_type)
@@ -389,10 +476,12 @@ class Bookie:
             entry_mod.verify_entry(data, dtype)
         if state.fenced and not recovery:
             raise Fenced(f"ledger {ledger_id} is fenced")
-        runtime = self._runtime_of(ledger_id)
-        if entry_id <= runtime.last_entry_id:
+        if entry_id <= self._runtime_of(ledger_id).last_entry_id:
             self._check_same_bytes(ledger_id, entry_id, data)
-        self._admit(len(data))
+        return old, state
+
+    def _queue_add(self, ledger_id, entry_id, data, old, state, deferred_sync):
+        runtime = self._runtime_of(ledger_id)
         self._store_state(ledger_id, old, state)
         self.storage.add_entry(ledger_id, entry_id, data)  # W1: cache before journal
         runtime.last_entry_id = max(runtime.last_entry_id, entry_id)
@@ -417,27 +506,20 @@ class Bookie:
     async def add_batch(self, ledger_id: int, entries: list[tuple[int, bytes]],
                         master_key: bytes, digest_type: DigestType | None = None,
                         recovery: bool = False, deferred_sync: bool = False) -> list[int]:
-        """Several adds of one ledger queued together: one journal group covers them all.
-
-        Each entry is admitted in order; the first refusal stops the batch and raises, after
-        the entries before it have been made durable (they were queued, so they are answered
-        as a client would expect a retry to find them).
-        """
-        futures, ids, failure = [], [], None
+        """Several adds of one ledger, admitted as a whole and queued together, so one
+        journal group covers them and a refused batch stores nothing."""
+        if len({entry_id for entry_id, _ in entries}) != len(entries):
+            raise BadRequest("a batch names the same entry id twice")
         for entry_id, data in entries:
-            try:
-                futures.append(self._add_nowait(ledger_id, entry_id, data, master_key,
-                                                digest_type, recovery, deferred_sync))
-            except BookieError as exc:
-                failure = exc
-                break
-            ids.append(entry_id)
+            old, state = self._admit_add(ledger_id, entry_id, data, master_key, digest_type,
+                                         recovery)
+        self._admit(sum(len(data) for _, data in entries))
+        futures = [self._queue_add(ledger_id, entry_id, data, old, state, deferred_sync)
+                   for entry_id, data in entries]
         pending = [f for f in futures if f is not None]
         if pending:
-            await asyncio.shield(asyncio.gather(*pending))
-        if failure is not None:
-            raise failure
-        return ids
+            await asyncio.shield(asyncio.gather(*pending))  # N5
+        return [entry_id for entry_id, _ in entries]
 
     async def fence(self, ledger_id: int, master_key: bytes) -> tuple[int, int]:
         """Fence a ledger (creating it, as BookKeeper does for recovery); durable before 200."""
@@ -510,13 +592,17 @@ class Bookie:
         if wait_for_gt is None or runtime.lac > wait_for_gt or timeout_ms <= 0 \
                 or self.state is BookieState.STOPPING:
             return runtime.lac
+        if self._lac_waiters >= self.config.max_lac_waiters:
+            raise TooManyRequests(f"{self._lac_waiters} LAC long polls are waiting already")
         future = self._loop.create_future()
         runtime.waiters.append((wait_for_gt, future))
+        self._lac_waiters += 1
         try:
             await asyncio.wait_for(asyncio.shield(future), timeout_ms / 1000.0)
         except asyncio.TimeoutError:
             pass
         finally:
+            self._lac_waiters -= 1
             runtime.waiters = [w for w in runtime.waiters if w[1] is not future]
         return runtime.lac
 
@@ -526,6 +612,59 @@ class Bookie:
 
     def ledger_state(self, ledger_id: int) -> LedgerState:
         return self._existing_state(ledger_id)
+
+    async def delete_ledger(self, ledger_id: int) -> None:
+        """Delete a ledger: a synced tombstone before returning (§1.3); its entries stop
+        being readable at once; later adds get NoLedger; GC reclaims the space."""
+        self._check_serving()
+        state = self.storage.ledgers.get(ledger_id)
+        if state is None:
+            raise NoLedger(f"ledger {ledger_id} is unknown to this bookie")
+        if "io" in self.readonly_reasons:
+            raise IOFailure(f"bookie is read-only after an I/O error: {self.failure}")
+        if state.exists:
+            await self._loop.run_in_executor(None, self.storage.delete_ledger, ledger_id)
+        runtime = self._runtime.pop(ledger_id, None)
+        for _gt, future in (runtime.waiters if runtime else ()):
+            if not future.done():
+                future.set_result(None)
+
+    def list_ledgers(self, start: int, limit: int) -> tuple[list[int], int | None]:
+        """Live ledger ids >= start, at most ``limit``, and where the next page starts."""
+        self._check_serving()
+        ids = [i for i in self.storage.ledgers.ledger_ids(start, limit + 2)
+               if i != SANITY_LEDGER_ID][:limit + 1]
+        if len(ids) > limit:
+            return ids[:limit], ids[limit]
+        return ids, None
+
+    async def sanity(self) -> dict:
+        """Write and read back an entry of a reserved ledger through the real path."""
+        self._check_serving()
+        runtime = self._runtime_of(SANITY_LEDGER_ID)
+        entry_id = runtime.last_entry_id + 1
+        payload = f"sanity {time.time():.6f}".encode()
+        data = entry_mod.frame_entry(SANITY_LEDGER_ID, entry_id, entry_id - 1, entry_id,
+                                     payload)
+        started = time.monotonic()
+        await self.add_entry(SANITY_LEDGER_ID, entry_id, data, SANITY_KEY, DigestType.CRC32C)
+        written = time.monotonic()
+        back = await self.read_entry(SANITY_LEDGER_ID, entry_id)
+        if back != data:
+            raise IOFailure(f"sanity entry {entry_id} read back different bytes")
+        return {"ok": True, "ledgerId": SANITY_LEDGER_ID, "entryId": entry_id,
+                "writeMs": round((written - started) * 1000, 3),
+                "readMs": round((time.monotonic() - written) * 1000, 3)}
+
+    async def run_gc(self):
+        """Garbage collection on the checkpoint thread (never during a checkpoint)."""
+        self._check_serving()
+        if self.checkpoints is None or "io" in self.readonly_reasons:
+            raise ReadOnly("garbage collection is not running")
+        # Deletes reach the index at a checkpoint; run one first so GC sees settled state.
+        await asyncio.wrap_future(self.checkpoints.request())
+        self.last_gc = await asyncio.wrap_future(self.checkpoints.submit(self.gc.run))
+        return self.last_gc
 
     async def checkpoint(self):
         """Run a checkpoint now and return its result (``POST /v1/bookie/checkpoint``)."""
@@ -582,6 +721,12 @@ class Bookie:
             "currentEntryLogId": self.storage.entry_logger.current_log_id,
             "lastMark": [mark.journal_id, mark.offset] if mark else None,
             "replay": self.replay_report.to_json() if self.replay_report else None,
+            "instanceId": (self.identity or {}).get("instanceId"),
+            "disks": {name: {"path": u.path, "totalBytes": u.total_bytes,
+                             "freeBytes": u.free_bytes, "level": u.level.value}
+                      for name, u in self.disk_monitor.usage.items()},
+            "lastCheckpoint": _checkpoint_json(self.last_checkpoint),
+            "lastGc": self.last_gc.to_json() if self.last_gc else None,
         }
 
     def _free_bytes(self) -> dict:
@@ -596,3 +741,11 @@ class Bookie:
 
 
 READ_BATCH_BYTES_MAX = 8 * 1024 * 1024
+
+
+def _checkpoint_json(result) -> dict | None:
+    if result is None:
+        return None
+    return {"lastMark": [result.mark.journal_id, result.mark.offset], "entries": result.entries,
+            "bytes": result.bytes, "journalsDeleted": list(result.journals_deleted),
+            "phaseSeconds": {k: round(v, 6) for k, v in result.phase_s.items()}}

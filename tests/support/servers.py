@@ -94,3 +94,48 @@ class Daemon:
     def log_text(self) -> str:
         with open(self.log_path, "rb") as handle:
             return handle.read().decode(errors="replace")
+
+
+class BackgroundBookie:
+    """A real bookie served on 127.0.0.1 from a thread of its own, for synchronous tests
+    (schemathesis calls the API with a blocking HTTP client)."""
+
+    def __init__(self, config) -> None:
+        import asyncio
+        import threading
+
+        self.config = config
+        self.url: str | None = None
+        self._loop = asyncio.new_event_loop()
+        self._started = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="bookie-under-test", daemon=True)
+
+    def _run(self) -> None:
+        import asyncio
+
+        async def serve() -> None:
+            self._stop = asyncio.Event()
+            try:
+                async with running_bookie(self.config) as running:
+                    self.url = running.url
+                    self.bookie = running.bookie
+                    self._started.set()
+                    await self._stop.wait()
+            except BaseException as exc:
+                self._error = exc
+                self._started.set()
+
+        self._loop.run_until_complete(serve())
+
+    def __enter__(self) -> "BackgroundBookie":
+        self._thread.start()
+        self._started.wait(120)
+        if self._error is not None or self.url is None:
+            raise RuntimeError(f"bookie did not start: {self._error}")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(120)

@@ -1,0 +1,123 @@
+"""GET /metrics: the bookie's stats in Prometheus text format, with Prometheus names.
+
+A custom collector reads ``bookie.stats`` and the node's state at scrape time, into a
+registry of this app's own (so several bookies in one process never share metrics).
+
+    bookie_request_seconds{op,code}                 histogram, per route and status
+    bookie_journal_fsync_seconds                    histogram
+    bookie_journal_group_entries / _group_bytes     histograms, per flush
+    bookie_journal_flush_total{reason}              counter
+    bookie_journal_queue_records / _queue_bytes     gauges
+    bookie_writable                                 gauge, 1 when WRITABLE
+    bookie_read_only{reason}                        gauge
+    bookie_disk_free_bytes{dir} / _disk_used_ratio  gauges
+    bookie_checkpoint_seconds{phase}                histogram
+    bookie_checkpoint_total                         counter
+    bookie_replay_records / _bytes / _files         gauges of the last replay
+    bookie_lac_waiters                              gauge
+"""
+
+from __future__ import annotations
+
+import time
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest  # noqa: F401 (re-exported)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, \
+    HistogramMetricFamily
+
+from api.keys import BOOKIE
+from bookie.stats import Histogram
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def _histogram(name: str, doc: str, labels=(), children=None) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(name, doc, labels=list(labels))
+    for values, hist in (children or {}).items():
+        family.add_metric(list(values), hist.cumulative(), hist.sum)
+    return family
+
+
+def _single(name: str, doc: str, hist: Histogram) -> HistogramMetricFamily:
+    return _histogram(name, doc, (), {(): hist})
+
+
+class BookieCollector:
+    def __init__(self, bookie) -> None:
+        self.bookie = bookie
+
+    def collect(self):
+        yield from self._journal()
+        yield from self._state()
+        yield from self._checkpoints()
+
+    def _journal(self):
+        stats = self.bookie.stats
+        yield _histogram("bookie_request_seconds", "HTTP request latency by route and status",
+                         ("op", "code"), stats.requests.children)
+        yield _single("bookie_journal_fsync_seconds", "journal fdatasync latency",
+                      stats.journal_fsync)
+        yield _single("bookie_journal_group_entries", "records per group commit",
+                      stats.group_entries)
+        yield _single("bookie_journal_group_bytes", "bytes per group commit", stats.group_bytes)
+        flushes = CounterMetricFamily("bookie_journal_flush", "group flushes by reason",
+                                      labels=["reason"])
+        for reason, count in sorted(stats.flushes.items()):
+            flushes.add_metric([reason], count)
+        yield flushes
+        journal = self.bookie.journal
+        yield GaugeMetricFamily("bookie_journal_queue_records", "records queued, not synced",
+                                value=journal.queued_count if journal else 0)
+        yield GaugeMetricFamily("bookie_journal_queue_bytes", "bytes queued, not synced",
+                                value=journal.queued_bytes if journal else 0)
+
+    def _state(self):
+        bookie = self.bookie
+        yield GaugeMetricFamily("bookie_writable", "1 while the bookie accepts writes",
+                                value=1 if bookie.ready else 0)
+        read_only = GaugeMetricFamily("bookie_read_only", "read-only reasons in force",
+                                      labels=["reason"])
+        for reason in ("full", "operator", "io"):
+            read_only.add_metric([reason], 1 if reason in bookie.readonly_reasons else 0)
+        yield read_only
+        free = GaugeMetricFamily("bookie_disk_free_bytes", "free bytes", labels=["dir"])
+        used = GaugeMetricFamily("bookie_disk_used_ratio", "used fraction", labels=["dir"])
+        for name, usage in bookie.disk_monitor.usage.items():
+            free.add_metric([name], usage.free_bytes)
+            used.add_metric([name], usage.used_ratio)
+        yield free
+        yield used
+        yield GaugeMetricFamily("bookie_lac_waiters", "LAC long polls waiting",
+                                value=bookie._lac_waiters)
+
+    def _checkpoints(self):
+        stats = self.bookie.stats
+        yield _histogram("bookie_checkpoint_seconds", "checkpoint duration by phase",
+                         ("phase",), stats.checkpoint_phases.children)
+        yield CounterMetricFamily("bookie_checkpoint", "checkpoints completed",
+                                  value=stats.checkpoints)
+        report = self.bookie.replay_report
+        for name, value in (("records", report.records if report else 0),
+                            ("bytes", report.bytes if report else 0),
+                            ("files", len(report.files) if report else 0)):
+            yield GaugeMetricFamily(f"bookie_replay_{name}", f"{name} replayed at start",
+                                    value=value)
+
+
+def make_registry(bookie) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BookieCollector(bookie))
+    return registry
+
+
+@web.middleware
+async def timing_middleware(request: web.Request, handler):
+    """Latency by route handler and status; runs outside the error translator."""
+    started = time.perf_counter()
+    response = await handler(request)
+    route = request.match_info.route
+    op = getattr(route.handler, "__name__", "unknown") if route.resource else "no_route"
+    request.app[BOOKIE].stats.requests.labelled(op, str(response.status)).observe(
+        time.perf_counter() - started)
+    return response
