@@ -24,9 +24,11 @@ I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 
 
 def parse_i64(text: str, what: str) -> int:
-    """A decimal signed 64-bit integer, strictly (no sign tricks, spaces or underscores)."""
-    if not text or len(text) > 20 or not (text.isdigit() or (text[0] == "-" and text[1:].isdigit())):
-        raise BadRequest(f"{what} {text!r} is not a decimal 64-bit integer")
+    """A decimal signed 64-bit integer, strictly: ASCII digits only (str.isdigit would let
+    "²" through), no "+", spaces or underscores."""
+    digits = text[1:] if text.startswith("-") else text
+    if not (0 < len(digits) <= 19 and digits.isascii() and digits.isdigit()):
+        raise BadRequest(f"{what} {text[:40]!r} is not a decimal 64-bit integer")
     value = int(text)
     if not I64_MIN <= value <= I64_MAX:
         raise BadRequest(f"{what} {text} is out of the signed 64-bit range")
