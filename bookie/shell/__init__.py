@@ -1,0 +1,88 @@
+"""``bookie shell``: offline tools on a stopped bookie's files, or a copy (issue 7).
+
+Apache BookKeeper's ``bookkeeper shell`` and Kafka's DumpLogSegments are the models. Every
+tool reads the files through the same format modules the daemon uses (``journal.reader``,
+``entrylog.reader``, ``ledgerindex``), so the shell and the daemon cannot disagree about a
+byte. Output conventions and exit codes: ``bookie/shell/output.py``.
+
+Commands, one module each (or a few grouped):
+    readjournal, lastmark                   journals.py
+    readlog, readlogmetadata                logs.py
+    listfiles, listledgers, ledger, info    overview.py
+    scrub                                   scrub_cmd.py (engine: bookie/scrub.py)
+    check-index                             check_index.py
+    rebuild-index                           rebuild.py
+    export-index                            export.py
+
+This is an entry point: nothing imports it but ``bookie.cli`` (DESIGN.md §5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from bookie.errors import IOFailure
+from bookie.shell import check_index, export, journals, logs, overview, rebuild, scrub_cmd
+from bookie.shell.datadir import UsageError
+from bookie.shell.output import EXIT_ERROR, EXIT_OK, Output
+
+_MODULES = (journals, logs, overview, scrub_cmd, check_index, rebuild, export)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--data-dir", default="./data",
+                        help="the bookie's data dir (default ./data)")
+    common.add_argument("--json", action="store_true",
+                        help="one JSON object per line instead of text")
+    common.add_argument("--no-progress", action="store_true",
+                        help="no progress bar or progress lines on stderr")
+    common.add_argument("-v", "--verbose", action="store_true",
+                        help="also log the readers' warnings to stderr")
+    parser = argparse.ArgumentParser(
+        prog="bookie shell",
+        description="Offline tools on a bookie's files: run them on a stopped bookie or a "
+        "copy. Exit codes: 0 clean, 1 problems found, 2 usage or I/O error. "
+        "'bookie shell COMMAND --help' explains each command.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in _MODULES:
+        module.register(commands, common)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    """Run one shell command; returns the exit code (never raises for expected failures)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # --help (0) or a usage error (2): argparse printed it
+        return EXIT_OK if exit_.code in (0, None) else EXIT_ERROR
+    if getattr(args, "handler", None) is None:
+        parser.print_help(sys.stderr)
+        return EXIT_ERROR
+    _setup_logging(args.verbose)
+    out = Output(args.json)
+    try:
+        return args.handler(args, out)
+    except UsageError as exc:
+        out.error(str(exc))
+        return EXIT_ERROR
+    except IOFailure as exc:
+        out.error(exc.message)
+        return EXIT_ERROR
+    except BrokenPipeError:  # e.g. piped into head: the reader has what it wanted
+        return EXIT_OK
+    except OSError as exc:
+        out.error(f"{exc.filename or ''}: {exc.strerror or exc}")
+        return EXIT_ERROR
+
+
+def _setup_logging(verbose: bool) -> None:
+    # The readers log what the commands also print as records; repeat it only on request.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("bookie shell: %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO if verbose else logging.ERROR + 10)
