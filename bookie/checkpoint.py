@@ -234,6 +234,13 @@ class CheckpointThread:
             future.set_result(result)
         return True
 
+    def halt(self) -> None:
+        """Stop checkpointing without waiting (an I/O error elsewhere: A5, nothing more is
+        written; the journal holds every acknowledged record for replay)."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+
     def stop(self) -> None:
         """Stop the thread after the run in progress; pending requests fail."""
         with self._cond:

@@ -248,6 +248,8 @@ class Bookie:
             self.failure = f"I/O error: {exc}"
             log.error("I/O failure, bookie is read-only until restart: %s", exc)
         self.readonly_reasons.add("io")
+        if self.checkpoints is not None:
+            self.checkpoints.halt()
         if self.state is BookieState.WRITABLE:
             self._move(BookieState.READ_ONLY)
 
