@@ -1,0 +1,254 @@
+"""BKLG journal files and the lastMark. Implements FORMATS.md §3 and §4; pure (JournalChannel).
+
+Header, integers big-endian (FORMATS.md §3.1, §3.2):
+    offset  size   field
+    0       4      magic b"BKLG"
+    4       4      version (i32): 4, 5 or 6; the project writes 6
+    8       504    zeros (V5+ only; a V4 header is the first 8 bytes alone)
+    512     ...    records (V5+); 8 in V4
+
+Record framing (§3.3, §3.4); offsets within the payload, after the i32 len:
+    len: i32      payload bytes, not counting these 4; 0xFFFFFF00 = padding (V5+)
+    0       8     ledgerId (i64)
+    8       8     entryId (i64): >= 0 data; negative: meta
+    data          the entry exactly as the client framed it (len >= 24)
+    -0x1000 key   16: keyLen (i32) = len - 20 | 20: master key         (V3+)
+    -0x2000 fence nothing more; len = 16                                (V4+)
+    -0x8000 LAC   16: bufLen (i32) = len - 20, >= 16 | 20: LAC body     (V6+)
+    -0x4000       FORCE: a queue marker, never written
+
+Padding record (§3.5, V5+):
+    0       4     0xFFFFFF00 (PADDING_MASK)
+    4       4     padLen (i32) >= 0
+    8       padLen zeros
+    Writer: P = position after the group, A = alignment, r = P mod A; r = 0: none;
+    gap = A - r; gap >= 8: padLen = gap - 8; gap < 8: padLen = A - (8 - gap).
+
+lastMark (§4.2), 16 bytes:
+    0       8     journal id (i64)
+    8       8     offset (i64): absolute, header included; the end of a synced group
+
+Invariants:
+    J1. After every group flush the position is a multiple of ALIGNMENT (V5+), so every V5+
+        mark offset and every group boundary is 512-aligned; readers rely on it (reader.py).
+    J2. Everything after the last record is zero up to the end of the file (§3.6): a reader
+        stops at the first zero length word.
+    J3. len is never 0 for a record and never below 16: every payload starts with two i64 ids.
+
+Versions:
+    1-3  read by Apache BookKeeper only; the project refuses to replay them (§3.1)
+    4    8-byte header, fence records, no padding (read)
+    5    512-byte header, padding records, aligned flushes (read)
+    6    explicit-LAC records (written)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import struct
+
+MAGIC = b"BKLG"
+V1, V2, V3, V4, V5, V6 = 1, 2, 3, 4, 5, 6
+CURRENT_VERSION = V6
+MIN_READ_VERSION = V4
+HEADER_SIZE = 512  # SECTOR_SIZE in V5+, whatever the alignment
+ALIGNMENT = 512  # journalAlignmentSize
+V4_HEADER_SIZE = 8
+
+PADDING_MASK = -0x100
+METAENTRY_ID_LEDGER_KEY = -0x1000
+METAENTRY_ID_FENCE_KEY = -0x2000
+METAENTRY_ID_FORCE_LEDGER = -0x4000
+METAENTRY_ID_LEDGER_EXPLICITLAC = -0x8000
+
+#: Smallest payload: ledgerId and entryId (J3). A data record also holds the piggybacked LAC.
+MIN_RECORD_LEN = 16
+MIN_DATA_RECORD_LEN = 24
+#: Meta records with an inner length: ledgerId, entryId, then keyLen or bufLen.
+META_PREFIX_LEN = 20
+MIN_EXPLICIT_LAC_BODY = 16
+
+HEADER_PREFIX = struct.Struct(">4si")
+assert HEADER_PREFIX.size == 8
+V5_HEADER = struct.Struct(">4si504x")
+assert V5_HEADER.size == HEADER_SIZE
+LEN = struct.Struct(">i")
+assert LEN.size == 4
+#: len | ledgerId | entryId: the fixed part every record starts with.
+RECORD_PREFIX = struct.Struct(">iqq")
+assert RECORD_PREFIX.size == 20
+#: len | ledgerId | entryId | keyLen or bufLen.
+META_RECORD_PREFIX = struct.Struct(">iqqi")
+assert META_RECORD_PREFIX.size == 24
+PADDING_PREFIX = struct.Struct(">ii")
+assert PADDING_PREFIX.size == 8
+MARK = struct.Struct(">qq")
+assert MARK.size == 16
+
+#: The meta kinds' entry ids, each with the first version allowed to hold it (§3.4).
+META_MIN_VERSION = {
+    METAENTRY_ID_LEDGER_KEY: V3,
+    METAENTRY_ID_FENCE_KEY: V4,
+    METAENTRY_ID_LEDGER_EXPLICITLAC: V6,
+}
+
+
+def header_size(version: int) -> int:
+    """Where records start: 512 in V5+, 8 in V2..V4, 0 in V1."""
+    if version >= V5:
+        return HEADER_SIZE
+    return V4_HEADER_SIZE if version >= V2 else 0
+
+
+def encode_header(version: int = CURRENT_VERSION) -> bytes:
+    """The file header: 512 bytes for V5+, 8 for V2..V4, none for V1 (test fixtures)."""
+    assert V1 <= version <= V6, version
+    if version >= V5:
+        return V5_HEADER.pack(MAGIC, version)
+    if version >= V2:
+        return HEADER_PREFIX.pack(MAGIC, version)
+    return b""
+
+
+def detect_version(first8: bytes) -> int | None:
+    """The version per FORMATS.md §3.2 from the file's first (up to) 8 bytes.
+
+    None is the project's *empty journal* (shorter than 8 bytes or 8 zero bytes: a crash
+    during creation). Bytes without the magic are V1, as in Apache BookKeeper. The caller
+    treats a version outside 1..6 as corruption.
+    """
+    if len(first8) < 8 or first8 == bytes(8):
+        return None
+    magic, version = HEADER_PREFIX.unpack_from(first8, 0)
+    if magic != MAGIC:
+        return V1
+    return version
+
+
+def encode_add(entry: bytes) -> bytes:
+    """A data record: i32 len, then the entry as the client framed it."""
+    assert len(entry) >= MIN_DATA_RECORD_LEN, len(entry)
+    return LEN.pack(len(entry)) + entry
+
+
+def _meta_with_body(ledger_id: int, entry_id: int, body: bytes) -> bytes:
+    assert ledger_id >= 0, ledger_id
+    return META_RECORD_PREFIX.pack(META_PREFIX_LEN + len(body), ledger_id, entry_id,
+                                   len(body)) + body
+
+
+def encode_master_key(ledger_id: int, key: bytes) -> bytes:
+    """A master-key record (BookieImpl.createMasterKeyEntry): len 20 + keyLen."""
+    return _meta_with_body(ledger_id, METAENTRY_ID_LEDGER_KEY, key)
+
+
+def encode_fence(ledger_id: int) -> bytes:
+    """A fence record (LedgerDescriptor.createLedgerFenceEntry): len 16."""
+    assert ledger_id >= 0, ledger_id
+    return RECORD_PREFIX.pack(MIN_RECORD_LEN, ledger_id, METAENTRY_ID_FENCE_KEY)
+
+
+def encode_explicit_lac(ledger_id: int, body: bytes) -> bytes:
+    """An explicit-LAC record (BookieImpl.createExplicitLACEntry): the body kept whole."""
+    assert len(body) >= MIN_EXPLICIT_LAC_BODY, len(body)
+    return _meta_with_body(ledger_id, METAENTRY_ID_LEDGER_EXPLICITLAC, body)
+
+
+def padding_length(position: int, alignment: int = ALIGNMENT) -> int:
+    """padLen of the padding record written at ``position``; -1 when none is needed."""
+    assert alignment >= ALIGNMENT and alignment % ALIGNMENT == 0, alignment
+    remainder = position % alignment
+    if remainder == 0:
+        return -1
+    gap = alignment - remainder
+    if gap >= PADDING_PREFIX.size:
+        return gap - PADDING_PREFIX.size
+    # The 8-byte prefix does not fit before the boundary: run to the one after (§3.5 rule 4).
+    return alignment - (PADDING_PREFIX.size - gap)
+
+
+def padding_record(position: int, alignment: int = ALIGNMENT) -> bytes:
+    """The padding record that brings ``position`` to the next flush boundary (J1)."""
+    pad_len = padding_length(position, alignment)
+    if pad_len < 0:
+        return b""
+    return PADDING_PREFIX.pack(PADDING_MASK, pad_len) + bytes(pad_len)
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class LogMark:
+    """A position in the journal sequence (BookKeeper's LogMark); compares by id, then offset."""
+
+    journal_id: int
+    offset: int
+
+    def encode(self) -> bytes:
+        return MARK.pack(self.journal_id, self.offset)
+
+    @classmethod
+    def decode(cls, data: bytes) -> "LogMark":
+        """The mark in the first 16 bytes. Callers apply §4.4's rules for short or long files."""
+        if len(data) < MARK.size:
+            raise ValueError(f"a lastMark needs 16 bytes, got {len(data)}")
+        journal_id, offset = MARK.unpack_from(data, 0)
+        return cls(journal_id, offset)
+
+
+class RecordKind(enum.Enum):
+    DATA = "data"
+    LEDGER_KEY = "ledger_key"
+    FENCE = "fence"
+    EXPLICIT_LAC = "explicit_lac"
+    UNKNOWN_META = "unknown_meta"
+    PADDING = "padding"  # only from JournalReader.scan(include_padding=True)
+
+
+META_KINDS = {
+    METAENTRY_ID_LEDGER_KEY: RecordKind.LEDGER_KEY,
+    METAENTRY_ID_FENCE_KEY: RecordKind.FENCE,
+    METAENTRY_ID_LEDGER_EXPLICITLAC: RecordKind.EXPLICIT_LAC,
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JournalRecord:
+    """One record as found in a journal.
+
+    offset: of the len field. size: 4 + len (padding: 8 + padLen).
+    payload: DATA the whole entry; LEDGER_KEY the key; EXPLICIT_LAC the body; others b"".
+    A PADDING record has ledger_id and entry_id -1.
+    """
+
+    offset: int
+    size: int
+    kind: RecordKind
+    ledger_id: int
+    entry_id: int
+    payload: bytes
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.size
+
+
+def journal_file_name(journal_id: int) -> str:
+    """``<hex id>.txn``: lowercase hex, no padding (FORMATS.md §2)."""
+    assert journal_id >= 0, journal_id
+    return f"{journal_id:x}.txn"
+
+
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+
+
+def parse_journal_id(name: str) -> int | None:
+    """The id of a journal file name, or None if ``name`` is not one.
+
+    Names end in ``.txn``; the part before the first ``.`` is base 16 (FORMATS.md §2).
+    """
+    if not name.endswith(".txn"):
+        return None
+    stem = name.split(".", 1)[0]
+    if not stem or not set(stem) <= _HEX_DIGITS:
+        return None
+    return int(stem, 16)
