@@ -1,5 +1,15 @@
 """Python clients of the bookie: BookieClient (HTTP) and the ledger library."""
 
 from api.client.bookie_client import BookieClient
+from api.client.ledger import (DigestMismatch, LedgerClosedError, LedgerCodec, LedgerEntry,
+                               LedgerReader, LedgerWriter, RecoveryResult, WriterOptions,
+                               recover_ledger)
+from api.client.metadata import (BadVersion, FileMetadataStore, LedgerExists, LedgerMetadata,
+                                 LedgerMetadataStore, MetadataError, MetadataState)
 
-__all__ = ["BookieClient"]
+__all__ = [
+    "BadVersion", "BookieClient", "DigestMismatch", "FileMetadataStore", "LedgerClosedError",
+    "LedgerCodec", "LedgerEntry", "LedgerExists", "LedgerMetadata", "LedgerMetadataStore",
+    "LedgerReader", "LedgerWriter", "MetadataError", "MetadataState", "RecoveryResult",
+    "WriterOptions", "recover_ledger",
+]
