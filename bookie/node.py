@@ -368,14 +368,19 @@ class Bookie:
             raise Unauthorized(f"master key does not match ledger {ledger_id}'s")
 
     def _ledger_for_write(self, ledger_id: int, master_key: bytes,
-                          digest_type: DigestType | None) -> LedgerState:
-        """The ledger's state as a write would leave it (not yet stored). Raises on refusal."""
+                          digest_type: DigestType | None,
+                          default_digest: DigestType | None = DigestType.CRC32C
+                          ) -> LedgerState:
+        """The ledger's state as a write would leave it (not yet stored). Raises on refusal.
+
+        A fence passes ``default_digest=None``: fencing a ledger this bookie never saw (ensemble
+        recovery) must not fix its digest type; the first add or explicit LAC names it."""
         state = self.storage.ledgers.get(ledger_id)
         if state is not None and not state.exists:
             raise NoLedger(f"ledger {ledger_id} was deleted")
+        dtype = digest_type or default_digest
         if state is None:
-            dtype = digest_type or DigestType.CRC32C
-            return LedgerState(master_key=master_key, digest_type=int(dtype))
+            return LedgerState(master_key=master_key, digest_type=int(dtype) if dtype else 0)
         self._check_key(ledger_id, state, master_key)
         changes = {}
         if state.master_key in (b"", ZERO_KEY):
@@ -384,8 +389,8 @@ class Bookie:
             raise BadRequest(f"ledger {ledger_id} has digest type "
                              f"{DigestType(state.digest_type).header_name}, not "
                              f"{digest_type.header_name}")
-        if state.digest_type == 0:
-            changes["digest_type"] = int(digest_type or DigestType.CRC32C)
+        if state.digest_type == 0 and dtype is not None:
+            changes["digest_type"] = int(dtype)
         return dataclasses.replace(state, **changes) if changes else state
 
     def _store_state(self, ledger_id: int, old: LedgerState | None, new: LedgerState) -> None:
@@ -528,7 +533,7 @@ class Bookie:
         self._check_serving()
         self._check_writable(privileged=True)
         old = self.storage.ledgers.get(ledger_id)
-        state = self._ledger_for_write(ledger_id, master_key, None)
+        state = self._ledger_for_write(ledger_id, master_key, None, default_digest=None)
         runtime = self._runtime_of(ledger_id)
         self._admit(16)
         self._store_state(ledger_id, old, dataclasses.replace(state, fenced=True))  # N3

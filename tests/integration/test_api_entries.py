@@ -213,3 +213,14 @@ async def test_missing_master_key_is_400(server):
 async def test_too_large_is_raised_as_its_class(client, bookie_config):
     with pytest.raises(TooLarge):
         await client.add_entry(23, 0, entry(23, 0, b"q" * bookie_config.max_entry_size), KEY)
+
+
+async def test_a_fence_does_not_fix_the_digest_type_of_a_ledger_it_creates(client):
+    """Regression (found by the ledger client's recovery work): fencing an unknown ledger
+    made it CRC32C, so a MAC ledger's recovery add and explicit LAC were refused."""
+    await client.fence(50, KEY)
+    data = frame_entry(50, 0, -1, 5, b"hello", DigestType.MAC, mac_key(b"secret"))
+    await client.add_entry(50, 0, data, KEY, digest_type="mac", recovery=True)
+    body = frame_lac(50, 0, DigestType.MAC, mac_key(b"secret"))
+    assert await client.write_lac(50, KEY, body) == 0
+    assert await client.read_entry(50, 0) == data
