@@ -50,7 +50,7 @@ import crc32c as _crc32c
 from bookie.entry import IDS, METADATA_LENGTH, DigestType, compute_digest
 from bookie.errors import IOFailure
 from entrylog.format import (
-    HEADER_SIZE, MIN_ENTRY_SIZE, RECORD_HEAD, SIZE, log_file_name, parse_log_id,
+    HEADER_SIZE, MIN_ENTRY_SIZE, SIZE, log_file_name, parse_log_id,
 )
 
 if TYPE_CHECKING:
@@ -77,8 +77,11 @@ PROBLEMS_KEPT_MAX = 10_000
 
 _POS_MASK = 0xFFFFFFFF
 _FIRST = operator.itemgetter(0)
-_U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
+#: size | ledgerId | entryId | (LAC, length) | a CRC32C digest: one unpack per entry. An entry
+#: shorter than 40 bytes leaves the last field meaningless; its size says so (FORMATS.md §6).
+_HEAD = struct.Struct(">iqq16xI")
+assert _HEAD.size == SIZE.size + METADATA_LENGTH + 4
 _CRC32C = int(DigestType.CRC32C)
 _CRC32 = int(DigestType.CRC32)
 #: Digest type numbers (FORMATS.md §6.2) as report names; 0 is "not known yet" (§9.4).
@@ -299,21 +302,21 @@ class Scrubber:
     def _check_read(self, window, read: _Read, buf: bytes) -> None:
         """The hot loop: framing, ids and digest of window[first:last] inside ``buf``.
 
-        Written for speed (~0.6 µs an entry): locals only, offsets from one subtraction, the
-        size and ids in one unpack; anything unusual goes to ``_examine``.
+        Written for speed (~0.5 µs an entry): locals only, offsets from one subtraction, the
+        size, ids and CRC32C digest in one unpack; anything unusual goes to ``_examine``.
         """
         base = read.log_base + read.start + SIZE.size  # loc - base: the size field in buf
-        mv, last_head = memoryview(buf), len(buf) - RECORD_HEAD.size
-        head, u32, u64 = RECORD_HEAD.unpack_from, _U32.unpack_from, _U64.unpack_from
+        mv, n, last_head = memoryview(buf), len(buf), len(buf) - _HEAD.size
+        head, u64 = _HEAD.unpack_from, _U64.unpack_from
         crc32c, crc32, crc32c_kind, crc32_kind = _crc32c.crc32c, zlib.crc32, _CRC32C, _CRC32
         types, digest_type, framing_only = self._types, self._digest_type, self._framing_only
-        previous, kind, verified, n = -1, 0, 0, len(buf)
+        previous, kind, verified = -1, 0, 0
         for loc, lid, eid in window[read.first:read.last]:
             p = loc - base
             if p > last_head:
                 self._examine(read, loc, lid, eid)
                 continue
-            size, found_lid, found_eid = head(buf, p)
+            size, found_lid, found_eid, digest = head(buf, p)
             end = p + 4 + size
             if found_eid != eid or found_lid != lid or end > n or size < 16:
                 self._examine(read, loc, lid, eid)
@@ -322,8 +325,7 @@ class Scrubber:
                 previous, kind = lid, types.get(lid)
                 kind = digest_type(lid) if kind is None else kind
             if kind == crc32c_kind:
-                ok = size >= 36 and crc32c(mv[p + 40:end], crc32c(mv[p + 4:p + 36])) == \
-                    u32(buf, p + 36)[0]
+                ok = size >= 36 and crc32c(mv[p + 40:end], crc32c(mv[p + 4:p + 36])) == digest
             elif kind == crc32_kind:
                 ok = size >= 40 and crc32(mv[p + 44:end], crc32(mv[p + 4:p + 36])) == \
                     u64(buf, p + 36)[0]

@@ -180,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", default=None, help="parent of the temporary data dir")
     parser.add_argument("--rounds", type=int, default=4, help="runs of each measure (median)")
     args = parser.parse_args(argv)
+    print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     root = tempfile.mkdtemp(prefix="bench-scrub-", dir=args.dir)
     try:
         ledger_dir = os.path.join(root, "ledgers", "current")
@@ -194,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         figures = measure(ledger_dir, data_bytes, args.rounds)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
     for name in ("read cold", "scrub cold", "read warm", "scrub warm"):
         print(f"{name:11s} {figures[name]:8.0f} MiB/s")
     cold = figures["scrub cold"] / figures["read cold"]

@@ -102,7 +102,9 @@ def _logs_to_index(args, out: Output, data_dir: DataDir, locations, ledgers) -> 
                     out.problem({"file": path, "offset": exc.offset, "reason": exc.reason,
                                  "status": "corrupt", "direction": "log->index"},
                                 f"{path}: corrupt header at offset {exc.offset}: {exc.reason}")
-                _check_end(out, reader)
+                if reader.end is not None:
+                    out.scan_end(path, reader.end, reader.corrupt, quiet_if_clean=True,
+                                 direction="log->index")
             done += sizes[log_id]
             progress.update(done, sum(sizes.values()))
     finally:
@@ -125,13 +127,3 @@ def _classify(out: Output, path: str, found, locations, ledgers) -> str:
                  "entryId": found.entry_id, "location": found.location, "reason": reason,
                  "direction": "log->index"}, f"{path} offset {found.offset}: {reason}")
     return "missingFromIndex"
-
-
-def _check_end(out: Output, reader: EntryLogReader) -> None:
-    end = reader.end
-    if end is None or end.clean:
-        return
-    status = "corrupt" if reader.corrupt else "torn"
-    out.problem({"file": reader.path, "offset": end.offset, "status": status,
-                 "reason": end.reason, "direction": "log->index"},
-                f"{reader.path}: scan {status} at offset {end.offset}: {end.reason}")

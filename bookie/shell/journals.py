@@ -70,9 +70,10 @@ def read_journal(args: argparse.Namespace, out: Output) -> int:
             return out.exit_code()
         except CorruptRecord as exc:
             out.problem({"file": path, "offset": exc.offset, "reason": exc.reason,
-                         "status": "corrupt"}, f"corrupt at offset {exc.offset}: {exc.reason}")
+                         "status": "corrupt"},
+                        f"{path}: corrupt at offset {exc.offset}: {exc.reason}")
         else:
-            _emit_end(out, path, reader)
+            out.scan_end(path, reader.end)
         _emit_counts(out, reader, counts)
     return out.exit_code()
 
@@ -112,18 +113,6 @@ def _emit_record(out: Output, record, payload: bool) -> None:
     ids = "" if kind is RecordKind.PADDING else f"{record.ledger_id:>10} {record.entry_id:>8}"
     out.emit(item, f"{record.offset:>12}  {kind.value:<13}{ids:>19} {length:>9}  {detail}"
              .rstrip())
-
-
-def _emit_end(out: Output, path: str, reader: JournalReader) -> None:
-    end = reader.end
-    if end.clean:
-        out.emit({"type": "end", "file": path, "offset": end.offset, "status": "clean",
-                  "reason": end.reason, "cutBytes": 0},
-                 f"end: clean at offset {end.offset}")
-        return
-    out.problem({"file": path, "offset": end.offset, "status": "torn", "reason": end.reason,
-                 "cutBytes": end.cut_bytes},
-                f"torn at offset {end.offset}: {end.reason} ({end.cut_bytes} bytes cut)")
 
 
 def _emit_counts(out: Output, reader: JournalReader, counts: collections.Counter) -> None:

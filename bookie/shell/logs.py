@@ -66,7 +66,7 @@ def read_log(args: argparse.Namespace, out: Output) -> int:
             count += 1
             if not args.summary:
                 _emit_entry(out, found, args.payload)
-        _emit_scan_end(out, reader)
+        out.scan_end(reader.path, reader.end, reader.corrupt)
         notes = _scan_notes(reader)
         out.emit({"type": "summary", "entries": count, "paddingBytes": reader.padding_bytes,
                   "oversizeEntries": reader.oversize_entries},
@@ -120,19 +120,6 @@ def _emit_entry(out: Output, found, payload: bool) -> None:
         item["payload"] = entry.hex()
         text += f" {item['payload']}"
     out.emit(item, text)
-
-
-def _emit_scan_end(out: Output, reader: EntryLogReader) -> None:
-    end = reader.end
-    if end.clean:
-        out.emit({"type": "end", "file": reader.path, "offset": end.offset, "status": "clean",
-                  "reason": end.reason, "cutBytes": 0}, f"end: clean at offset {end.offset}")
-        return
-    status = "corrupt" if reader.corrupt else "torn"
-    out.problem({"file": reader.path, "offset": end.offset, "status": status,
-                 "reason": end.reason, "cutBytes": end.cut_bytes},
-                f"{status} at offset {end.offset}: {end.reason} ({end.cut_bytes} bytes after "
-                f"it not read)")
 
 
 def _scan_notes(reader: EntryLogReader) -> list[str]:
@@ -192,8 +179,7 @@ def _scan_instead(out: Output, reader: EntryLogReader) -> dict[int, int]:
     else:
         out.emit({"type": "note", "file": reader.path, "offset": end.offset,
                   "reason": reason}, f"note: {reason}; the log holds no entries")
-    if not end.clean:
-        _emit_scan_end(out, reader)
+    out.scan_end(reader.path, end, reader.corrupt, quiet_if_clean=True)
     return totals
 
 
@@ -201,8 +187,7 @@ def _compare_with_scan(out: Output, reader: EntryLogReader, totals: dict[int, in
     scanned: dict[int, int] = {}
     for found in reader.scan(payload=False):
         scanned[found.ledger_id] = scanned.get(found.ledger_id, 0) + found.size + SIZE.size
-    if not reader.end.clean:
-        _emit_scan_end(out, reader)
+    out.scan_end(reader.path, reader.end, reader.corrupt, quiet_if_clean=True)
     for ledger_id in sorted(set(totals) | set(scanned)):
         in_map, in_scan = totals.get(ledger_id, 0), scanned.get(ledger_id, 0)
         if in_map != in_scan:

@@ -57,6 +57,22 @@ class Output:
         record = {**record, "type": "problem"}
         self.emit(record, "PROBLEM " + text)
 
+    def scan_end(self, path: str, end, corrupt: bool = False, *, quiet_if_clean: bool = False,
+                 **extra) -> None:
+        """How a scan ended (a ``bookie.errors.ScanEnd``): a record if clean, else a problem,
+        torn or (``corrupt``) corrupt, named with its offset."""
+        if end.clean:
+            if not quiet_if_clean:
+                self.emit({"type": "end", "file": path, "offset": end.offset, "status": "clean",
+                           "reason": end.reason, "cutBytes": 0, **extra},
+                          f"end: clean at offset {end.offset}")
+            return
+        status = "corrupt" if corrupt else "torn"
+        self.problem({"file": path, "offset": end.offset, "status": status,
+                      "reason": end.reason, "cutBytes": end.cut_bytes, **extra},
+                     f"{path}: {status} at offset {end.offset}: {end.reason} "
+                     f"({end.cut_bytes} bytes from there not read)")
+
     def error(self, message: str) -> None:
         self.err.write(f"bookie shell: error: {message}\n")
 

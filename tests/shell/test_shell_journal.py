@@ -68,7 +68,7 @@ def test_a_journal_cut_inside_a_record_is_torn_at_that_records_offset(capsys, bo
     assert problem["status"] == "torn" and problem["offset"] == victim["offset"]
     assert "runs past end of file" in problem["reason"]
     text = run(capsys, "readjournal", path)
-    assert f"PROBLEM torn at offset {victim['offset']}" in text.out
+    assert f"PROBLEM {path}: torn at offset {victim['offset']}: " in text.out
 
 
 def test_a_record_torn_inside_preallocated_zeros_is_torn(capsys, tmp_path):
