@@ -6,7 +6,8 @@ record is damaged from every byte offset to its end, in three shapes:
 
     truncate   the file ends there (kill -9 during an extending write; A2)
     zero       the bytes read as zeros up to the preallocated end (power loss; A1)
-    garble     the bytes are random and non-zero (power loss; A1), seeded: seed=N on failure
+    garble     the bytes are random and non-zero (power loss; A1), from the ``seed`` fixture:
+               seed=N is printed on failure and ``--seed N`` replays it
 
 Every scan must return exactly the records before the damaged one and end at its offset,
 except where garbling leaves a length word that frames a syntactically valid record: that
@@ -30,7 +31,6 @@ from journal.group_commit import GroupCommitPolicy
 from journal.journal import Journal
 from journal.reader import JournalReader
 
-BASE_SEED = int(os.environ.get("BOOKIE_TEST_SEED", "7091"))
 _crc32c = crcmod.predefined.mkCrcFun("crc-32c")
 
 
@@ -140,6 +140,15 @@ def journal(request, tmp_path):
     return path, intact, records[:-1], records[-1]
 
 
+def garble(rng: random.Random, original: bytes) -> bytes:
+    """Random non-zero bytes, each different from the byte it replaces."""
+    out = bytearray()
+    for byte in original:
+        value = rng.randrange(1, 256)
+        out.append(value if value != byte else value % 255 + 1)
+    return bytes(out)
+
+
 def rewrite(path: str, data: bytes) -> None:
     with open(path, "wb") as handle:
         handle.write(data)
@@ -173,12 +182,11 @@ def test_last_record_torn_inside_zeros_is_cut_at_its_offset(journal):
         assert end.offset == last.offset, f"k={k} {end}"
 
 
-def test_garbled_last_record_is_cut_or_fails_its_digest(journal):
+def test_garbled_last_record_is_cut_or_fails_its_digest(journal, seed):
     path, intact, earlier, last = journal
+    rng = random.Random(seed)
     for k in range(last.size):
-        seed = BASE_SEED + k
-        rng = random.Random(seed)
-        garbage = bytes(rng.randrange(1, 256) for _ in range(last.size - k))
+        garbage = garble(rng, intact[last.offset + k:last.end])
         rewrite(path, intact[:last.offset + k] + garbage + intact[last.end:])
         records, end = scan(path)
         where = f"seed={seed} k={k} end={end}"
@@ -200,11 +208,11 @@ MIDDLE_GROUPS = [[KEY, encode_add(entry(1, 0, b"hello"))],
 
 
 @pytest.mark.parametrize("damaged", [1, 2])
-def test_garbage_in_the_middle_followed_by_valid_records_is_corruption(tmp_path, damaged):
+def test_garbage_in_the_middle_followed_by_valid_records_is_corruption(tmp_path, damaged,
+                                                                      seed):
     path = write_journal(str(tmp_path), MIDDLE_GROUPS)
     intact_records, _ = scan(path)
     target = [r for r in intact_records if r.kind is RecordKind.DATA][damaged]
-    seed = BASE_SEED + damaged
     rng = random.Random(seed)
     garbage = bytes([0x80 | rng.randrange(128)]) + rng.randbytes(60)  # a negative length
     with open(path, "r+b") as handle:
