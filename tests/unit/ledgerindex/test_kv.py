@@ -234,3 +234,11 @@ def test_lz4_store_writes_lz4_blocks_and_reopens_with_any_options(tmp_path):
             assert kv.get((19_999).to_bytes(16, "big")) == (19_999 % 7).to_bytes(8, "big")
             assert sum(1 for _ in kv.items()) == 20_000
 
+
+
+def test_item_chunks_yield_every_pair_in_key_order_in_bounded_lists(store):
+    pairs = [(i.to_bytes(4, "big"), bytes([i % 256]) * 3) for i in range(1000)]
+    store.write_batch(pairs[::-1])
+    chunks = list(store.item_chunks(64))
+    assert all(1 <= len(chunk) <= 64 for chunk in chunks)
+    assert [pair for chunk in chunks for pair in chunk] == pairs
