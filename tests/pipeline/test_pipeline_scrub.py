@@ -1,0 +1,72 @@
+"""Scrub finds exactly the entries damaged on purpose, at their exact file and offset."""
+
+from __future__ import annotations
+
+import json
+import random
+import struct
+
+import pyarrow.parquet as pq
+
+from bookie.pipeline import jobs
+from bookie.pipeline.__main__ import main
+from tests.pipeline.datagen import flip_byte, generate, interleaved_records, payload_pool, \
+    write_log
+
+
+def _found(rows) -> set:
+    return {(row["path"], row["offset"], row["ledgerId"], row["entryId"]) for row in rows}
+
+
+def _plant_framing_damage(data) -> tuple[str, int]:
+    """A finalized log whose third record's size field reads 5: corruption (E3), not a tail."""
+    rng = random.Random(3)
+    log = write_log(data.ledger_dir, 9, interleaved_records([6], 6, payload_pool(3), rng))
+    offset = sorted(offset for offset, _ in log.entries.values())[2]
+    with open(log.path, "r+b") as handle:
+        handle.seek(offset)
+        handle.write(struct.pack(">i", 5))
+    return log.path, offset
+
+
+def test_scrub_finds_exactly_the_corrupted_entries(spark, tmp_path):
+    data = generate(str(tmp_path / "data"))
+    framing = _plant_framing_damage(data)
+    result = jobs.run_scrub(spark, [data.root])
+    assert _found(result.rows) == set(data.damaged) | {(*framing, None, None)}
+    by_offset = {(row["path"], row["offset"]): row["problem"] for row in result.rows}
+    assert "entry size 5 < 16" in by_offset[framing]
+    assert all("digest mismatch" in by_offset[(path, offset)]
+               for path, offset, _, _ in data.damaged)
+    assert result.problems == len(data.damaged) + 1
+    assert result.summary["logs"] == len(data.logs) + 1
+
+
+def test_scrub_of_journals_finds_the_damaged_add_record(spark, tmp_path):
+    data = generate(str(tmp_path / "data"), damage=False)
+    offset, entry = data.journal_adds[(2, 3)]
+    flip_byte(data.journals[0], offset + 4 + len(entry) - 1)  # the payload's last byte
+    result = jobs.run_scrub(spark, [data.root], journals=True)
+    assert _found(result.rows) == {(data.journals[0], offset, 2, 3)}
+
+
+def test_scrub_report_over_file_uris_names_the_same_entries(spark, damaged_dir, tmp_path):
+    # file:// goes through pyarrow.fs (fs.ArrowDisk), the path taken by hdfs:// and s3://.
+    out = str(tmp_path / "out")
+    result = jobs.run_scrub(spark, ["file://" + damaged_dir.root], out=out)
+    expected = {("file://" + path, offset, ledger, entry)
+                for path, offset, ledger, entry in damaged_dir.damaged}
+    assert result.problems == len(expected)
+    assert _found(pq.read_table(result.outputs["parquet"]).to_pylist()) == expected
+    with open(result.outputs["json"]) as handle:
+        assert _found(json.loads(line) for line in handle) == expected
+
+
+def test_cli_exits_non_zero_exactly_when_scrub_finds_problems(spark, damaged_dir, tmp_path,
+                                                              capsys):
+    assert main(["scrub", damaged_dir.root, "--master", "local[2]", "--json"]) == 1
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["problems"] == len(damaged_dir.damaged)
+    clean = generate(str(tmp_path / "clean"), damage=False)
+    assert main(["scrub", clean.root, "--master", "local[2]"]) == 0
+    assert "scrub: 0 problem(s)" in capsys.readouterr().out
