@@ -160,6 +160,41 @@ def _damage_entry(data: DataDir, log: LogTruth, key: tuple[int, int], where: str
     data.damaged.append((log.path, offset, key[0], key[1]))
 
 
+BOOKIE_KEY = bytes.fromhex("e793cbc379107648537183605cd361d3bb789a39")  # password "secret"
+
+
+#: What ``write_bookie_data_dir`` writes: ledgers 11..14 with CRC32C digests, 15 with
+#: DUMMY ones, 30 entries each.
+BOOKIE_LEDGERS = (11, 12, 13, 14)
+BOOKIE_DUMMY_LEDGER = 15
+BOOKIE_ENTRIES_PER_LEDGER = 30
+
+
+async def write_bookie_data_dir(data_dir: str, ledgers=BOOKIE_LEDGERS,
+                                entries_per_ledger: int = BOOKIE_ENTRIES_PER_LEDGER,
+                                dummy_ledgers=(BOOKIE_DUMMY_LEDGER,)) -> None:
+    """A real bookie (tests/support/servers.py) writes interleaved ledgers over HTTP; logs
+    of 16 KiB make it roll several times; ``dummy_ledgers`` use DUMMY digests."""
+    from api.client import BookieClient
+    from bookie.config import BookieConfig
+    from tests.support.servers import running_bookie
+
+    config = BookieConfig(data_dir=data_dir, port=0, entrylog_max_bytes=16 * 1024,
+                          checkpoint_interval_ms=3_600_000, journal_prealloc_bytes=1 << 20)
+    async with running_bookie(config) as running:
+        async with BookieClient(running.url) as client:
+            for entry_id in range(entries_per_ledger):
+                for ledger_id in (*ledgers, *dummy_ledgers):
+                    digest = DigestType.DUMMY if ledger_id in dummy_ledgers \
+                        else DigestType.CRC32C
+                    payload = bytes([entry_id]) * (200 + 10 * ledger_id)
+                    await client.add_entry(ledger_id, entry_id, frame_entry(
+                        ledger_id, entry_id, entry_id - 1, (entry_id + 1) * len(payload),
+                        payload, digest), BOOKIE_KEY, digest_type=digest.header_name)
+                if entry_id % 10 == 9:
+                    await client.checkpoint()
+
+
 LIVE_LEDGERS = (1, 2, 4, 5)  # ledger 3 counts as deleted: its bytes are garbage
 
 

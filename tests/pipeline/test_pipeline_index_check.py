@@ -8,37 +8,16 @@ import os
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
-from api.client import BookieClient
-from bookie.config import BookieConfig
-from bookie.entry import frame_entry, master_key
 from bookie.pipeline import jobs
 from entrylog.format import parse_log_id
 from ledgerindex.locations import EntryLocationIndex
-from tests.support.servers import running_bookie
+from tests.pipeline.datagen import (BOOKIE_DUMMY_LEDGER, BOOKIE_ENTRIES_PER_LEDGER,
+                                     BOOKIE_LEDGERS)
 
-KEY = master_key(b"pipeline")
-LEDGERS = (11, 12, 13, 14)
-ENTRIES_PER_LEDGER = 30
+LEDGERS = (*BOOKIE_LEDGERS, BOOKIE_DUMMY_LEDGER)
+ENTRIES_PER_LEDGER = BOOKIE_ENTRIES_PER_LEDGER
 UNINDEXED = 14  # left out of the export: like a deleted ledger whose logs await GC
-
-
-async def _bookie_data_dir(data_dir: str) -> None:
-    """A real bookie writes interleaved ledgers; small logs make it roll several times."""
-    config = BookieConfig(data_dir=data_dir, port=0, entrylog_max_bytes=16 * 1024,
-                          checkpoint_interval_ms=3_600_000,
-                          journal_prealloc_bytes=1024 * 1024)
-    async with running_bookie(config) as running:
-        async with BookieClient(running.url) as client:
-            for entry_id in range(ENTRIES_PER_LEDGER):
-                for ledger_id in LEDGERS:
-                    payload = bytes([entry_id]) * (200 + 10 * ledger_id)
-                    await client.add_entry(ledger_id, entry_id, frame_entry(
-                        ledger_id, entry_id, entry_id - 1, (entry_id + 1) * len(payload),
-                        payload), KEY)
-                if entry_id % 10 == 9:
-                    await client.checkpoint()
 
 
 def _export_index(data_dir: str) -> list[dict]:
@@ -51,15 +30,6 @@ def _export_index(data_dir: str) -> list[dict]:
                 for ledger_id in LEDGERS for entry_id, location in index.entries(ledger_id)]
     finally:
         index.kv.close()
-
-
-@pytest.fixture(scope="module")
-def bookie_dir(tmp_path_factory):
-    import asyncio
-
-    data_dir = str(tmp_path_factory.mktemp("bookie") / "data")
-    asyncio.run(_bookie_data_dir(data_dir))
-    return data_dir
 
 
 def _write_exports(rows: list[dict], directory) -> tuple[str, str]:
