@@ -20,6 +20,7 @@ async def test_sigterm_drains_checkpoints_and_exits_0_releasing_long_polls(tmp_p
         for i in range(20):
             await client.add_entry(1, i, frame_entry(1, i, i - 1, i, b"d" * 100), KEY)
         poll = asyncio.create_task(client.read_lac(1, wait_for_gt=100, timeout_ms=120_000))
+        await _until_waiting(daemon.url)  # SIGTERM must find the poll inside the server
         info = await client.info()
         started = time.monotonic()
         daemon.proc.terminate()
@@ -34,6 +35,18 @@ async def test_sigterm_drains_checkpoints_and_exits_0_releasing_long_polls(tmp_p
         assert replay["adds"] == 0  # the shutdown checkpoint covered every add
         assert await client.read_entry(1, 19) == frame_entry(1, 19, 18, 19, b"d" * 100)
     assert restarted.terminate() == 0
+
+
+async def _until_waiting(url: str) -> None:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session:
+        for _ in range(5000):  # bounded poll of the server's own gauge
+            async with session.get(url + "/metrics") as reply:
+                if "bookie_lac_waiters 1.0" in await reply.text():
+                    return
+            await asyncio.sleep(0.002)  # noqa: sleep-ok (bounded poll)
+    raise AssertionError("the long poll never reached the server")
 
 
 def test_a_refused_start_exits_1_naming_the_problem(tmp_path):
