@@ -12,8 +12,9 @@ dir, reads them once to warm the page cache, and prints MiB/s of log bytes for:
     plain, 1 per core    the same, one process per core over the logs (multiprocessing)
     spark local[cores]   jobs.run_scrub, run_usage, run_export (bookie.pipeline)
 
-Each figure is the best of ``--repeat`` warm runs, beside its ratio to the baselines
-(DESIGN.md §11: budgets are in-run ratios; the machine is too noisy for absolute ones).
+Each figure is the best of ``--repeat`` warm runs, the runners taking turns round by round,
+beside its ratio to the baselines (DESIGN.md §11: budgets are in-run ratios; the machine
+is too noisy for absolute ones).
 One partition per file, so logs should be at least ``cores`` in number. The temp dir is
 deleted at the end unless ``--keep``.
 """
@@ -114,58 +115,69 @@ def plain_export(args: tuple[str, str]) -> int:
     return table.num_rows
 
 
-def timed_best(function, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        started = time.perf_counter()
-        function()
-        best = min(best, time.perf_counter() - started)
-    return best
+def timed(function) -> float:
+    started = time.perf_counter()
+    function()
+    return time.perf_counter() - started
 
 
-def plain_figures(paths: list[str], cores: int, repeat: int, out_dir: str) -> dict:
-    figures = {}
-    export_args = [(path, out_dir) for path in paths]
-    for name, function, items in (("scrub", plain_scrub, paths), ("usage", plain_usage, paths),
-                                  ("export", plain_export, export_args)):
-        figures[(name, "plain, 1 process")] = timed_best(
-            lambda f=function, i=items: [f(item) for item in i], repeat)
-        with multiprocessing.get_context("fork").Pool(cores) as pool:
-            figures[(name, f"plain, {cores} processes")] = timed_best(
-                lambda f=function, i=items: pool.map(f, i, chunksize=1), repeat)
-    return figures
-
-
-# ----------------------------------------------------------------------- spark
-
-def spark_figures(paths: list[str], cores: int, repeat: int, out_dir: str) -> dict:
+def runners(paths: list[str], cores: int, work: str, pool, spark) -> dict:
+    """(job, runner) -> a callable doing that job once over every log."""
     from bookie.pipeline import jobs
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(paths[0])))
+    plain_out = os.path.join(work, "plain-export")
+    os.makedirs(plain_out, exist_ok=True)
+    exports = [(path, plain_out) for path in paths]
+    spark_name = f"spark local[{cores}]"
+    per_core = f"plain, {cores} processes"
+    return {
+        ("scrub", "plain, 1 process"): lambda: [plain_scrub(path) for path in paths],
+        ("scrub", per_core): lambda: pool.map(plain_scrub, paths, chunksize=1),
+        ("scrub", spark_name): lambda: _expect(jobs.run_scrub(spark, [root]).problems == 0),
+        ("usage", "plain, 1 process"): lambda: [plain_usage(path) for path in paths],
+        ("usage", per_core): lambda: pool.map(plain_usage, paths, chunksize=1),
+        ("usage", spark_name): lambda: jobs.run_usage(spark, [root]),
+        ("export", "plain, 1 process"): lambda: [plain_export(item) for item in exports],
+        ("export", per_core): lambda: pool.map(plain_export, exports, chunksize=1),
+        ("export", spark_name): lambda: jobs.run_export(spark, [root],
+                                                        os.path.join(work, "spark-export")),
+    }
+
+
+def measure(paths: list[str], cores: int, repeat: int, work: str) -> dict:
+    """Best of ``repeat`` for every runner, the runners interleaved round by round: on a
+    shared machine a quiet spell then favours no runner over another."""
     from bookie.pipeline.spark import session
 
     spark = session(f"local[{cores}]", app_name="bench-pipeline", driver_memory="2g")
     spark.sparkContext.setLogLevel("ERROR")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(paths[0])))
-    runs = {
-        "scrub": lambda: _expect(jobs.run_scrub(spark, [root]).problems == 0, "scrub"),
-        "usage": lambda: jobs.run_usage(spark, [root]),
-        "export": lambda: jobs.run_export(spark, [root], out_dir),
-    }
-    figures = {}
     try:
-        for name, run in runs.items():
-            run()  # warm: the Python workers, the JIT, the planner
-            figures[(name, f"spark local[{cores}]")] = timed_best(run, repeat)
+        # spawn, not fork: this process runs the JVM gateway's threads.
+        with multiprocessing.get_context("spawn").Pool(cores) as pool:
+            todo = runners(paths, cores, work, pool, spark)
+            for run in todo.values():
+                run()  # warm: page cache, Python workers, the JIT, the planner
+            best = {key: float("inf") for key in todo}
+            for _ in range(repeat):
+                for key, run in todo.items():
+                    best[key] = min(best[key], timed(run))
+        return best
     finally:
         spark.stop()
-    return figures
 
 
-def _expect(condition: bool, what: str) -> None:
+def _expect(condition: bool) -> None:
     if not condition:
-        raise AssertionError(f"{what}: unexpected result on clean generated logs")
+        raise AssertionError("scrub found problems in clean generated logs")
 
 
 # ----------------------------------------------------------------------- report
+
+def _runner_order(item) -> tuple:
+    (job, runner), _ = item
+    return job, runner.startswith("spark"), runner
+
 
 def report(figures: dict, total_bytes: int, cores: int) -> None:
     mib = total_bytes / 2**20
@@ -174,7 +186,7 @@ def report(figures: dict, total_bytes: int, cores: int) -> None:
     for job in ("scrub", "usage", "export"):
         one = figures[(job, "plain, 1 process")]
         per_core = figures[(job, f"plain, {cores} processes")]
-        for (name, runner), seconds in figures.items():
+        for (name, runner), seconds in sorted(figures.items(), key=_runner_order):
             if name == job:
                 print(f"{job:8s} {runner:22s} {seconds:8.3f} {mib / seconds:8.0f}  "
                       f"{one / seconds:11.2f}x  {per_core / seconds:13.2f}x")
@@ -195,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-mib", type=int, default=512)
     parser.add_argument("--entry-bytes", type=int, default=1024)
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 2)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--dir", default=None, help="parent of the temp dir")
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)
@@ -209,12 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"generated {len(paths)} logs, {total / 2**20:.0f} MiB of {args.entry_bytes}-byte "
               f"entries in {time.perf_counter() - started:.1f} s; cores={args.cores}")
         warm(paths)
-        out_plain = os.path.join(work, "plain-export")
-        os.makedirs(out_plain)
-        figures = plain_figures(paths, args.cores, args.repeat, out_plain)
-        figures.update(spark_figures(paths, args.cores, args.repeat,
-                                     os.path.join(work, "spark-export")))
-        report(figures, total, args.cores)
+        report(measure(paths, args.cores, args.repeat, work), total, args.cores)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -23,7 +23,6 @@ import json
 import os
 import posixpath
 
-import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
 from bookie.disk import OsDisk
@@ -172,12 +171,14 @@ def _ref(info, kind: str, prefix, given: str) -> FileRef:
 
 def read_parquet_rows(uri: str) -> list[dict]:
     """Every row of a Parquet dir Spark wrote (a report: small by construction)."""
+    import pyarrow.dataset as pads  # noqa: PLC0415 (slow to import; the driver's only)
     filesystem, path, _ = split_uri(uri)
     return pads.dataset(path, filesystem=filesystem, format="parquet").to_table().to_pylist()
 
 
 def parquet_counts(uri: str, partition: str) -> tuple[int, int]:
     """(rows, distinct values of the hive ``partition``) from footers and names alone."""
+    import pyarrow.dataset as pads  # noqa: PLC0415 (slow to import; the driver's only)
     filesystem, path, _ = split_uri(uri)
     dataset = pads.dataset(path, filesystem=filesystem, format="parquet",
                            partitioning="hive")

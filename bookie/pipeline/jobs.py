@@ -157,7 +157,8 @@ def unverifiable_ledgers(paths: list[str], index_dir: str | None = None) -> list
             continue
         index = LedgerMetadataIndex.open(directory, create=False, read_only=True)
         try:
-            found.update(ledger_id for ledger_id in index.ledger_ids()
+            # Deleted ledgers too: their entries stay in the logs until GC removes them.
+            found.update(ledger_id for ledger_id in index.ledger_ids() + index.deleted_ids()
                          if index.get(ledger_id).digest_type in _UNVERIFIABLE)
         finally:
             index.close()
