@@ -15,6 +15,13 @@ registry of this app's own (so several bookies in one process never share metric
     bookie_checkpoint_total                         counter
     bookie_replay_records / _bytes / _files         gauges of the last replay
     bookie_lac_waiters                              gauge
+    bookie_gc_running / _suspended                  gauges, 1 while a run goes / suspended
+    bookie_gc_runs_total                            counter
+    bookie_gc_reclaimed_bytes_total{how}            counter, how = deletion | compaction
+    bookie_gc_logs_deleted_total / _logs_compacted_total / _logs_quarantined_total  counters
+    bookie_gc_entries_moved_total / _compaction_written_bytes_total                 counters
+    bookie_gc_index_ledgers_cleaned_total / _problems_total                         counters
+    bookie_gc_last_run_seconds / _last_run_timestamp_seconds                        gauges
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ class BookieCollector:
         yield from self._journal()
         yield from self._state()
         yield from self._checkpoints()
+        yield from self._gc()
 
     def _journal(self):
         stats = self.bookie.stats
@@ -103,6 +111,35 @@ class BookieCollector:
                             ("files", len(report.files) if report else 0)):
             yield GaugeMetricFamily(f"bookie_replay_{name}", f"{name} replayed at start",
                                     value=value)
+
+
+    def _gc(self):
+        gc, totals = self.bookie.gc, self.bookie.stats.gc
+        yield GaugeMetricFamily("bookie_gc_running", "1 while a GC run is in progress",
+                                value=1 if gc.running is not None else 0)
+        yield GaugeMetricFamily("bookie_gc_suspended", "1 while the operator suspended GC",
+                                value=1 if gc.suspended else 0)
+        yield CounterMetricFamily("bookie_gc_runs", "GC runs completed", value=totals.runs)
+        reclaimed = CounterMetricFamily("bookie_gc_reclaimed_bytes", "bytes given back",
+                                        labels=["how"])
+        reclaimed.add_metric(["deletion"], totals.bytes_reclaimed_deletion)
+        reclaimed.add_metric(["compaction"], totals.bytes_reclaimed_compaction)
+        yield reclaimed
+        for name, doc, value in (
+                ("logs_deleted", "entry logs deleted whole", totals.logs_deleted),
+                ("logs_compacted", "entry logs compacted", totals.logs_compacted),
+                ("logs_quarantined", "corrupt entry logs quarantined", totals.logs_quarantined),
+                ("entries_moved", "entries moved by compaction", totals.entries_moved),
+                ("compaction_written_bytes", "bytes compaction wrote",
+                 totals.bytes_written_compaction),
+                ("index_ledgers_cleaned", "deleted ledgers whose leftover locations GC removed",
+                 totals.ledgers_index_cleaned),
+                ("problems", "problems GC reported", totals.problems)):
+            yield CounterMetricFamily(f"bookie_gc_{name}", doc, value=value)
+        yield GaugeMetricFamily("bookie_gc_last_run_seconds", "duration of the last GC run",
+                                value=totals.last_run_s)
+        yield GaugeMetricFamily("bookie_gc_last_run_timestamp_seconds",
+                                "when the last GC run finished", value=totals.last_run_finished_at)
 
 
 def make_registry(bookie) -> CollectorRegistry:

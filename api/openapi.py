@@ -146,10 +146,28 @@ _BOOKIE_PATHS = {
     "/v1/bookie/checkpoint": {"post": _op("Run a checkpoint (admin)", {
         "200": _json("done", {"lastMark": {"type": "array", "items": _I64}}),
         **_errors(403, 500, 503)}, admin=True)},
-    "/v1/bookie/gc": {"post": _op("Run garbage collection (admin)", {
-        "200": _json("what was removed", {"logsDeleted": {"type": "array", "items": _I64},
-                                          "bytesReclaimed": _I64}),
-        **_errors(403, 500, 503)}, admin=True)},
+    "/v1/bookie/gc": {
+        "post": _op("Run garbage collection (admin); force=minor|major also compacts now", {
+            "200": _json("what was removed", {
+                "logsDeleted": {"type": "array", "items": _I64}, "bytesReclaimed": _I64,
+                "bytesReclaimedByDeletion": _I64, "bytesReclaimedByCompaction": _I64,
+                "logsCompacted": {"type": "array", "items": _I64},
+                "quarantined": {"type": "array", "items": {"type": "string"}},
+                "problems": {"type": "array", "items": {"type": "string"}}}),
+            **_errors(400, 403, 500, 503)},
+            [_param("force", "query", {"type": "string", "enum": ["minor", "major"]}, False,
+                    "compact logs under the minor or major threshold now")], admin=True),
+        "get": _op("Garbage collection status: running, last run, totals", {
+            "200": _json("status", {"running": {"type": "boolean"},
+                                    "suspended": {"type": "boolean"},
+                                    "lastRun": {"type": "object", "nullable": True},
+                                    "totals": _ANY})}),
+        "put": _op("Suspend or resume periodic GC and unforced compaction (admin)", {
+            "200": _json("status", {"suspended": {"type": "boolean"}}),
+            **_errors(400, 403, 503)},
+            body={"required": True, "content": {"application/json": {"schema": {
+                "type": "object", "required": ["suspended"],
+                "properties": {"suspended": {"type": "boolean"}}}}}}, admin=True)},
     "/v1/bookie/sanity": {"get": _op("Write and read a reserved ledger", {
         "200": _json("ok", {"ok": {"type": "boolean"}}), **_errors(500, 503)})},
     "/v1/bookie/readonly": {

@@ -62,9 +62,39 @@ async def checkpoint(request: web.Request) -> web.Response:
 
 @routes.post("/v1/bookie/gc")
 async def gc(request: web.Request) -> web.Response:
+    """Run garbage collection now; ``?force=minor|major`` also compacts now (an addition to
+    API.md, as are GET and PUT below)."""
     require_admin(request)
-    result = await request.app[BOOKIE].run_gc()
+    force = request.query.get("force")
+    if force not in (None, "minor", "major"):
+        raise BadRequest("force must be minor or major")
+    result = await request.app[BOOKIE].run_gc(force)
     return web.json_response(result.to_json())
+
+
+@routes.get("/v1/bookie/gc")
+async def gc_status(request: web.Request) -> web.Response:
+    return web.json_response(request.app[BOOKIE].gc_status())
+
+
+@routes.put("/v1/bookie/gc")
+async def put_gc(request: web.Request) -> web.Response:
+    """Suspend or resume periodic GC and unforced compaction: body {"suspended": bool}."""
+    require_admin(request)
+    flag = await _flag_from_body(request, "suspended")
+    return web.json_response(request.app[BOOKIE].set_gc_suspended(flag))
+
+
+async def _flag_from_body(request: web.Request, name: str) -> bool:
+    """The boolean ``name`` of a JSON body {name: true|false}; BadRequest otherwise."""
+    try:
+        body = await request.json()
+        flag = body[name]
+    except (ValueError, KeyError, TypeError):
+        raise BadRequest(f'body must be JSON {{"{name}": true|false}}') from None
+    if not isinstance(flag, bool):
+        raise BadRequest(f'"{name}" must be true or false')
+    return flag
 
 
 @routes.get("/v1/bookie/sanity")
@@ -83,13 +113,7 @@ async def get_readonly(request: web.Request) -> web.Response:
 async def put_readonly(request: web.Request) -> web.Response:
     """The operator's read-only flag (an addition to API.md): body {"readOnly": bool}."""
     require_admin(request)
-    try:
-        body = await request.json()
-        flag = body["readOnly"]
-    except (ValueError, KeyError, TypeError):
-        raise BadRequest('body must be JSON {"readOnly": true|false}') from None
-    if not isinstance(flag, bool):
-        raise BadRequest('"readOnly" must be true or false')
+    flag = await _flag_from_body(request, "readOnly")
     bookie = request.app[BOOKIE]
     await bookie.set_operator_readonly(flag)
     return web.json_response({"readOnly": bookie.state.value == "read_only",

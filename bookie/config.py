@@ -85,6 +85,22 @@ SETTINGS: tuple[Setting, ...] = (
             "free bytes kept for fences, recovery adds and explicit LACs while read-only",
             0, 1 << 50),
     Setting("max_lac_waiters", int, 10_000, "most concurrent LAC long polls", 1, 10_000_000),
+    Setting("gc_interval_ms", int, 900_000,
+            "how often garbage collection runs (gcWaitTime); 0 = only on request",
+            0, 7 * 86_400_000),
+    Setting("minor_compaction_threshold", float, 0.2,
+            "minor compaction rewrites logs whose live fraction is below this; 0 = off",
+            0.0, 1.0),
+    Setting("minor_compaction_interval_ms", int, 3_600_000,
+            "least time between minor compactions; 0 = only when forced", 0, 30 * 86_400_000),
+    Setting("major_compaction_threshold", float, 0.8,
+            "major compaction rewrites logs whose live fraction is below this; 0 = off",
+            0.0, 1.0),
+    Setting("major_compaction_interval_ms", int, 86_400_000,
+            "least time between major compactions; 0 = only when forced", 0, 30 * 86_400_000),
+    Setting("compaction_rate_bytes", int, 32 * MiB,
+            "bytes per second compaction may read plus write (compactionRateByBytes); "
+            "0 = unthrottled", 0, 1 << 40),
     Setting("log_format", str, "text", "log line format", choices=("text", "json")),
     Setting("log_level", str, "info", "log level",
             choices=("debug", "info", "warning", "error")),
@@ -117,6 +133,12 @@ class BookieConfig:
     disk_check_interval_ms: int = 1000
     disk_reserved_bytes: int = 16 * MiB
     max_lac_waiters: int = 10_000
+    gc_interval_ms: int = 900_000
+    minor_compaction_threshold: float = 0.2
+    minor_compaction_interval_ms: int = 3_600_000
+    major_compaction_threshold: float = 0.8
+    major_compaction_interval_ms: int = 86_400_000
+    compaction_rate_bytes: int = 32 * MiB
     log_format: str = "text"
     log_level: str = "info"
 
@@ -198,6 +220,9 @@ def validated(config: BookieConfig) -> BookieConfig:
             and config.disk_usage_warn_threshold <= config.disk_usage_threshold):
         raise ConfigError("settings disk_usage_lwm_threshold and disk_usage_warn_threshold "
                           "must not exceed disk_usage_threshold")
+    if 0 < config.major_compaction_threshold < config.minor_compaction_threshold:
+        raise ConfigError("setting minor_compaction_threshold must not exceed "
+                          "major_compaction_threshold (BookKeeper's rule)")
     return config
 
 

@@ -68,6 +68,34 @@ class ReplayProgress:
     records: int = 0
 
 
+@dataclasses.dataclass
+class GcCounters:
+    """Totals since start of garbage collection and compaction (checkpoint thread)."""
+
+    runs: int = 0
+    logs_deleted: int = 0
+    bytes_reclaimed_deletion: int = 0
+    logs_compacted: int = 0
+    bytes_reclaimed_compaction: int = 0
+    entries_moved: int = 0
+    bytes_written_compaction: int = 0
+    ledgers_index_cleaned: int = 0
+    logs_quarantined: int = 0
+    problems: int = 0
+    last_run_s: float = 0.0
+    last_run_finished_at: float = 0.0   # wall clock, seconds since the epoch
+
+    def to_json(self) -> dict:
+        return {"runs": self.runs, "logsDeleted": self.logs_deleted,
+                "bytesReclaimedByDeletion": self.bytes_reclaimed_deletion,
+                "logsCompacted": self.logs_compacted,
+                "bytesReclaimedByCompaction": self.bytes_reclaimed_compaction,
+                "entriesMoved": self.entries_moved,
+                "bytesWrittenByCompaction": self.bytes_written_compaction,
+                "ledgersIndexCleaned": self.ledgers_index_cleaned,
+                "logsQuarantined": self.logs_quarantined, "problems": self.problems}
+
+
 class Stats:
     def __init__(self) -> None:
         self.requests = HistogramFamily(("op", "code"), LATENCY_BUCKETS_S)
@@ -79,6 +107,7 @@ class Stats:
         self.checkpoints = 0
         self.replay = ReplayProgress()
         self.lac_waiters = 0
+        self.gc = GcCounters()
 
     def on_journal_flush(self, reason, count: int, size: int, sync_s: float) -> None:
         """The journal's ``on_flush`` hook (journal thread)."""

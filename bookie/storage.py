@@ -10,6 +10,8 @@ Invariants:
         "no such entry" (DESIGN.md §1.10): a false 404 during ledger recovery truncates a ledger.
     R3. A deleted ledger is a synced tombstone in ``ledgers`` before ``delete_ledger`` returns
         (DESIGN.md §1.3); its locations are range-deleted at the next flush.
+    R4. Compaction moves an entry (index switched) before it deletes the old log, so a read
+        that fails on a location the index no longer holds is retried once at the new one.
 
 Thread-safety: ``add_entry``, ``delete_ledger`` and ledger-state calls on the loop (or the
 replay thread); ``get_entry`` on the loop (cache) or a read executor thread; ``flush`` and
@@ -138,7 +140,22 @@ class LedgerStorage:
             location = self.locations.get(ledger_id, entry_id)
             if location is None:
                 return None
-        return self.entry_logger.read_entry(location, ledger_id, entry_id)
+        try:
+            return self.entry_logger.read_entry(location, ledger_id, entry_id)
+        except IOFailure as error:
+            return self._reread_moved(ledger_id, entry_id, location, error)
+
+    def _reread_moved(self, ledger_id: int, entry_id: int, location: int,
+                      error: IOFailure) -> bytes | None:
+        """R4: a read that raced compaction (or GC) holds a location whose log was deleted
+        after the index moved on. Ask the index once more; only a new location is retried,
+        so a real read error stays EIO (R2)."""
+        moved = self.locations.get(ledger_id, entry_id)
+        if moved is None and self.ledgers.is_deleted(ledger_id):
+            return None  # deleted meanwhile: the node answers NoLedger/NoEntry
+        if moved is None or moved == location:
+            raise error
+        return self.entry_logger.read_entry(moved, ledger_id, entry_id)
 
     def last_entry_id(self, ledger_id: int) -> int | None:
         cached = self.cache.last_entry_id(ledger_id)
@@ -168,7 +185,11 @@ class LedgerStorage:
         size = 0
         for entry_id, location in self.locations.entries(ledger_id):
             seen.add(entry_id)
-            size += len(self.entry_logger.read_entry(location, ledger_id, entry_id))
+            try:
+                data = self.entry_logger.read_entry(location, ledger_id, entry_id)
+            except IOFailure as error:
+                data = self._reread_moved(ledger_id, entry_id, location, error) or b""
+            size += len(data)
         for entry_id, data in self.cache.entries_of(ledger_id):
             if entry_id not in seen:
                 seen.add(entry_id)

@@ -11,12 +11,15 @@ Invariants (with E1..E4 of entrylog/format.py, W1..W2 of entrylog/writer.py):
     G2. Every location returned by add_entry is durable once flush() returns: the active
         log is fdatasynced, and rolled ones were synced when they were finalized.
     G3. A read handle is closed only when no reader thread is using it.
+    G4. A quarantined log is still read by location: the index may point into the part of it
+        that is whole, and an entry the index knows answers EIO only if it cannot be read.
 
-Thread-safety: ``open``, ``add_entry``, ``flush``, ``delete_log`` and ``close`` belong to
-one thread (the checkpoint thread). ``read_entry`` may run at the same time on other threads
-(the read executor): it reads through separate read-only handles with pread (no shared file
-position), under a lock that guards only the handle cache, and refuses a location of the
-active log that is not yet in the file (R1 says the index never hands one out).
+Thread-safety: ``open``, ``add_entry``, ``flush``, ``delete_log``, the compaction calls
+(``create_compaction_log``, ``install_compaction_log``, ``quarantine_log``) and ``close``
+belong to one thread (the checkpoint thread). ``read_entry`` may run at the same time on
+other threads (the read executor): it reads through separate read-only handles with pread (no
+shared file position), under a lock that guards only the handle cache, and refuses a location
+of the active log that is not yet in the file (R1 says the index never hands one out).
 """
 
 from __future__ import annotations
@@ -42,6 +45,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 READ_HANDLES_MAX = 64
+#: A log GC found corrupt is renamed to this suffix (``<hex>.log.quarantined``): no Apache
+#: BookKeeper reader matches it (they take ``^[0-9a-fA-F]+\.log$``), GC and compaction stop
+#: looking at it, and point reads of locations the index still holds keep working (G4).
+QUARANTINED_SUFFIX = ".log.quarantined"
 LogFinalizedCallback = Callable[[int, dict[int, int]], None]
 
 
@@ -170,20 +177,64 @@ class EntryLogger:
         if self._on_log_finalized is not None:
             self._on_log_finalized(channel.log_id, dict(channel.ledger_totals))
 
+    # ----------------------------------------------------------------- compaction
+
+    def create_compaction_log(self) -> BufferedLogChannel:
+        """A new ``<hex>.log.compacting`` (FORMATS.md §5.8) under a freshly allocated id.
+
+        The id comes from the same allocator as active logs (lastId durable first, L1), so
+        the file never collides with a log and is never appended to by a checkpoint.
+        """
+        assert self._allocator is not None, "EntryLogger.open() first"
+        log_id = self._guarded(self._allocator.allocate)
+        return self._guarded(lambda: BufferedLogChannel.create(
+            self._disk, self.ledger_dir, log_id, compacting=True,
+            write_buffer_bytes=self._write_buffer_bytes))
+
+    def install_compaction_log(self, channel: BufferedLogChannel) -> None:
+        """Rename a finalized ``.log.compacting`` to ``.log`` and fsync the dir (§1.6).
+
+        Only after this may an index location point into the log: readers open ``.log``.
+        """
+        path = self.log_path(channel.log_id)
+        try:
+            self._disk.rename(channel.path, path)
+            self._disk.fsync_dir(self.ledger_dir)
+        except OSError as err:
+            raise IOFailure(f"cannot install compacted log {path}: {err}") from err
+
+    def quarantine_log(self, log_id: int) -> str:
+        """Rename a rolled log to ``<hex>.log.quarantined`` (G4); returns the new path."""
+        self._drop_handle(log_id)
+        path, target = self.log_path(log_id), self._quarantined_path(log_id)
+        try:
+            self._disk.rename(path, target)
+            self._disk.fsync_dir(self.ledger_dir)
+        except OSError as err:
+            raise IOFailure(f"cannot quarantine entry log {path}: {err}") from err
+        return target
+
     def delete_log(self, log_id: int) -> None:
         """Delete a rolled log (GC, compaction): its read handle first, then the file."""
-        if log_id == self.current_log_id:
-            raise ValueError(f"entry log {log_id:x} is the active log")
-        with self._lock:
-            handle = self._readers.pop(log_id, None)
-            if handle is not None:
-                self._evict(handle)
+        self._drop_handle(log_id)
         path = self.log_path(log_id)
         try:
             self._disk.unlink(path)
             self._disk.fsync_dir(self.ledger_dir)
         except OSError as err:
             raise IOFailure(f"cannot delete entry log {path}: {err}") from err
+
+    def _drop_handle(self, log_id: int) -> None:
+        """Forget a rolled log's read handle before its name goes (G3: users keep theirs)."""
+        if log_id == self.current_log_id:
+            raise ValueError(f"entry log {log_id:x} is the active log")
+        with self._lock:
+            handle = self._readers.pop(log_id, None)
+            if handle is not None:
+                self._evict(handle)
+
+    def _quarantined_path(self, log_id: int) -> str:
+        return self.log_path(log_id) + QUARANTINED_SUFFIX[len(".log"):]
 
     def _guarded(self, action):
         # W2 at this level: after one I/O failure every later write fails too (A5).
@@ -246,10 +297,12 @@ class EntryLogger:
         try:
             return EntryLogReader(self._disk, path, log_id, self.max_entry_size)
         except IOFailure as err:
-            if isinstance(err.__cause__, FileNotFoundError):
-                raise IOFailure(f"entry log {log_file_name(log_id)} is missing: {path}") \
-                    from err
-            raise
+            if not isinstance(err.__cause__, FileNotFoundError):
+                raise
+            quarantined = self._quarantined_path(log_id)
+            if self._disk.exists(quarantined):  # G4
+                return EntryLogReader(self._disk, quarantined, log_id, self.max_entry_size)
+            raise IOFailure(f"entry log {log_file_name(log_id)} is missing: {path}") from err
 
     # ----------------------------------------------------------------- startup
 
