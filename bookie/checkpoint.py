@@ -236,21 +236,29 @@ class CheckpointThread:
 
     def halt(self) -> None:
         """Stop checkpointing without waiting (an I/O error elsewhere: A5, nothing more is
-        written; the journal holds every acknowledged record for replay)."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify()
+        written; the journal holds every acknowledged record for replay). Pending requests
+        fail now: the thread will not serve them (a hang found by the power-loss sweep)."""
+        self._fail_pending(self._take_pending(), "checkpoints halted after an I/O error")
 
     def stop(self) -> None:
         """Stop the thread after the run in progress; pending requests fail."""
+        waiters = self._take_pending()
+        if self._thread.is_alive():
+            self._thread.join()
+        self._fail_pending(waiters, "bookie is stopping")
+
+    def _take_pending(self) -> list[concurrent.futures.Future]:
+        """Mark the thread stopping and take every request and job it has not started."""
         with self._cond:
             self._stopping = True
             self._cond.notify()
             waiters, self._waiters = self._waiters, []
             waiters += [future for _job, future in self._jobs]
             self._jobs = []
-        if self._thread.is_alive():
-            self._thread.join()
+        return waiters
+
+    @staticmethod
+    def _fail_pending(waiters: list[concurrent.futures.Future], why: str) -> None:
         for future in waiters:
             if not future.done():
-                future.set_exception(IOFailure("bookie is stopping"))
+                future.set_exception(IOFailure(why))

@@ -191,3 +191,19 @@ def create_durably(disk: Disk, path: str) -> DiskFile:
     handle = disk.create(path)
     disk.fsync_dir(os.path.dirname(os.path.abspath(path)))
     return handle
+
+
+def makedirs_durably(disk: Disk, path: str) -> None:
+    """Create ``path`` and its missing parents, fsyncing each new directory's parent (§1.6).
+
+    Without it a power loss may forget a directory made at first start, and every journal
+    and log fsynced inside it with it (found by the power-loss sweep, DESIGN.md §2.2).
+    """
+    missing = []
+    head = os.path.abspath(path)
+    while not disk.exists(head):
+        missing.append(head)
+        head = os.path.dirname(head)
+    disk.makedirs(path)
+    for created in reversed(missing):
+        disk.fsync_dir(os.path.dirname(created))

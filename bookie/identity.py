@@ -21,7 +21,7 @@ import os
 import uuid
 from typing import TYPE_CHECKING
 
-from bookie.disk import atomic_replace
+from bookie.disk import atomic_replace, makedirs_durably
 from bookie.errors import BookieError
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def _has_data(disk: "Disk", directory: str) -> bool:
 def check_or_create(disk: "Disk", journal_dir: str, ledger_dir: str) -> dict:
     """Check both dirs' identity; create it on a fresh (or adopted) data dir. Returns it."""
     for directory in (journal_dir, ledger_dir):
-        disk.makedirs(directory)
+        makedirs_durably(disk, directory)
     found = {d: _read(disk, d) for d in (journal_dir, ledger_dir)}
     for directory, ident in found.items():
         if ident is not None and ident["format"] != FORMAT_VERSION:

@@ -127,8 +127,10 @@ class Bookie:
             DiskPolicy(config.disk_usage_warn_threshold, config.disk_usage_threshold,
                        config.disk_usage_lwm_threshold),
             {"journal": config.journal_dir, "ledgers": config.ledger_dir})
-        self.gc = GarbageCollector(self.storage)
+        self.gc = GarbageCollector(self.storage, counters=self.stats.gc)
         self.last_gc = None
+        self._gc_lock = asyncio.Lock()   # one GC run at a time: periodic or requested
+        self._gc_task: asyncio.Task | None = None
         self._lac_waiters = 0
         self._monitor_task: asyncio.Task | None = None
 
@@ -157,6 +159,8 @@ class Bookie:
         self.poll_disks()
         self._move(BookieState.READ_ONLY if self.readonly_reasons else BookieState.WRITABLE)
         self._monitor_task = asyncio.create_task(self._monitor_disks(), name="disk-monitor")
+        if self.config.gc_interval_ms > 0:
+            self._gc_task = asyncio.create_task(self._gc_periodically(), name="gc")
         self._ready.set()
 
     def _open_and_replay(self) -> None:
@@ -214,6 +218,8 @@ class Bookie:
             self._move(BookieState.STOPPING)
         if self._monitor_task is not None:
             self._monitor_task.cancel()
+        if self._gc_task is not None:
+            self._gc_task.cancel()
         for runtime in self._runtime.values():
             for _gt, future in runtime.waiters:
                 if not future.done():
@@ -229,6 +235,7 @@ class Bookie:
     def _close_sync(self) -> None:
         if self.checkpoints is not None:
             self.checkpoints.stop()
+            self.gc.abort()  # the checkpoint thread is joined: no GC step runs any more
         failed_io = "io" in self.readonly_reasons
         if self.journal is not None:
             self.journal.close()
@@ -406,7 +413,7 @@ class Bookie:
         for future, ledger_id, lac in tokens:
             if error is None and lac is not None:
                 self._raise_lac(ledger_id, lac)
-            if not future.done():
+            if future is not None and not future.done():  # None: a deferred-sync add
                 if error is None:
                     future.set_result(None)
                 else:
@@ -495,8 +502,9 @@ class Bookie:
         self._journal_key_once(ledger_id, runtime, state.master_key)
         lac = entry_mod.piggybacked_lac(data)
         if deferred_sync:
-            self.journal.submit(jformat.encode_add(data), None)
-            self._raise_lac(ledger_id, lac)
+            # N4: acknowledged now, but its LAC counts only once its group is synced: a LAC
+            # raised at enqueue could be read and then taken back by a crash (kill -9 drill).
+            self.journal.submit(jformat.encode_add(data), (None, ledger_id, lac))
             return None
         return self._submit(jformat.encode_add(data), ledger_id, lac)
 
@@ -663,15 +671,85 @@ class Bookie:
                 "writeMs": round((written - started) * 1000, 3),
                 "readMs": round((time.monotonic() - written) * 1000, 3)}
 
-    async def run_gc(self):
-        """Garbage collection on the checkpoint thread (never during a checkpoint)."""
+    async def run_gc(self, force: str | None = None):
+        """One garbage collection run now (``POST /v1/bookie/gc``), after a checkpoint so
+        that deletes have reached the index; ``force`` "minor" or "major" also compacts now,
+        suspended or not (bookie/gc.py G6)."""
         self._check_serving()
+        if force not in (None, "minor", "major"):
+            raise BadRequest(f"force must be minor or major, not {force!r}")
+        self._check_gc_possible()
+        # Shielded: a client that goes away never leaves a run half-driven.
+        return await asyncio.shield(self._spawn_gc(force, checkpoint_first=True))
+
+    def gc_status(self) -> dict:
+        """``GET /v1/bookie/gc``: running, last run, totals, settings."""
+        status = self.gc.status_json()
+        status["diskWarn"] = self.disk_monitor.warn
+        return status
+
+    def set_gc_suspended(self, on: bool) -> dict:
+        """Suspend or resume periodic GC and unforced compaction (in memory, like
+        BookKeeper's suspendMajorGC/suspendMinorGC; a restart resumes)."""
+        if on != self.gc.suspended:
+            log.info("garbage collection %s by the operator", "suspended" if on else "resumed")
+        self.gc.suspended = on
+        return self.gc_status()
+
+    def _check_gc_possible(self) -> None:
         if self.checkpoints is None or "io" in self.readonly_reasons:
             raise ReadOnly("garbage collection is not running")
-        # Deletes reach the index at a checkpoint; run one first so GC sees settled state.
-        await asyncio.wrap_future(self.checkpoints.request())
-        self.last_gc = await asyncio.wrap_future(self.checkpoints.submit(self.gc.run))
-        return self.last_gc
+
+    def _spawn_gc(self, force: str | None, checkpoint_first: bool) -> asyncio.Task:
+        task = asyncio.ensure_future(self._gc_locked(force, checkpoint_first))
+        # Retrieved here too, so a run cut short by shutdown is never an unretrieved error.
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return task
+
+    async def _gc_locked(self, force: str | None, checkpoint_first: bool):
+        async with self._gc_lock:
+            self._check_gc_possible()
+            if checkpoint_first:
+                await asyncio.shield(asyncio.wrap_future(self.checkpoints.request()))
+            return await self._drive_gc(force)
+
+    async def _drive_gc(self, force: str | None):
+        """Each step runs on the checkpoint thread (never during a checkpoint, DESIGN.md
+        §3.4); throttle waits happen here, so checkpoints run meanwhile."""
+        run = self.gc.begin(force, disk_warn=self.disk_monitor.warn)
+        while True:
+            future = self.checkpoints.submit(lambda: self._gc_step(run))
+            wait, error = await asyncio.shield(asyncio.wrap_future(future))
+            if error is not None:
+                self.fail_io(error)  # the index or the ledger dir failed (§1.5)
+                raise error
+            if wait is None:
+                self.last_gc = run.result
+                return run.result
+            if wait > 0:
+                await asyncio.sleep(wait)
+
+    def _gc_step(self, run):
+        """On the checkpoint thread: one GC step; its I/O error is returned, not raised."""
+        try:
+            return self.gc.step(run), None
+        except IOFailure as exc:
+            return None, exc
+
+    async def _gc_periodically(self) -> None:
+        interval = self.config.gc_interval_ms / 1000.0
+        while True:
+            await asyncio.sleep(interval)
+            if self.gc.suspended or self.state not in (BookieState.WRITABLE,
+                                                       BookieState.READ_ONLY) \
+                    or "io" in self.readonly_reasons:
+                continue
+            try:
+                await asyncio.shield(self._spawn_gc(None, checkpoint_first=False))
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # reported; the next period tries again
+                log.exception("periodic garbage collection failed")
 
     async def checkpoint(self):
         """Run a checkpoint now and return its result (``POST /v1/bookie/checkpoint``)."""

@@ -28,13 +28,18 @@ class RunningBookie:
 async def running_bookie(config, disk=None):
     """Start a Bookie and serve it on 127.0.0.1; stop it cleanly (drain + checkpoint)."""
     bookie = Bookie(config, disk=disk)
-    async with serving(bookie, "127.0.0.1", 0) as port:
-        await bookie.start()
-        try:
-            yield RunningBookie(bookie, f"http://127.0.0.1:{port}")
-        finally:
-            bookie.begin_shutdown()
-    await bookie.close()
+    try:
+        async with serving(bookie, "127.0.0.1", 0) as port:
+            await bookie.start()
+            try:
+                yield RunningBookie(bookie, f"http://127.0.0.1:{port}")
+            finally:
+                bookie.begin_shutdown()
+    finally:
+        # Always, even when the test body raised: a bookie left open keeps its journal
+        # thread (and RocksDB lock) alive and disturbs every later test.
+        if bookie.journal is not None or bookie.storage.locations is not None:
+            await bookie.close()
 
 
 class Daemon:
