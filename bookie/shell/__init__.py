@@ -13,6 +13,7 @@ Commands, one module each (or a few grouped):
     check-index                             check_index.py
     rebuild-index                           rebuild.py
     export-index                            export.py
+    gc                                      gc.py (engine: bookie/gc.py)
 
 This is an entry point: nothing imports it but ``bookie.cli`` (DESIGN.md §5).
 """
@@ -24,11 +25,11 @@ import logging
 import sys
 
 from bookie.errors import IOFailure
-from bookie.shell import check_index, export, journals, logs, overview, rebuild, scrub_cmd
+from bookie.shell import check_index, export, gc, journals, logs, overview, rebuild, scrub_cmd
 from bookie.shell.datadir import UsageError
 from bookie.shell.output import EXIT_ERROR, EXIT_OK, Output
 
-_MODULES = (journals, logs, overview, scrub_cmd, check_index, rebuild, export)
+_MODULES = (journals, logs, overview, scrub_cmd, check_index, rebuild, export, gc)
 
 
 def build_parser() -> argparse.ArgumentParser:
