@@ -49,7 +49,9 @@ async def add_entry(request: web.Request) -> web.Response:
         raise BadRequest(f"body ids {entry_ids(body)} differ from the path ({ledger_id}, "
                          f"{entry_id})")
     await bookie.add_entry(ledger_id, entry_id, body, **options)
-    return web.json_response({"ledgerId": ledger_id, "entryId": entry_id})
+    # The hot path's answer, formatted directly: json.dumps of this dict cost ~4 us an add.
+    return web.Response(body=b'{"ledgerId": %d, "entryId": %d}' % (ledger_id, entry_id),
+                        content_type="application/json")
 
 
 @routes.post(r"/v1/ledgers/{ledger}/entries")

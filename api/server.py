@@ -25,7 +25,7 @@ BATCH_BODY_MAX = 64 * 1024 * 1024
 
 
 def make_app(bookie: Bookie, start_bookie: bool = True) -> web.Application:
-    app = web.Application(middlewares=[metrics.timing_middleware, error_middleware],
+    app = web.Application(middlewares=[error_middleware],
                           client_max_size=max(BATCH_BODY_MAX, bookie.config.max_entry_size + 4))
     app[BOOKIE] = bookie
     app[REGISTRY] = metrics.make_registry(bookie)

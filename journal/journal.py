@@ -125,6 +125,9 @@ class Journal:
         if self._rejection is not None:
             self._reclaim(item)  # closed or failed meanwhile: the thread may never see it
         if self._waiting:
+            # One wake per wait: cleared here, the adds that follow in the same gap skip the
+            # release (and the RuntimeError of a second one, ~3 us an add at 64 clients).
+            self._waiting = False
             self._wake()
 
     def _wake(self) -> None:
