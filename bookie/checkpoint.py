@@ -210,9 +210,11 @@ class CheckpointThread:
     def _run_jobs(jobs) -> None:
         for job, future in jobs:
             try:
-                future.set_result(job())
+                result = job()
             except BaseException as exc:  # the caller gets the error; the thread goes on
-                future.set_exception(exc)
+                _settle(future, error=exc)
+            else:
+                _settle(future, result)
 
     def _run_once(self, waiters: list[concurrent.futures.Future]) -> bool:
         try:
@@ -224,14 +226,14 @@ class CheckpointThread:
                 self._failed = exc
                 waiters += self._waiters
                 self._waiters = []
+            self.on_io_error(exc)  # first: read-only before any requester hears of it
             for future in waiters:
-                future.set_exception(exc if isinstance(exc, IOFailure) else IOFailure(str(exc)))
-            self.on_io_error(exc)
+                _settle(future, error=exc if isinstance(exc, IOFailure) else IOFailure(str(exc)))
             return False
         if self.on_done is not None:
             self.on_done(result)
         for future in waiters:
-            future.set_result(result)
+            _settle(future, result)
         return True
 
     def halt(self) -> None:
@@ -260,5 +262,18 @@ class CheckpointThread:
     @staticmethod
     def _fail_pending(waiters: list[concurrent.futures.Future], why: str) -> None:
         for future in waiters:
-            if not future.done():
-                future.set_exception(IOFailure(why))
+            _settle(future, error=IOFailure(why))
+
+
+def _settle(future: concurrent.futures.Future, result: object = None,
+            error: BaseException | None = None) -> None:
+    """Complete a request's future. A requester that stopped waiting (an HTTP handler
+    cancelled at shutdown, through ``asyncio.wrap_future``) cancelled it: completing it
+    then raises InvalidStateError, which must not kill the checkpoint thread."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+    except concurrent.futures.InvalidStateError:
+        pass  # cancelled, or completed already (stop() racing halt())
