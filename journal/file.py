@@ -10,11 +10,15 @@ by whole chunks (16 MiB by default, rounded down to the alignment), in one step,
 an append would pass the zero-filled end; those zeros reach the disk with that group's sync.
 
 Crash story of ``create`` (A1, A4; DESIGN.md §1.6):
-    1. create <hex id>.txn            ! crash: an empty or absent file: an *empty journal*
-    2. write the V6 header and zeros  ! crash: a prefix of it: an empty journal or a header
-                                        followed by zeros; both scan to no records
+    1. create <hex id>.txn.tmp        ! crash: a temp file no reader matches (FORMATS.md §2);
+    2. write the V6 header and zeros    the next start deletes it
     3. fsync the file
-    4. fsync the directory            only now does anything rely on the name
+    4. rename it to <hex id>.txn      ! crash: the rename may be forgotten (no dir fsync yet):
+                                        then the temp file is all that is left, as above
+    5. fsync the directory            only now does anything rely on the name
+The name appears only over a synced header. Written in place, a power loss could leave
+the header's unsynced bytes as garbage under the journal's own name, which reads as a V1
+journal and refused the next start (found by the power-loss sweep, seed 604369521).
 Invariants:
     F1. Every byte from ``position`` to the end of the file is zero (J2), because appends go
         only to ``position`` and extensions write zeros past the previous end.
@@ -25,6 +29,7 @@ Thread-safety: owned by the journal thread; not thread-safe.
 
 from __future__ import annotations
 
+import errno
 import os.path
 from typing import TYPE_CHECKING
 
@@ -34,6 +39,8 @@ if TYPE_CHECKING:
     from bookie.disk import Disk, DiskFile
 
 DEFAULT_PREALLOC_BYTES = 16 << 20  # journalPreAllocSizeMB
+#: A journal being created (crash story of ``create``); ends in .tmp, so no reader takes it.
+TEMP_SUFFIX = ".tmp"
 _ZERO_PIECE_BYTES = 1 << 20
 #: Zero-filling writes from one reused buffer: a fresh 16 MiB bytes object would cost a page
 #: fault per 4 KiB on every extension (measured 4x slower).
@@ -58,17 +65,25 @@ class JournalChannel:
                alignment: int = ALIGNMENT) -> "JournalChannel":
         """Create ``<hex id>.txn`` with a V6 header, zero-filled to one chunk, durably named.
 
-        Raises FileExistsError if the file exists (ids are never reused) and OSError on I/O.
+        Raises FileExistsError if the journal exists (ids are never reused) and OSError on
+        I/O. Crash-safe: see the module docstring.
         """
         header = encode_header(CURRENT_VERSION)
         chunk_bytes = max(prealloc_bytes // alignment * alignment, alignment)
         prealloc_end = max(chunk_bytes, len(header))
         path = os.path.join(journal_dir, journal_file_name(journal_id))
-        handle = disk.create(path)
+        if disk.exists(path):
+            raise FileExistsError(errno.EEXIST, "journal ids are never reused", path)
+        temp = path + TEMP_SUFFIX
+        if disk.exists(temp):
+            disk.unlink(temp)  # a creation a crash cut short: never read
+        handle = disk.create(temp)
         try:
             handle.write_at(0, header)
             _write_zeros(handle, len(header), prealloc_end)
             handle.fsync()
+            disk.rename(temp, path)
+            handle.path = path  # the open file is the journal now, for messages and faults
             disk.fsync_dir(journal_dir)
         except BaseException:
             handle.close()

@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 import threading
 import time
 from typing import TYPE_CHECKING, Callable
 
 from bookie.errors import IOFailure
-from journal.file import DEFAULT_PREALLOC_BYTES, JournalChannel
+from journal.file import DEFAULT_PREALLOC_BYTES, TEMP_SUFFIX, JournalChannel
 from journal.format import ALIGNMENT, LogMark, padding_record, parse_journal_id
 from journal.group_commit import FlushReason, GroupCommitPolicy, should_flush
 
@@ -338,9 +339,22 @@ class Journal:
             names = self._disk.listdir(self._journal_dir)
         except OSError as exc:
             raise IOFailure(f"cannot list journal dir {self._journal_dir}: {exc}") from exc
+        self._remove_cut_creations(names)
         ids = [i for i in map(parse_journal_id, names) if i is not None]
         base = max(ids) if ids else time.time_ns() // 1_000_000
         return base + 1
+
+    def _remove_cut_creations(self, names: list[str]) -> None:
+        """Delete ``<id>.txn.tmp`` files: creations a crash cut short, never holding a
+        record (journal/file.py crash story), and never read."""
+        for name in names:
+            if name.endswith(".txn" + TEMP_SUFFIX):
+                log.warning("removing %s: a journal creation a crash cut short", name)
+                try:
+                    self._disk.unlink(os.path.join(self._journal_dir, name))
+                except OSError as exc:
+                    raise IOFailure(f"cannot remove {name} in {self._journal_dir}: "
+                                    f"{exc}") from exc
 
     def _create_channel(self, journal_id: int) -> JournalChannel:
         try:

@@ -173,6 +173,19 @@ def test_start_continues_after_the_largest_existing_id(tmp_path):
     assert (tmp_path / "20.txn").exists()
 
 
+def test_start_removes_journal_creations_a_crash_cut_short(tmp_path):
+    # A crash during creation leaves <id>.txn.tmp (journal/file.py): never a journal, so
+    # neither read nor counted for the next id, and removed; other .tmp files are left.
+    (tmp_path / "1f.txn").write_bytes(b"")
+    (tmp_path / "25.txn.tmp").write_bytes(b"\x01garbage")
+    (tmp_path / "lastMark.tmp").write_bytes(b"x")
+    journal = make(tmp_path, Completions())
+    journal.start()
+    journal.close()
+    assert journal.current_journal_id == 0x20
+    assert sorted(os.listdir(tmp_path)) == ["1f.txn", "20.txn", "lastMark.tmp"]
+
+
 def test_start_in_a_missing_dir_is_an_io_failure(tmp_path):
     journal = make(tmp_path / "missing", Completions())
     with pytest.raises(IOFailure):

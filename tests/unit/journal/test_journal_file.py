@@ -27,6 +27,10 @@ class RecordingDisk(OsDisk):
         self.calls.append(("fsync_dir", path))
         super().fsync_dir(path)
 
+    def rename(self, src, dst):
+        self.calls.append(("rename", os.path.basename(src), os.path.basename(dst)))
+        super().rename(src, dst)
+
 
 class RecordingFile:
     def __init__(self, handle, calls) -> None:
@@ -81,12 +85,23 @@ def test_create_makes_the_name_durable_before_returning(tmp_path):
     channel = JournalChannel.create(disk, str(tmp_path), 7, prealloc_bytes=CHUNK)
     channel.close()
     names = [call[0] for call in disk.calls]
-    assert names[0] == "create" and disk.calls[0][1] == "7.txn"
+    assert disk.calls[0] == ("create", "7.txn.tmp")  # no reader takes a .tmp name
     assert disk.calls[1] == ("write", 0, 512)
-    # header and zeros written, then the file fsynced, then its directory (DESIGN.md §1.6)
-    assert names[-2:] == ["fsync", "fsync_dir"]
-    assert set(names[1:-2]) == {"write"}
+    # header and zeros written and fsynced under the temp name, then renamed, then the
+    # directory fsynced (DESIGN.md §1.6): the journal's name only ever names a synced header
+    assert names[-3:] == ["fsync", "rename", "fsync_dir"]
+    assert disk.calls[-2] == ("rename", "7.txn.tmp", "7.txn")
+    assert set(names[1:-3]) == {"write"}
     assert sum(call[2] for call in disk.calls if call[0] == "write") == CHUNK
+    assert channel.path == str(tmp_path / "7.txn")
+    assert sorted(os.listdir(tmp_path)) == ["7.txn"]
+
+
+def test_create_replaces_a_temp_file_a_crash_left_behind(tmp_path):
+    (tmp_path / "7.txn.tmp").write_bytes(b"\x13garbage of a creation cut short")
+    JournalChannel.create(OsDisk(), str(tmp_path), 7, prealloc_bytes=CHUNK).close()
+    assert sorted(os.listdir(tmp_path)) == ["7.txn"]
+    assert read(str(tmp_path / "7.txn"))[:8] == b"BKLG\x00\x00\x00\x06"
 
 
 def test_create_refuses_an_existing_id(tmp_path):
