@@ -477,39 +477,52 @@ class Bookie:
     def _add_nowait(self, ledger_id, entry_id, data, master_key, digest_type, recovery,
                     deferred_sync):
         """Admit and queue one add; the future completes when durable (None if deferred)."""
-        old, state = self._admit_add(ledger_id, entry_id, data, master_key, digest_type,
-                                     recovery)
+        old, state = self._admit_ledger(ledger_id, master_key, digest_type, recovery)
+        self._admit_entry(ledger_id, entry_id, data, state, recovery)
         self._admit(len(data))
-        return self._queue_add(ledger_id, entry_id, data, old, state, deferred_sync)
+        return self._queue_adds(ledger_id, ((entry_id, data),), old, state, deferred_sync)
 
-    def _admit_add(self, ledger_id, entry_id, data, master_key, digest_type, recovery):
-        """Every check of an add, changing nothing: (stored state, state after the add)."""
+    def _admit_ledger(self, ledger_id, master_key, digest_type, recovery):
+        """The checks of an add that concern the ledger, changing nothing: (stored state,
+        state after the add)."""
         self._check_writable(privileged=recovery)
         old = self.storage.ledgers.get(ledger_id)
         state = self._ledger_for_write(ledger_id, master_key, digest_type)
+        if state.fenced and not recovery:
+            raise Fenced(f"ledger {ledger_id} is fenced")
+        return old, state
+
+    def _admit_entry(self, ledger_id, entry_id, data, state, recovery):
+        """The checks of one entry of an admitted ledger, changing nothing."""
         dtype = DigestType(state.digest_type)
         entry_mod.check_entry_shape(data, dtype)
         if self.config.verify_digest and dtype.verifiable:
             entry_mod.verify_entry(data, dtype)
-        if state.fenced and not recovery:
-            raise Fenced(f"ledger {ledger_id} is fenced")
         if entry_id <= self._runtime_of(ledger_id).last_entry_id:
             self._check_same_bytes(ledger_id, entry_id, data)
-        return old, state
 
-    def _queue_add(self, ledger_id, entry_id, data, old, state, deferred_sync):
+    def _queue_adds(self, ledger_id, entries, old, state, deferred_sync):
+        """Cache and journal admitted entries of one ledger; returns the future of the last
+        record (None if deferred). One future covers them all: the journal syncs its queue
+        in order (Q2), so the group holding the last record ends after every earlier one,
+        and the LAC raised then is the highest the entries carry (N4)."""
         runtime = self._runtime_of(ledger_id)
         self._store_state(ledger_id, old, state)
-        self.storage.add_entry(ledger_id, entry_id, data)  # W1: cache before journal
-        runtime.last_entry_id = max(runtime.last_entry_id, entry_id)
+        lac = -1
+        for entry_id, data in entries:
+            self.storage.add_entry(ledger_id, entry_id, data)  # W1: cache before journal
+            runtime.last_entry_id = max(runtime.last_entry_id, entry_id)
+            lac = max(lac, entry_mod.piggybacked_lac(data))
         self._journal_key_once(ledger_id, runtime, state.master_key)
-        lac = entry_mod.piggybacked_lac(data)
+        records = [jformat.encode_add(data) for _, data in entries]
+        for record in records[:-1]:
+            self.journal.submit(record, None)  # no token: the last record's answers for it
         if deferred_sync:
             # N4: acknowledged now, but its LAC counts only once its group is synced: a LAC
             # raised at enqueue could be read and then taken back by a crash (kill -9 drill).
-            self.journal.submit(jformat.encode_add(data), (None, ledger_id, lac))
+            self.journal.submit(records[-1], (None, ledger_id, lac))
             return None
-        return self._submit(jformat.encode_add(data), ledger_id, lac)
+        return self._submit(records[-1], ledger_id, lac)
 
     def _check_same_bytes(self, ledger_id: int, entry_id: int, data: bytes) -> None:
         """A re-add must carry identical bytes (client retry); different bytes are refused."""
@@ -528,15 +541,13 @@ class Bookie:
         journal group covers them and a refused batch stores nothing."""
         if len({entry_id for entry_id, _ in entries}) != len(entries):
             raise BadRequest("a batch names the same entry id twice")
+        old, state = self._admit_ledger(ledger_id, master_key, digest_type, recovery)
         for entry_id, data in entries:
-            old, state = self._admit_add(ledger_id, entry_id, data, master_key, digest_type,
-                                         recovery)
+            self._admit_entry(ledger_id, entry_id, data, state, recovery)
         self._admit(sum(len(data) for _, data in entries))
-        futures = [self._queue_add(ledger_id, entry_id, data, old, state, deferred_sync)
-                   for entry_id, data in entries]
-        pending = [f for f in futures if f is not None]
-        if pending:
-            await asyncio.shield(asyncio.gather(*pending))  # N5
+        future = self._queue_adds(ledger_id, entries, old, state, deferred_sync)
+        if future is not None:
+            await asyncio.shield(future)  # N5
         return [entry_id for entry_id, _ in entries]
 
     async def fence(self, ledger_id: int, master_key: bytes) -> tuple[int, int]:
