@@ -4,8 +4,15 @@ tmpfs is full, the loop device fails writes and ext4 returns EIO from fsync: a r
 on the real path, without device-mapper, which this kernel may lack).
 
 ``unavailable()`` names why mounting is impossible here (not root, no tool, the kernel
-refuses); tests skip with that reason, visibly, and a skip never counts as a pass. Every
-mount is undone in a ``finally``, lazily if the file system is still busy.
+refuses); tests skip with that reason, visibly, and a skip never counts as a pass.
+
+Every mount is undone however the test ends, and every loop device detached. A file system
+still busy at that point means this process leaked a handle into it: the test fails naming
+the open files (``BusyFileSystem``), and the file system is detached lazily so that nothing
+stays mounted (the kernel frees it when the last handle closes, at the latest when the
+process exits). After a test failure the detach is quiet, so the first error stays the one
+reported. A lazy unmount is never taken as done: e2fsck on a file system still alive behind
+one would race its writeback.
 """
 
 from __future__ import annotations
@@ -44,9 +51,46 @@ def unavailable(loop: bool = False) -> str | None:
         os.rmdir(probe)
 
 
+class BusyFileSystem(RuntimeError):
+    """umount found the file system busy; it was detached lazily instead."""
+
+
+def open_files_under(path: str) -> list[str]:
+    """Files this process holds open under ``path`` (from /proc/self/fd)."""
+    prefix = os.path.join(os.path.realpath(path), "")
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # the listing's own descriptor, closed by now
+        if target.startswith(prefix):
+            found.append(target)
+    return sorted(found)
+
+
 def _umount(path: str) -> None:
-    if _run("umount", path).returncode != 0:
-        _run("umount", "-l", path)  # still busy: detach now, free when the last user goes
+    """Unmount, or detach lazily and raise BusyFileSystem naming what holds it."""
+    done = _run("umount", path)
+    if done.returncode == 0:
+        return
+    held = open_files_under(path)
+    _run("umount", "-l", path)
+    raise BusyFileSystem(f"umount {path}: {done.stderr.strip()}; open in this process: "
+                         f"{held or 'nothing (held by a loop device or another process)'}")
+
+
+@contextlib.contextmanager
+def _afterwards(cleanup):
+    """Run ``cleanup`` however the block ends; after a failed block its own error is
+    suppressed, so the block's error is the one reported."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            cleanup()
+        raise
+    cleanup()
 
 
 @contextlib.contextmanager
@@ -55,10 +99,8 @@ def tmpfs(path: str, size_bytes: int):
     done = _run("mount", "-t", "tmpfs", "-o", f"size={size_bytes}", "tmpfs", path)
     if done.returncode != 0:
         raise RuntimeError(f"mount tmpfs at {path}: {done.stderr.strip()}")
-    try:
+    with _afterwards(lambda: _umount(path)):
         yield path
-    finally:
-        _umount(path)
 
 
 def resize_tmpfs(path: str, size_bytes: int) -> None:
@@ -98,14 +140,20 @@ class LoopExt4:
             raise RuntimeError(f"mount {self.device}: {done.stderr.strip()}")
 
     def unmount(self) -> None:
-        if os.path.ismount(self.mountpoint):
-            _umount(self.mountpoint)
-        self.detach()
+        """Unmount (BusyFileSystem if a handle leaked) and detach the loop device either way:
+        detaching a device still in use marks it to go once its last user does."""
+        try:
+            if os.path.ismount(self.mountpoint):
+                _umount(self.mountpoint)
+        finally:
+            self.detach()
 
     def detach(self) -> None:
         if self.device is not None:
-            _run("losetup", "-d", self.device)
-            self.device = None
+            done = _run("losetup", "-d", self.device)
+            device, self.device = self.device, None
+            if done.returncode != 0:
+                raise RuntimeError(f"losetup -d {device}: {done.stderr.strip()}")
 
     def fsck(self) -> int:
         """Repair after the aborted journal; 0..2 mean clean or corrected."""
@@ -119,7 +167,5 @@ def loop_ext4_on_small_backing(base: str, backing_bytes: int, image_bytes: int):
         fs = LoopExt4(base, backing_bytes, image_bytes)
         fs.make()
         fs.mount()
-        try:
+        with _afterwards(fs.unmount):
             yield fs
-        finally:
-            fs.unmount()
