@@ -15,11 +15,12 @@ Invariants (with E1..E4 of entrylog/format.py, W1..W2 of entrylog/writer.py):
         that is whole, and an entry the index knows answers EIO only if it cannot be read.
 
 Thread-safety: ``open``, ``add_entry``, ``flush``, ``delete_log``, the compaction calls
-(``create_compaction_log``, ``install_compaction_log``, ``quarantine_log``) and ``close``
-belong to one thread (the checkpoint thread). ``read_entry`` may run at the same time on
-other threads (the read executor): it reads through separate read-only handles with pread (no
-shared file position), under a lock that guards only the handle cache, and refuses a location
-of the active log that is not yet in the file (R1 says the index never hands one out).
+(``create_compaction_log``, ``install_compaction_log``, ``quarantine_log``), ``close`` and
+``abandon`` belong to one thread (the checkpoint thread). ``read_entry`` may run at the same
+time on other threads (the read executor): it reads through separate read-only handles with
+pread (no shared file position), under a lock that guards only the handle cache, and refuses
+a location of the active log that is not yet in the file (R1 says the index never hands one
+out).
 """
 
 from __future__ import annotations
@@ -104,14 +105,21 @@ class EntryLogger:
             if self._active is not None and self._failure is None:
                 self._guarded(self._finish_active)
         finally:
-            if self._active is not None:
-                self._active.close()
-                self._active = None
-            with self._lock:
-                handles = list(self._readers.values())
-                self._readers.clear()
-            for handle in handles:
-                handle.reader.close()
+            self.abandon()
+
+    def abandon(self) -> None:
+        """Close every handle and write nothing. After an I/O failure anywhere on the
+        durable path nothing more is written (A5), yet a process that lives on (an embedder,
+        a test restarting the bookie) must not keep the files, nor their file system, busy.
+        The active log keeps header offset 0 and is scanned when read (E2)."""
+        if self._active is not None:
+            self._active.close()
+            self._active = None
+        with self._lock:
+            handles = list(self._readers.values())
+            self._readers.clear()
+        for handle in handles:
+            handle.reader.close()
 
     @property
     def current_log_id(self) -> int | None:

@@ -9,10 +9,10 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 
 from api.server import serving
+from bookie.errors import IOFailure
 from bookie.node import Bookie
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -40,6 +40,22 @@ async def running_bookie(config, disk=None):
         # thread (and RocksDB lock) alive and disturbs every later test.
         if bookie.journal is not None or bookie.storage.locations is not None:
             await bookie.close()
+
+
+def release_after_io_failure(bookie: Bookie) -> None:
+    """After an I/O failure ``Bookie.close`` writes nothing, so it leaves RocksDB and the
+    entry logs open (a real daemon exits there). Let them go without writing, so this process
+    can start a bookie on the same dir again or unmount its file system. RocksDB's own close
+    flushes its memtable, which fails on a broken device: the handle goes anyway."""
+    storage = bookie.storage
+    storage.entry_logger.abandon()
+    for index in (storage.locations, storage.ledgers):
+        if index is None:
+            continue
+        try:
+            index.close()
+        except IOFailure:
+            pass
 
 
 class Daemon:
@@ -83,8 +99,8 @@ class Daemon:
                 with urllib.request.urlopen(self.url + "/ready", timeout=5) as reply:
                     if reply.status == 200:
                         return
-            except (urllib.error.URLError, ConnectionError):
-                pass
+            except OSError:  # refused, reset, 503 (HTTPError), or no answer in time:
+                pass  # not ready yet; the exit check above ends the wait for a refusal
             time.sleep(0.02)  # noqa: sleep-ok (bounded readiness poll)
         raise TimeoutError(f"daemon not ready after {timeout_s}s; log {self.log_path}")
 

@@ -11,6 +11,7 @@ from bookie.errors import BadRequest, IOFailure, TooLarge
 from entrylog import format as fmt
 from entrylog.entry_logger import EntryLogger
 from entrylog.reader import EntryLogReader
+from tests.support.small_fs import open_files_under
 from tests.unit.entrylog.entrylog_support import RecordingDisk, make_entry
 
 
@@ -111,6 +112,20 @@ def test_close_finalizes_the_active_log(tmp_path):
     assert finalized == [(0, {3: 45})]
     with EntryLogReader(OsDisk(), str(tmp_path / "0.log")) as reader:
         assert reader.ledger_totals() == ({3: 45}, "ledgersMap")
+
+
+def test_abandon_closes_every_handle_and_writes_nothing(tmp_path):
+    disk = RecordingDisk()
+    logger = opened(tmp_path, disk=disk)
+    locations = [logger.add_entry(3, make_entry(3, i)) for i in range(3)]
+    logger.flush()
+    assert logger.read_entry(locations[0], 3, 0) == make_entry(3, 0)  # opens a read handle
+    events = len(disk.events)
+    logger.abandon()
+    assert disk.events[events:] == []  # no trailer, no header patch, no sync (A5)
+    assert open_files_under(str(tmp_path)) == []
+    assert logger.current_log_id is None
+    assert header_of(tmp_path / "0.log").map_offset == 0  # still scanned when read (E2)
 
 
 def test_close_without_adds_leaves_nothing(tmp_path):
