@@ -135,8 +135,8 @@ class CheckpointThread:
 
     ``request()`` returns a concurrent future; requests that arrive while one runs are served
     by the next run (each run snapshots a fresh mark, so it covers every earlier request).
-    An I/O error fails the pending futures and calls ``on_io_error`` (C3); the thread then
-    stops checkpointing, since the storage state is unknown (A5).
+    An I/O error calls ``on_io_error`` first, then fails the pending futures and refuses later
+    requests (C3); the thread then stops checkpointing, since the storage state is unknown (A5).
     """
 
     def __init__(self, checkpointer: Checkpointer, interval_s: float,
@@ -222,11 +222,14 @@ class CheckpointThread:
         except BaseException as exc:  # C3: any failure leaves the mark where it was
             log.error("checkpoint failed, mark unmoved at %s: %s",
                       self.checkpointer.persisted, exc)
+            # Tell first, before ``_failed`` refuses new requests and before any waiter
+            # fails: the node is read-only before any requester hears of the failure (a
+            # request racing the failure was refused while /ready still said 200).
+            self.on_io_error(exc)
             with self._cond:
                 self._failed = exc
                 waiters += self._waiters
                 self._waiters = []
-            self.on_io_error(exc)  # first: read-only before any requester hears of it
             for future in waiters:
                 _settle(future, error=exc if isinstance(exc, IOFailure) else IOFailure(str(exc)))
             return False

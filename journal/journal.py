@@ -18,8 +18,8 @@ Invariants:
         raised.
     Q2. The mark only moves forward, and every record before it is synced.
     Q3. After a write or fdatasync error nothing more is written and the sync is never retried
-        (A5): the failed group and everything queued after it complete with IOFailure,
-        on_io_error is called once, and submit raises from then on.
+        (A5): on_io_error is called once, first; then the failed group and everything queued
+        after it complete with IOFailure, and submit raises from then on.
 
 Thread-safety: ``submit``, ``current_mark``, ``current_journal_id``, ``queued_count``,
 ``queued_bytes`` and ``close`` may be called from any thread; ``submit`` costs a deque append,
@@ -314,11 +314,15 @@ class Journal:
 
     def _fail(self, failure: IOFailure, group: _Group) -> None:
         """Q3: complete the failed group and everything queued with ``failure``; tell once."""
-        self._rejection = str(failure)  # first: a racing submit now reclaims its record
+        # Tell first, before a submit is refused and before any waiter fails: a caller that
+        # hands all three to one loop in order has turned read-only before any submitter
+        # hears of the failure (found by the EIO tests). A record submitted meanwhile is
+        # queued and failed below.
+        self._on_io_error(failure)
+        self._rejection = str(failure)  # before the last gather: a later submit reclaims
         log.error("%s; the journal takes no more records", failure)
         self._complete_failed(group, failure)
         self._fail_queued(failure)
-        self._on_io_error(failure)
 
     def _fail_queued(self, failure: IOFailure) -> None:
         group = _Group()
