@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from bookie.entry import frame_entry, frame_lac, master_key
+from bookie.entry import entry_ids, frame_entry, frame_lac, master_key
 from bookie.errors import BookieError, Fenced, IOFailure, NoEntry, NoLedger, Unauthorized
 
 KEY = master_key(b"drill")
@@ -283,8 +283,6 @@ async def _check_nothing_beyond(api, ledger: LedgerModel, bad: list[Violation]) 
     except IOFailure as exc:
         bad.append(Violation("lost", lid, f"last entry: 500 EIO: {exc}"))
         return
-    from bookie.entry import entry_ids  # noqa: PLC0415 (local: only this check needs it)
-
     _, entry_id = entry_ids(data)
     if data not in ledger.sent.get(entry_id, ()):
         bad.append(Violation("phantom", lid, f"last entry {entry_id} was never sent"))
@@ -329,8 +327,6 @@ class InProcessApi:
         return {"ledgerId": ledger_id, "entryId": entry_id}
 
     async def add_batch(self, ledger_id, entries, key, recovery=False, deferred_sync=False):
-        from bookie.entry import entry_ids  # noqa: PLC0415
-
         pairs = [(entry_ids(data)[1], data) for data in entries]
         return await self.bookie.add_batch(ledger_id, pairs, key, recovery=recovery,
                                            deferred_sync=deferred_sync)
