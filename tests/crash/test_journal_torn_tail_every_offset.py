@@ -30,6 +30,7 @@ from journal.format import RecordKind, encode_add, encode_fence, encode_master_k
 from journal.group_commit import GroupCommitPolicy
 from journal.journal import Journal
 from journal.reader import JournalReader
+from tests.support.counting_clock import CountingClock
 
 _crc32c = crcmod.predefined.mkCrcFun("crc-32c")
 
@@ -47,25 +48,6 @@ def digest_ok_by_crcmod(framed: bytes) -> bool:
 
 def payload(size: int, fill: int) -> bytes:
     return bytes([fill]) * (size - 1) + b"\x7f"  # a non-zero last byte: see the reader's rule
-
-
-class CountingClock:
-    """A fake clock that counts its reads, so the test knows the journal thread has looked."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.reads = 0
-        self.cond = threading.Condition()
-
-    def __call__(self) -> float:
-        with self.cond:
-            self.reads += 1
-            self.cond.notify_all()
-            return self.now
-
-    def wait_reads(self, count: int) -> None:
-        with self.cond:
-            assert self.cond.wait_for(lambda: self.reads >= count, 10)
 
 
 def write_journal(directory: str, groups: list[list[bytes]]) -> str:

@@ -18,6 +18,7 @@ from journal.format import (
 from journal.group_commit import FlushReason, GroupCommitPolicy
 from journal.journal import Journal
 from journal.reader import JournalReader
+from tests.support.counting_clock import CountingClock
 
 WAIT_S = 10.0  # bounds a failure; never a synchronisation
 
@@ -58,25 +59,6 @@ class FlushLog:
 
     def __call__(self, reason, count, size, seconds) -> None:
         self.flushes.append((reason, count, size, seconds))
-
-
-class FakeClock:
-    """A clock the test moves; counts reads so a test can tell the thread has looked."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.reads = 0
-        self.cond = threading.Condition()
-
-    def __call__(self) -> float:
-        with self.cond:
-            self.reads += 1
-            self.cond.notify_all()
-            return self.now
-
-    def wait_reads(self, count: int) -> None:
-        with self.cond:
-            assert self.cond.wait_for(lambda: self.reads >= count, WAIT_S)
 
 
 class LoggingDisk(OsDisk):
@@ -229,7 +211,7 @@ def test_records_complete_in_order_only_after_their_fdatasync(tmp_path):
 
 def test_none_tokens_are_dropped_and_force_markers_complete_with_their_group(tmp_path):
     completions = Completions()
-    clock = FakeClock()
+    clock = CountingClock(start=1000.0)
     journal = make(tmp_path, completions, clock=clock,
                    policy=GroupCommitPolicy(group_entries_max=3))
     journal.submit(add(1, 0), None)  # deferred-sync: acknowledged already
@@ -263,7 +245,7 @@ def test_groups_form_by_bytes_and_entries(tmp_path):
     completions, flushes = Completions(), FlushLog()
     record = add(1, 0, b"p" * 410)
     assert len(record) == 450
-    journal = make(tmp_path, completions, on_flush=flushes, clock=FakeClock(),
+    journal = make(tmp_path, completions, on_flush=flushes, clock=CountingClock(start=1000.0),
                    policy=GroupCommitPolicy(group_bytes_max=1000, group_entries_max=2))
     for i in range(3):
         journal.submit(record, i)
@@ -273,7 +255,7 @@ def test_groups_form_by_bytes_and_entries(tmp_path):
     assert [call[0] for call in completions.calls] == [[0, 1], [2]]
     assert [f[:2] for f in flushes.flushes] == [(FlushReason.MAX_ENTRIES, 2),
                                                 (FlushReason.QUEUE_EMPTY, 1)]
-    journal = make(tmp_path, completions, on_flush=flushes, clock=FakeClock(),
+    journal = make(tmp_path, completions, on_flush=flushes, clock=CountingClock(start=1000.0),
                    policy=GroupCommitPolicy(group_bytes_max=1000))
     flushes.flushes.clear()
     for i in range(7):
@@ -286,7 +268,7 @@ def test_groups_form_by_bytes_and_entries(tmp_path):
 
 
 def test_max_wait_flushes_when_queue_empty_flush_is_off(tmp_path):
-    completions, flushes, clock = Completions(), FlushLog(), FakeClock()
+    completions, flushes, clock = Completions(), FlushLog(), CountingClock(start=1000.0)
     journal = make(tmp_path, completions, on_flush=flushes, clock=clock,
                    policy=GroupCommitPolicy(group_wait_ms_max=2.0, flush_when_queue_empty=False))
     journal.start()
@@ -302,7 +284,7 @@ def test_max_wait_flushes_when_queue_empty_flush_is_off(tmp_path):
 
 def test_roll_after_the_size_limit_starts_the_next_id_at_512(tmp_path):
     completions = Completions()
-    journal = make(tmp_path, completions, clock=FakeClock(), max_bytes=2048,
+    journal = make(tmp_path, completions, clock=CountingClock(start=1000.0), max_bytes=2048,
                    prealloc_bytes=4096, policy=GroupCommitPolicy(group_entries_max=1))
     record = add(1, 0, b"r" * 960)
     assert len(record) == 1000  # each group: 1000 bytes + 24 of padding
@@ -323,7 +305,7 @@ def test_roll_after_the_size_limit_starts_the_next_id_at_512(tmp_path):
 
 def test_mark_after_a_roll_is_the_new_file_header_end(tmp_path):
     completions = Completions()
-    journal = make(tmp_path, completions, clock=FakeClock(), max_bytes=600,
+    journal = make(tmp_path, completions, clock=CountingClock(start=1000.0), max_bytes=600,
                    prealloc_bytes=4096)
     journal.start()
     first = journal.current_journal_id
