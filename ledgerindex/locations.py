@@ -135,10 +135,11 @@ class EntryLocationIndex:
 
 
 def _check_ids(ledger_id: int, entry_id: int) -> None:
-    if not 0 <= ledger_id <= keys.MAX_ID:
-        raise ValueError(f"ledger id {ledger_id} is not in 0..2**63-1")
-    if not 0 <= entry_id < END_ENTRY_ID:
-        raise ValueError(f"entry id {entry_id} of ledger {ledger_id} is not in 0..2**63-2")
+    if not 0 <= ledger_id <= keys.LEDGER_ID_MAX:
+        raise ValueError(f"ledger id {ledger_id} is not in 0..{keys.LEDGER_ID_MAX}")
+    if not 0 <= entry_id <= keys.ENTRY_ID_MAX:
+        raise ValueError(f"entry id {entry_id} of ledger {ledger_id} is not in "
+                         f"0..{keys.ENTRY_ID_MAX}")
 
 
 def _ledger_range(ledger_id: int, first_entry_id: int) -> tuple[bytes, bytes]:
