@@ -90,6 +90,17 @@ class EntryLocationIndex:
             if location:
                 yield self._decode_key(key)[1], location
 
+    def find_in_log(self, ledger_ids: Iterable[int], log_id: int) -> tuple[int, int] | None:
+        """The first (ledgerId, entryId) of these ledgers whose location is in ``log_id``, or
+        None: the check before an entry log is deleted (GC's G7). It reads the ledgers'
+        locations: nothing for deleted ledgers (their range is gone), one pass over a live
+        ledger's entries for compaction, which has just read each of them anyway."""
+        for ledger_id in ledger_ids:
+            for entry_id, location in self.entries(ledger_id):
+                if location >> 32 == log_id:
+                    return ledger_id, entry_id
+        return None
+
     def count_and_max(self, ledger_id: int) -> tuple[int, int | None]:
         """(number of stored entries, largest entry id or None): a full range scan."""
         count, last = 0, None
