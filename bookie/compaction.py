@@ -137,6 +137,7 @@ class LogCompaction:
         self._scan = None
         self._channel: BufferedLogChannel | None = None
         self._moves: list[tuple[int, int, int, int]] = []   # ledger, entry, old, new
+        self._ledgers_seen: set[int] = set()   # for the index check before the delete (G7)
         self._switched = 0
 
     @property
@@ -198,6 +199,7 @@ class LogCompaction:
         self.bytes_read += record_bytes
         self.limiter.consume(record_bytes)
         ledger_id, entry_id = found.ledger_id, found.entry_id
+        self._ledgers_seen.add(ledger_id)
         if self.storage.locations.get(ledger_id, entry_id) != found.location:  # K1
             return
         if self._channel is None:
@@ -249,6 +251,11 @@ class LogCompaction:
 
     def _delete_old(self) -> None:
         self._close_reader()
+        still = self.storage.locations.find_in_log(sorted(self._ledgers_seen), self.log_id)
+        if still is not None:  # GC's G7: never delete a log the index still points into
+            self._abort(f"the index still points into it (entry {still[0]}/{still[1]}) "
+                        f"after the switch")
+            return
         self.storage.entry_logger.delete_log(self.log_id)
         self.phase = Phase.DONE
         log.info("compacted entry log %x into %s: %d of %d bytes kept, %d entries moved",

@@ -188,6 +188,15 @@ def parse_lac_body(body) -> tuple[int, int]:
     return IDS.unpack_from(body, 0)
 
 
+def lac_body_advances(stored, body) -> bool:
+    """Whether ``body`` raises the explicit LAC above ``stored`` (a body or None). The LAC
+    only moves forward: a late, lower explicit LAC (the client's idle LAC timer racing
+    close()) must not replace a higher one, in memory, in the index or on replay."""
+    if stored is None or len(stored) < LAC_METADATA_LENGTH:
+        return True
+    return parse_lac_body(body)[1] > parse_lac_body(stored)[1]
+
+
 def lac_digest_ok(body, digest_type: DigestType, key: bytes | None = None) -> bool:
     d = digest_type.digest_length
     if len(body) != LAC_METADATA_LENGTH + d:

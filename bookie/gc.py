@@ -33,6 +33,11 @@ Invariants:
     G5. A corrupt log is renamed ``<hex>.log.quarantined`` and reported, and GC goes on with
         the next log. Point reads of locations still in the index keep working (entry logger
         G4); nothing is deleted on the strength of a log GC cannot read.
+    G7. Before any entry log is deleted (a dead log here, a compacted one in
+        compaction.py), the index is asked whether a location of the log's ledgers still
+        points into it; if one does, the log stays and the run reports it. With E5 of
+        entrylog/reader.py (a scan cut by a damaged size field is corrupt, not a torn
+        tail), this closes issue 13 bug 2: a partial scan deleted live entries.
     G6. Compaction is suspended while a data dir is over the warn threshold, or by the
         operator, unless forced: it needs room for the copy before the old log goes.
 
@@ -322,6 +327,10 @@ class GarbageCollector:
         if live:
             run.usage[log_id] = (live, sum(meta.totals.values()))
             return
+        still = self.storage.locations.find_in_log(meta.totals, log_id)  # G7
+        if still is not None:
+            self._refuse_delete(run, log_id, still)
+            return
         self.storage.entry_logger.delete_log(log_id)
         self._meta.pop(log_id, None)
         result.logs_deleted.append(log_id)
@@ -347,6 +356,12 @@ class GarbageCollector:
         meta = LogMeta(totals, size)
         self._meta[log_id] = meta
         return meta
+
+    def _refuse_delete(self, run: GcRun, log_id: int, still: tuple[int, int]) -> None:
+        problem = (f"entry log {log_id:x} was not deleted: the index still points into it "
+                   f"(entry {still[0]}/{still[1]})")
+        run.result.problems.append(problem)
+        log.error("gc: %s", problem)
 
     def _quarantine(self, run: GcRun, log_id: int, reason: str) -> None:
         """G5: rename, report, go on. A failed rename is reported too; GC still goes on."""

@@ -64,6 +64,7 @@ from bookie.storage import LedgerStorage
 from journal import format as jformat
 from journal.group_commit import GroupCommitPolicy
 from journal.journal import Journal
+from ledgerindex import keys
 from ledgerindex.keys import LedgerState
 
 log = logging.getLogger("bookie.node")
@@ -101,7 +102,7 @@ class LedgerRuntime:
 
     lac: int = -1                  # N4: raised by completed adds and explicit LACs
     last_entry_id: int = -1        # largest entry id admitted (cache or storage)
-    key_journaled: bool = False    # a LEDGER_KEY record went to this process's journal
+    journaled_key: bytes | None = None  # the key of this process's last LEDGER_KEY record
     waiters: list = dataclasses.field(default_factory=list)  # (gt, future) long polls
 
 
@@ -433,10 +434,11 @@ class Bookie:
         return future
 
     def _journal_key_once(self, ledger_id: int, runtime: LedgerRuntime, key: bytes) -> None:
-        """FORMATS.md §3.8: a master-key record before the first record about a ledger."""
-        if not runtime.key_journaled:
+        """FORMATS.md §3.8: a master-key record before the first record about a ledger, and
+        again when a "no key" (zero) ledger takes a real key, so replay learns it too."""
+        if runtime.journaled_key != key:
             self.journal.submit(jformat.encode_master_key(ledger_id, key), None)
-            runtime.key_journaled = True
+            runtime.journaled_key = key
 
     def _admit(self, size: int) -> None:
         """Back-pressure (DESIGN.md §3.1 step 3): bounded journal queue and write cache."""
@@ -496,6 +498,7 @@ class Bookie:
         """The checks of one entry of an admitted ledger, changing nothing."""
         dtype = DigestType(state.digest_type)
         entry_mod.check_entry_shape(data, dtype)
+        check_storable(ledger_id, entry_id, entry_mod.piggybacked_lac(data))
         if self.config.verify_digest and dtype.verifiable:
             entry_mod.verify_entry(data, dtype)
         if entry_id <= self._runtime_of(ledger_id).last_entry_id:
@@ -554,6 +557,7 @@ class Bookie:
         """Fence a ledger (creating it, as BookKeeper does for recovery); durable before 200."""
         self._check_serving()
         self._check_writable(privileged=True)
+        check_storable(ledger_id)
         old = self.storage.ledgers.get(ledger_id)
         state = self._ledger_for_write(ledger_id, master_key, None, default_digest=None)
         runtime = self._runtime_of(ledger_id)
@@ -570,6 +574,7 @@ class Bookie:
         body_ledger, lac = entry_mod.parse_lac_body(body)
         if body_ledger != ledger_id:
             raise BadRequest(f"explicit-LAC body names ledger {body_ledger}, the path {ledger_id}")
+        check_storable(ledger_id, lac=lac)
         state = self._existing_state(ledger_id)
         self._check_key(ledger_id, state, master_key)
         dtype = DigestType(state.digest_type) if state.digest_type else None
@@ -578,7 +583,9 @@ class Bookie:
             raise BadDigest(f"explicit-LAC body digest does not match for ledger {ledger_id}")
         runtime = self._runtime_of(ledger_id)
         self._admit(len(body))
-        self._store_state(ledger_id, state, dataclasses.replace(state, explicit_lac=bytes(body)))
+        if entry_mod.lac_body_advances(state.explicit_lac, body):
+            self._store_state(ledger_id, state,
+                              dataclasses.replace(state, explicit_lac=bytes(body)))
         self._journal_key_once(ledger_id, runtime, state.master_key)
         record = jformat.encode_explicit_lac(ledger_id, body)
         await asyncio.shield(self._submit(record, ledger_id, lac))
@@ -840,6 +847,20 @@ class Bookie:
 
 
 READ_BATCH_BYTES_MAX = 8 * 1024 * 1024
+
+
+def check_storable(ledger_id: int, entry_id: int | None = None, lac: int | None = None) -> None:
+    """Refuse (400 EBADREQ) before journaling any id the indexes cannot store (issue 13
+    bug 1: an acknowledged entry 2**63-1 failed every later checkpoint and every replay,
+    so the bookie never started again). The ranges come from ledgerindex/keys.py only."""
+    if not 0 <= ledger_id <= keys.LEDGER_ID_MAX:
+        raise BadRequest(f"ledger id {ledger_id} is not in 0..{keys.LEDGER_ID_MAX}")
+    if entry_id is not None and not 0 <= entry_id <= keys.ENTRY_ID_MAX:
+        raise BadRequest(f"entry id {entry_id} is not in 0..{keys.ENTRY_ID_MAX}: the index "
+                         f"cannot store it")
+    if lac is not None and not keys.LAC_MIN <= lac <= keys.ENTRY_ID_MAX:
+        raise BadRequest(f"LAC {lac} of ledger {ledger_id} is not in "
+                         f"{keys.LAC_MIN}..{keys.ENTRY_ID_MAX}")
 
 
 def _checkpoint_json(result) -> dict | None:

@@ -39,7 +39,7 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from bookie.entry import DigestType, entry_digest_ok, parse_lac_body
+from bookie.entry import DigestType, entry_digest_ok, lac_body_advances, parse_lac_body
 from bookie.errors import IOFailure, ScanEnd
 from journal.format import LogMark, RecordKind, journal_file_name
 from journal.reader import JournalReader
@@ -190,6 +190,11 @@ class Replayer:
         if state is None or state.master_key in (b"", ZERO_KEY):
             base = state or LedgerState()
             self.ledgers.set(record.ledger_id, dataclasses.replace(base, master_key=key))
+        elif key in (b"", ZERO_KEY):
+            # BookKeeper's "no key" (a fence by a recovering client that knew no password)
+            # never conflicts: the live path let a later key replace it, so the index may
+            # already hold that key when replay meets this record (issue 13 bug 5).
+            return
         elif state.master_key != key:
             raise IOFailure(
                 f"{path} offset {record.offset}: master key of ledger {record.ledger_id} is "
@@ -210,6 +215,8 @@ class Replayer:
             log.warning("replay: explicit LAC body names ledger %d in a record of ledger %d",
                         ledger_id, record.ledger_id)
             return
+        if state is not None and not lac_body_advances(state.explicit_lac, record.payload):
+            return  # the LAC never moves back, on replay as live (lac_body_advances)
         self._apply_known(record, state, explicit_lac=bytes(record.payload))
 
     def _apply_data(self, path: str, record, state: LedgerState | None) -> None:
@@ -269,7 +276,16 @@ class Replayer:
             last = self._indexed_last[ledger_id] = -1 if found is None else found
         if entry_id > last:
             return None
-        return self.storage.get_entry(ledger_id, entry_id)
+        try:
+            return self.storage.get_entry(ledger_id, entry_id)
+        except IOFailure as error:
+            # The stored copy is unreadable (a damaged log): the journaled one is the copy
+            # to keep, as on the live path (issue 13 bug 3: this refused every start).
+            warning = f"replay: stored copy of {ledger_id}/{entry_id} unreadable ({error}); " \
+                      f"storing the journaled one"
+            self.report.warnings.append(warning)
+            log.warning("%s", warning)
+            return None
 
 
 def select_journals(mark: LogMark, journal_ids: list[int]) -> list[int]:

@@ -213,10 +213,9 @@ class EntryLogger:
 
     def quarantine_log(self, log_id: int) -> str:
         """Rename a rolled log to ``<hex>.log.quarantined`` (G4); returns the new path."""
-        self._drop_handle(log_id)
         path, target = self.log_path(log_id), self._quarantined_path(log_id)
         try:
-            self._disk.rename(path, target)
+            self._forget_and(log_id, lambda: self._disk.rename(path, target))
             self._disk.fsync_dir(self.ledger_dir)
         except OSError as err:
             raise IOFailure(f"cannot quarantine entry log {path}: {err}") from err
@@ -224,22 +223,25 @@ class EntryLogger:
 
     def delete_log(self, log_id: int) -> None:
         """Delete a rolled log (GC, compaction): its read handle first, then the file."""
-        self._drop_handle(log_id)
         path = self.log_path(log_id)
         try:
-            self._disk.unlink(path)
+            self._forget_and(log_id, lambda: self._disk.unlink(path))
             self._disk.fsync_dir(self.ledger_dir)
         except OSError as err:
             raise IOFailure(f"cannot delete entry log {path}: {err}") from err
 
-    def _drop_handle(self, log_id: int) -> None:
-        """Forget a rolled log's read handle before its name goes (G3: users keep theirs)."""
+    def _forget_and(self, log_id: int, remove_name) -> None:
+        """Forget a rolled log's read handle and remove its name in one step under the
+        handle lock (G3: users keep theirs). Apart, a read between the two cached a fresh
+        handle to the doomed file, and its space stayed used until eviction or restart
+        (issue 13 bug 6); under the lock a later open finds the name gone."""
         if log_id == self.current_log_id:
             raise ValueError(f"entry log {log_id:x} is the active log")
         with self._lock:
             handle = self._readers.pop(log_id, None)
             if handle is not None:
                 self._evict(handle)
+            remove_name()
 
     def _quarantined_path(self, log_id: int) -> str:
         return self.log_path(log_id) + QUARANTINED_SUFFIX[len(".log"):]

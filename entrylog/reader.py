@@ -12,6 +12,11 @@ Paths (FORMATS.md §5.6):
                 the end of the written region is a ScanEnd value, never an exception (E2).
                 A size of 1..15 (E3) ends the scan too, with ``corrupt`` set, so that scrub
                 and GC can go on to the next log.
+                E5. A record that runs past the end of the file is a torn tail only where a
+                writer could have left it: its size is at most the maximum entry size and
+                the log has no ledgersMap after it. Otherwise it is a damaged size field,
+                and the scan ends ``corrupt``: it has not seen the whole log, so it decides
+                nothing (GC's G2; issue 13 bug 2 deleted live entries after such a scan).
 
 Thread-safety: a reader is immutable after construction apart from the scan results
 (``end``, ``corrupt``, counters) and the lazily read header. ``read_entry`` uses pread only
@@ -234,6 +239,7 @@ class EntryLogReader:
             self.end = ScanEnd(0, file_size, reason)
             return
         yield from self._scan_records(from_offset, file_size, payload)
+        self._check_reached_map()
         if self.padding_bytes:
             log.warning("%s: skipped %d padding bytes (size <= 0)", self.path,
                         self.padding_bytes)
@@ -298,9 +304,35 @@ class EntryLogReader:
             return None
         if offset + SIZE.size + size <= file_size:
             return -(SIZE.size + max(size, RECORD_HEAD.size))
+        damage = self._damage_not_tail(offset, size)
+        if damage is not None:  # E5
+            self.corrupt = True
+            self.end = ScanEnd(offset, file_size - offset, f"corrupt: {damage}")
+            log.error("%s: %s at %d; the scan of this log stops", self.path, damage, offset)
+            return None
         self._end_at_eof(offset, file_size - offset, file_size,
                          f"record of size {size} cut short")
         return None
+
+    def _damage_not_tail(self, offset: int, size: int) -> str | None:
+        """Why a record that runs past the end of the file is damage rather than a torn tail
+        (E5), or None. A writer never wrote a size above the maximum entry size, and never
+        wrote a record past a finalized log's ledgersMap (``_check_reached_map``)."""
+        if size > self.max_entry_size:
+            return f"entry size {size} above the maximum {self.max_entry_size}"
+        return None
+
+    def _check_reached_map(self) -> None:
+        """E5: a finalized log was fsynced whole before its header named the ledgersMap
+        (E1), so a scan that ends before the map has met damage, not a torn tail."""
+        map_offset = self.header.map_offset
+        end = self.end
+        if map_offset and end.offset < map_offset and not self.corrupt:
+            self.corrupt = True
+            self.end = ScanEnd(end.offset, end.cut_bytes,
+                               f"corrupt: the log ends at {end.offset}, before its ledgersMap "
+                               f"at {map_offset} ({end.reason})")
+            log.error("%s: %s", self.path, self.end.reason)
 
     def _skip_padding(self, buf: bytes, p: int, offset: int) -> int:
         # size <= 0: BookKeeper advances one byte. Over a run of zeros every position up to

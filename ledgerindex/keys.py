@@ -73,6 +73,14 @@ KNOWN_FLAGS = FLAG_EXISTS | FLAG_FENCED | FLAG_LIMBO | FLAG_EXPLICIT_LAC
 #: Largest digest type number of FORMATS.md §6.2 (DUMMY); 0 means "not known yet".
 MAX_DIGEST_TYPE = 4
 MAX_ID = 2**63 - 1
+#: What the indexes can store, the one place the write path's accepted ranges come from
+#: (issue 13 bug 1: an id the index cannot store must be refused before it is journaled, or
+#: every checkpoint and every replay of it fails). Ledger ids: any non-negative i64. Entry
+#: ids: 0..2**63-2, since (L, 2**63-1) is the end of a ledger's key range (L2 in
+#: locations.py). A LAC is an entry id or -1 (none).
+LEDGER_ID_MAX = MAX_ID
+ENTRY_ID_MAX = MAX_ID - 1
+LAC_MIN = -1
 #: BookKeeper's storage-state flags key (FORMATS.md §7.2); not a ledger.
 STORAGE_STATE_LEDGER_ID = -0xEEFD
 

@@ -90,6 +90,17 @@ class EntryLocationIndex:
             if location:
                 yield self._decode_key(key)[1], location
 
+    def find_in_log(self, ledger_ids: Iterable[int], log_id: int) -> tuple[int, int] | None:
+        """The first (ledgerId, entryId) of these ledgers whose location is in ``log_id``, or
+        None: the check before an entry log is deleted (GC's G7). It reads the ledgers'
+        locations: nothing for deleted ledgers (their range is gone), one pass over a live
+        ledger's entries for compaction, which has just read each of them anyway."""
+        for ledger_id in ledger_ids:
+            for entry_id, location in self.entries(ledger_id):
+                if location >> 32 == log_id:
+                    return ledger_id, entry_id
+        return None
+
     def count_and_max(self, ledger_id: int) -> tuple[int, int | None]:
         """(number of stored entries, largest entry id or None): a full range scan."""
         count, last = 0, None
@@ -135,10 +146,11 @@ class EntryLocationIndex:
 
 
 def _check_ids(ledger_id: int, entry_id: int) -> None:
-    if not 0 <= ledger_id <= keys.MAX_ID:
-        raise ValueError(f"ledger id {ledger_id} is not in 0..2**63-1")
-    if not 0 <= entry_id < END_ENTRY_ID:
-        raise ValueError(f"entry id {entry_id} of ledger {ledger_id} is not in 0..2**63-2")
+    if not 0 <= ledger_id <= keys.LEDGER_ID_MAX:
+        raise ValueError(f"ledger id {ledger_id} is not in 0..{keys.LEDGER_ID_MAX}")
+    if not 0 <= entry_id <= keys.ENTRY_ID_MAX:
+        raise ValueError(f"entry id {entry_id} of ledger {ledger_id} is not in "
+                         f"0..{keys.ENTRY_ID_MAX}")
 
 
 def _ledger_range(ledger_id: int, first_entry_id: int) -> tuple[bytes, bytes]:

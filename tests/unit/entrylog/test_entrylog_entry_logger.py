@@ -272,3 +272,44 @@ def test_reads_from_two_threads_while_the_writer_appends_and_rolls(tmp_path):
     assert errors == []
     assert reads == [600, 600]
     assert len(logger.log_ids()) > 10
+
+
+class _ReadDuringUnlink(OsDisk):
+    """Reads the doomed log at the moment its name is removed: the window of issue 13
+    bug 6. Where delete holds the handle lock (the fix), the read must wait for the delete,
+    so it runs on a thread that the test joins afterwards."""
+
+    def __init__(self) -> None:
+        self.logger = self.location = None
+        self.reader: threading.Thread | None = None
+        self.outcome: list = []
+
+    def _read(self) -> None:
+        try:
+            self.outcome.append(self.logger.read_entry(self.location, 1, 0))
+        except IOFailure as error:
+            self.outcome.append(error)
+
+    def unlink(self, path: str) -> None:
+        if path.endswith("0.log"):
+            if self.logger._lock.locked():
+                self.reader = threading.Thread(target=self._read)
+                self.reader.start()
+            else:
+                self._read()
+        super().unlink(path)
+
+
+def test_a_read_racing_delete_log_caches_no_handle_to_the_deleted_file(tmp_path):
+    disk = _ReadDuringUnlink()
+    logger = opened(tmp_path, disk=disk, max_bytes=1024 + 45)
+    disk.logger, disk.location = logger, logger.add_entry(1, make_entry(1, 0))
+    logger.add_entry(1, make_entry(1, 1))
+    logger.flush()
+    logger.delete_log(0)
+    if disk.reader is not None:
+        disk.reader.join(timeout=30)
+    assert len(disk.outcome) == 1
+    assert 0 not in logger._readers
+    assert [f for f in open_files_under(str(tmp_path)) if f.endswith("/0.log")] == []
+    logger.close()
