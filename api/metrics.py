@@ -22,6 +22,13 @@ registry of this app's own (so several bookies in one process never share metric
     bookie_gc_entries_moved_total / _compaction_written_bytes_total                 counters
     bookie_gc_index_ledgers_cleaned_total / _problems_total                         counters
     bookie_gc_last_run_seconds / _last_run_timestamp_seconds                        gauges
+    (operations, for deploy/grafana and deploy/prometheus)
+    bookie_write_cache_bytes / _write_cache_max_bytes    gauges: fill and budget
+    bookie_checkpoint_last_timestamp_seconds             gauge, wall clock of the last one
+    bookie_checkpoint_interval_seconds                   gauge, the configured period
+    bookie_checkpoint_lag_bytes                          gauge, journal bytes past lastMark
+    bookie_journal_disk_bytes / _entrylog_disk_bytes     gauges, bytes of *.txn / *.log
+    bookie_disk_warn_ratio / _disk_full_ratio            gauges, the configured thresholds
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, \
     HistogramMetricFamily
 
 from api.keys import BOOKIE
+from bookie.disk_monitor import files_bytes
 from bookie.stats import Histogram
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -58,6 +66,7 @@ class BookieCollector:
         yield from self._state()
         yield from self._checkpoints()
         yield from self._gc()
+        yield from self._operations()
 
     def _journal(self):
         stats = self.bookie.stats
@@ -139,6 +148,41 @@ class BookieCollector:
                                 value=totals.last_run_s)
         yield GaugeMetricFamily("bookie_gc_last_run_timestamp_seconds",
                                 "when the last GC run finished", value=totals.last_run_finished_at)
+
+
+    def _operations(self):
+        bookie, config = self.bookie, self.bookie.config
+        cache, last = bookie.storage.cache, bookie.last_checkpoint
+        yield GaugeMetricFamily("bookie_write_cache_bytes", "bytes in the write cache "
+                                "(active and flushing halves)", value=cache.total_bytes)
+        yield GaugeMetricFamily("bookie_write_cache_max_bytes", "write cache budget",
+                                value=config.write_cache_max_bytes)
+        yield GaugeMetricFamily("bookie_checkpoint_last_timestamp_seconds",
+                                "when the last checkpoint finished (0: none yet)",
+                                value=last.finished_at if last else 0)
+        yield GaugeMetricFamily("bookie_checkpoint_interval_seconds", "checkpoint period",
+                                value=config.checkpoint_interval_ms / 1000)
+        yield GaugeMetricFamily("bookie_checkpoint_lag_bytes", "journal bytes synced since the "
+                                "persisted lastMark (a lower bound across a journal roll)",
+                                value=_checkpoint_lag_bytes(bookie))
+        yield GaugeMetricFamily("bookie_journal_disk_bytes", "bytes of journal files",
+                                value=files_bytes(config.journal_dir, ".txn"))
+        yield GaugeMetricFamily("bookie_entrylog_disk_bytes", "bytes of entry log files",
+                                value=files_bytes(config.ledger_dir, ".log"))
+        yield GaugeMetricFamily("bookie_disk_warn_ratio", "used fraction that warns",
+                                value=config.disk_usage_warn_threshold)
+        yield GaugeMetricFamily("bookie_disk_full_ratio", "used fraction that makes the bookie "
+                                "read-only", value=config.disk_usage_threshold)
+
+
+def _checkpoint_lag_bytes(bookie) -> int:
+    journal, last = bookie.journal, bookie.last_checkpoint
+    if journal is None or last is None:
+        return 0
+    current = journal.current_mark()
+    if current.journal_id == last.mark.journal_id:
+        return max(0, current.offset - last.mark.offset)
+    return current.offset
 
 
 def make_registry(bookie) -> CollectorRegistry:

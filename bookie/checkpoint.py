@@ -88,6 +88,7 @@ class CheckpointResult:
     bytes: int
     journals_deleted: tuple[int, ...]
     phase_s: dict
+    finished_at: float = 0.0  # wall clock (time.time()), for the checkpoint-lag alert
 
 
 class Checkpointer:
@@ -116,7 +117,8 @@ class Checkpointer:
         deleted = self._delete_old_journals() if delete_journals else ()
         phases = {"flush": t1 - t0, "append": stats.append_s, "index": stats.index_s,
                   "lastmark": t2 - t1, "retention": time.monotonic() - t2}
-        return CheckpointResult(mark, stats.entries, stats.bytes, tuple(deleted), phases)
+        return CheckpointResult(mark, stats.entries, stats.bytes, tuple(deleted), phases,
+                                time.time())
 
     def _delete_old_journals(self) -> list[int]:
         """Step 6 (C2): only files wholly below the persisted mark, keeping ``backups``."""

@@ -11,13 +11,15 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
 import time
 
 from bookie import __version__
 from bookie.config import (EXIT_BAD_CONFIG, BookieConfig, ConfigError, add_setting_flags,
-                           load_config, render_config)
+                           load_config, render_config, render_defaults)
+from bookie.sd_notify import Notifier
 
 log = logging.getLogger("bookie")
 
@@ -61,7 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="write, read, tail and recover ledgers on a running bookie "
                         "(bookie ledger --help)")
     config_cmd = commands.add_parser("config", help="show the effective configuration")
-    config_sub = config_cmd.add_subparsers(dest="config_command", metavar="show")
+    config_sub = config_cmd.add_subparsers(dest="config_command", metavar="show|defaults")
+    config_sub.add_parser("defaults", help="print every setting at its default as a commented "
+                          "TOML file (deploy/bookie.toml is this output)")
     show = config_sub.add_parser("show", help="print every setting and where it came from")
     show.add_argument("--config", help="TOML settings file (or BOOKIE_CONFIG)")
     add_setting_flags(show)
@@ -77,41 +81,100 @@ def _load(args: argparse.Namespace) -> BookieConfig | None:
     return config
 
 
-async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None) -> int:
-    """Run until SIGTERM/SIGINT; return the process exit code."""
+async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
+                before_ready=()) -> int:
+    """Run until SIGTERM/SIGINT; return the process exit code.
+
+    ``before_ready``: coroutine functions awaited after replay and before READY=1 (a cluster
+    bookie registers itself there), so systemd's "started" means "serving and findable".
+    """
     from api.server import serving  # noqa: PLC0415 (only serve needs the HTTP stack)
     from bookie.node import Bookie
 
     bookie = Bookie(config, disk=disk)
+    notifier = Notifier()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with serving(bookie, config.host, config.port) as port:
-        print(f"bookie listening on http://{config.host}:{port}", file=ready_line, flush=True)
-        code = await _run_until_stopped(bookie, stop)
-    if code == 0:
-        await bookie.close()
+    watchdog = asyncio.create_task(_watchdog(notifier), name="sd-watchdog")
+    try:
+        async with serving(bookie, config.host, config.port) as port:
+            print(f"bookie listening on http://{config.host}:{port}", file=ready_line,
+                  flush=True)
+            code = await _run_until_stopped(bookie, stop, notifier, before_ready,
+                                            f"{config.host}:{port}")
+        if code == 0:
+            await bookie.close()
+    finally:
+        watchdog.cancel()
+        notifier.close()
     return code
 
 
-async def _run_until_stopped(bookie, stop: asyncio.Event) -> int:
+async def _run_until_stopped(bookie, stop: asyncio.Event, notifier: Notifier,
+                             before_ready=(), address: str = "") -> int:
     started = time.monotonic()
     start = asyncio.create_task(bookie.start())
     stopper = asyncio.create_task(stop.wait())
+    progress = asyncio.create_task(_report_replay(bookie, notifier), name="sd-progress")
     await asyncio.wait([start, stopper], return_when=asyncio.FIRST_COMPLETED)
     if not start.done():
         log.info("stop requested during replay; finishing replay first")
         await asyncio.wait([start])
+    progress.cancel()
     if start.exception() is not None:
         log.error("bookie refused to start: %s", start.exception())
+        notifier.status(f"refused to start: {start.exception()}")
         stopper.cancel()
         return 1
-    log.info("bookie ready in %.2fs: %s", time.monotonic() - started,
-             json.dumps(bookie.info()["replay"]))
+    report = bookie.info()["replay"]
+    log.info("bookie ready in %.2fs: %s", time.monotonic() - started, json.dumps(report))
+    for hook in before_ready:
+        await hook()
+    notifier.send(ready=1, status=f"serving on {address}; {replay_summary(report)}")
     await stopper
     log.info("SIGTERM: draining, checkpointing and stopping")
+    notifier.send(stopping=1, status="stopping: draining in-flight adds and checkpointing")
     return 0
+
+
+#: How far each replay STATUS extends systemd's start timeout (EXTEND_TIMEOUT_USEC). Sent only
+#: when replay moved since the last line, so a replay that stops moving is not kept alive.
+REPLAY_PROGRESS_EXTEND_S = 30
+REPLAY_PROGRESS_INTERVAL_S = 0.5
+
+
+def replay_summary(report: dict | None) -> str:
+    if not report:
+        return "nothing replayed"
+    return (f"replayed {len(report['files'])} journal file(s), {report['records']} records, "
+            f"{report['bytes'] / 2**20:.1f} MiB")
+
+
+async def _report_replay(bookie, notifier: Notifier) -> None:
+    """STATUS lines while replay runs on its worker thread (the loop is free meanwhile)."""
+    notifier.status("replaying journals")
+    seen = None
+    while True:
+        report = bookie.replay_report
+        if report is not None and (len(report.files), report.bytes) != seen:
+            seen = (len(report.files), report.bytes)
+            current = os.path.basename(report.files[-1]) if report.files else "-"
+            notifier.status(f"replaying journal file {len(report.files)} ({current}): "
+                            f"{report.records} records, {report.bytes / 2**20:.1f} MiB",
+                            extend_timeout_usec=REPLAY_PROGRESS_EXTEND_S * 1_000_000)
+        await asyncio.sleep(REPLAY_PROGRESS_INTERVAL_S)
+
+
+async def _watchdog(notifier: Notifier) -> None:
+    """WATCHDOG=1 from the loop itself at half of WATCHDOG_USEC (SD3 in bookie/sd_notify.py):
+    a blocked loop stops the pings and systemd restarts the bookie."""
+    if notifier.watchdog_s is None:
+        return
+    while True:
+        notifier.send(watchdog=1)
+        await asyncio.sleep(notifier.watchdog_s)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bookie: bad configuration: {exc}", file=sys.stderr)
             return EXIT_BAD_CONFIG
         sys.stdout.write(render_config(config, sources))
+        return 0
+    if args.command == "config" and args.config_command == "defaults":
+        sys.stdout.write(render_defaults())
         return 0
     parser.print_help()
     return 2

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import os
 
 
 class DiskLevel(enum.Enum):
@@ -83,3 +84,18 @@ class DiskMonitor:
 
     def min_free_bytes(self) -> int | None:
         return min((u.free_bytes for u in self.usage.values()), default=None)
+
+
+def files_bytes(directory: str, suffix: str) -> int:
+    """Bytes held by the files of ``directory`` ending in ``suffix`` (journals, entry logs),
+    as allocated on disk: a preallocated journal counts its zero-filled chunk, sparse holes
+    do not. 0 for a missing directory. One scandir and a stat per file."""
+    total = 0
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.name.endswith(suffix) and entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_blocks * 512
+    except FileNotFoundError:
+        return 0
+    return total

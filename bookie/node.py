@@ -176,8 +176,9 @@ class Bookie:
         self.storage.open()
         mark = read_last_mark(self.disk, self.config.ledger_dir)
         replayer = Replayer(self.disk, self.config, self.storage)
-        end = replayer.run(mark, list_journal_ids(self.disk, self.config.journal_dir))
+        # Published before the run: its counters are the replay's live progress (STATUS=).
         self.replay_report = replayer.report
+        end = replayer.run(mark, list_journal_ids(self.disk, self.config.journal_dir))
         self._checkpointer = Checkpointer(self.disk, self.storage, self.config.journal_dir,
                                           lambda: end, self.config.journal_backups_count)
         self.last_checkpoint = self._checkpointer.run(delete_journals=False)
