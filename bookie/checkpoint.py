@@ -49,13 +49,22 @@ log = logging.getLogger("bookie.checkpoint")
 LAST_MARK = "lastMark"
 
 
-def read_last_mark(disk: "Disk", ledger_dir: str) -> LogMark:
-    """FORMATS.md §4.4: missing or short -> (0, 0) with a warning; longer -> first 16 bytes."""
+def read_last_mark(disk: "Disk", ledger_dir: str, *, journals: bool = True,
+                   quiet: bool = False) -> LogMark:
+    """FORMATS.md §4.4: missing or short -> (0, 0) with a warning; longer -> first 16 bytes.
+
+    A missing lastMark with no journal at all is a new data dir, not a problem: said once, at
+    INFO. ``quiet`` for a second reader of the same file (the Checkpointer at start)."""
     path = os.path.join(ledger_dir, LAST_MARK)
     if disk.exists(path + ".tmp"):
         disk.unlink(path + ".tmp")  # a checkpoint died before its rename (atomic_replace)
     if not disk.exists(path):
-        log.warning("no %s in %s: replaying every journal", LAST_MARK, ledger_dir)
+        if quiet:
+            pass
+        elif journals:
+            log.warning("no %s in %s: replaying every journal", LAST_MARK, ledger_dir)
+        else:
+            log.info("new data dir: no %s and no journal in %s yet", LAST_MARK, ledger_dir)
         return LogMark(0, 0)
     handle = disk.open(path)
     try:
@@ -101,7 +110,7 @@ class Checkpointer:
         self.journal_dir = journal_dir
         self.current_mark = current_mark
         self.backups = backups
-        self.persisted = read_last_mark(disk, storage.ledger_dir)
+        self.persisted = read_last_mark(disk, storage.ledger_dir, quiet=True)
 
     def run(self, delete_journals: bool = True) -> CheckpointResult:
         t0 = time.monotonic()

@@ -174,11 +174,12 @@ class Bookie:
         if self.disk.exists(self._operator_flag_path):
             self.readonly_reasons.add("operator")
         self.storage.open()
-        mark = read_last_mark(self.disk, self.config.ledger_dir)
+        journal_ids = list_journal_ids(self.disk, self.config.journal_dir)
+        mark = read_last_mark(self.disk, self.config.ledger_dir, journals=bool(journal_ids))
         replayer = Replayer(self.disk, self.config, self.storage)
         # Published before the run: its counters are the replay's live progress (STATUS=).
         self.replay_report = replayer.report
-        end = replayer.run(mark, list_journal_ids(self.disk, self.config.journal_dir))
+        end = replayer.run(mark, journal_ids)
         self._checkpointer = Checkpointer(self.disk, self.storage, self.config.journal_dir,
                                           lambda: end, self.config.journal_backups_count)
         self.last_checkpoint = self._checkpointer.run(delete_journals=False)
@@ -333,8 +334,20 @@ class Bookie:
         """The operator's read-only flag, persisted in the ledger dir (survives restarts)."""
         self._check_serving()
         path = self._operator_flag_path
-        await self._loop.run_in_executor(None, self._persist_flag, path, on)
+        await self._write_outside_checkpoint(self._persist_flag, path, on)
         self.set_readonly("operator", on)
+
+    async def _write_outside_checkpoint(self, write, *args) -> None:
+        """A durable write off the checkpoint (operator flag, delete tombstone): its failure
+        makes the bookie read-only ``io`` like every other write failure (DESIGN.md §1.5),
+        not only a 500 for the one request."""
+        try:
+            await self._loop.run_in_executor(None, write, *args)
+        except (IOFailure, OSError) as exc:
+            self.fail_io(exc)
+            if isinstance(exc, IOFailure):
+                raise
+            raise IOFailure(f"{getattr(write, '__name__', 'write')}: {exc}") from exc
 
     def _persist_flag(self, path: str, on: bool) -> None:
         if on:
@@ -660,7 +673,7 @@ class Bookie:
         if "io" in self.readonly_reasons:
             raise IOFailure(f"bookie is read-only after an I/O error: {self.failure}")
         if state.exists:
-            await self._loop.run_in_executor(None, self.storage.delete_ledger, ledger_id)
+            await self._write_outside_checkpoint(self.storage.delete_ledger, ledger_id)
         runtime = self._runtime.pop(ledger_id, None)
         for _gt, future in (runtime.waiters if runtime else ()):
             if not future.done():

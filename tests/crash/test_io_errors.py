@@ -15,6 +15,7 @@ import json
 import os
 import threading
 
+import aiohttp
 import pytest
 
 from api.client import BookieClient
@@ -296,3 +297,20 @@ def test_a_checkpoint_requested_while_the_io_error_is_told_fails_only_after():
         told.set()
         thread.stop()
     assert order == ["io error told", "racing request failed"]
+
+
+async def test_a_failed_operator_flag_write_makes_the_bookie_read_only_io(data_dir):
+    """DESIGN.md §1.5 outside the checkpoint too: the operator flag's fsync failing answered
+    500 but left the bookie writable (issue 13, "also fix")."""
+    disk = FaultyDisk()
+    disk.fail("fsync", "*READONLY.tmp")
+    config = BookieConfig(data_dir=data_dir, port=0, checkpoint_interval_ms=3_600_000,
+                          journal_prealloc_bytes=1 << 20)
+    async with running_bookie(config, disk=disk) as running:
+        async with aiohttp.ClientSession() as session:
+            async with session.put(running.url + "/v1/bookie/readonly",
+                                   json={"readOnly": True}) as reply:
+                assert reply.status == 500 and (await reply.json())["error"] == "EIO"
+        assert "io" in running.bookie.readonly_reasons
+        assert not running.bookie.ready
+        release_after_io_failure(running.bookie)
