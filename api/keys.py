@@ -3,7 +3,9 @@
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from api.body_budget import BodyBudget
 from bookie.node import Bookie
 
 BOOKIE = web.AppKey("bookie", Bookie)
 REGISTRY = web.AppKey("metrics_registry", CollectorRegistry)
+BODY_BUDGET = web.AppKey("body_budget", BodyBudget)

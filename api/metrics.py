@@ -185,9 +185,26 @@ def _checkpoint_lag_bytes(bookie) -> int:
     return current.offset
 
 
-def make_registry(bookie) -> CollectorRegistry:
+class BodyBudgetCollector:
+    """bookie_request_body_bytes_held / _max_bytes: the HTTP layer's body budget (BB1)."""
+
+    def __init__(self, budget) -> None:
+        self.budget = budget
+
+    def collect(self):
+        yield GaugeMetricFamily("bookie_request_body_bytes_held",
+                                "request body bytes held by handlers now",
+                                value=self.budget.held_bytes)
+        yield GaugeMetricFamily("bookie_request_body_max_bytes",
+                                "request body bytes that may be held at once",
+                                value=self.budget.max_bytes)
+
+
+def make_registry(bookie, body_budget=None) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BookieCollector(bookie))
+    if body_budget is not None:
+        registry.register(BodyBudgetCollector(body_budget))
     return registry
 
 

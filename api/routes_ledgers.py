@@ -5,10 +5,10 @@ from __future__ import annotations
 from aiohttp import web
 
 from api import wire
-from api.keys import BOOKIE
+from api.keys import BODY_BUDGET, BOOKIE
 from api.routes_bookie import require_admin
 from bookie.entry import DigestType, entry_ids
-from bookie.errors import BadRequest, TooLarge
+from bookie.errors import BadRequest
 
 routes = web.RouteTableDef()
 
@@ -30,25 +30,18 @@ def _write_headers(request: web.Request) -> dict:
     }
 
 
-async def _read_body(request: web.Request, limit: int) -> bytes:
-    if request.content_length is not None and request.content_length > limit:
-        raise TooLarge(f"body of {request.content_length} bytes is over the limit of {limit}")
-    body = await request.read()
-    if len(body) > limit:
-        raise TooLarge(f"body of {len(body)} bytes is over the limit of {limit}")
-    return body
-
-
 @routes.put(r"/v1/ledgers/{ledger}/entries/{entry}")
 async def add_entry(request: web.Request) -> web.Response:
     bookie = request.app[BOOKIE]
     ledger_id, entry_id = _ids(request)
     options = _write_headers(request)
-    body = await _read_body(request, bookie.config.max_entry_size)
-    if entry_ids(body) != (ledger_id, entry_id):
-        raise BadRequest(f"body ids {entry_ids(body)} differ from the path ({ledger_id}, "
-                         f"{entry_id})")
-    await bookie.add_entry(ledger_id, entry_id, body, **options)
+    budget, limit = request.app[BODY_BUDGET], bookie.config.max_entry_size
+    with budget.reserve(budget.announced(request, limit)):
+        body = await budget.read(request, limit)
+        if entry_ids(body) != (ledger_id, entry_id):
+            raise BadRequest(f"body ids {entry_ids(body)} differ from the path ({ledger_id}, "
+                             f"{entry_id})")
+        await bookie.add_entry(ledger_id, entry_id, body, **options)
     # The hot path's answer, formatted directly: json.dumps of this dict cost ~4 us an add.
     return web.Response(body=b'{"ledgerId": %d, "entryId": %d}' % (ledger_id, entry_id),
                         content_type="application/json")
@@ -59,9 +52,17 @@ async def add_batch(request: web.Request) -> web.Response:
     bookie = request.app[BOOKIE]
     ledger_id = wire.parse_ledger_id(request.match_info["ledger"])
     options = _write_headers(request)
-    body = await request.read()
-    entries = wire.decode_batch(body, bookie.config.max_entry_size, bookie.config.max_read_batch
-                                * 10)
+    budget, limit = request.app[BODY_BUDGET], wire.BATCH_BODY_MAX
+    with budget.reserve(budget.announced(request, limit)):
+        body = await budget.read(request, limit)
+        ids = await bookie.add_batch(ledger_id, _batch_pairs(bookie, ledger_id, body),
+                                     **options)
+    return web.json_response({"ledgerId": ledger_id, "entryIds": ids})
+
+
+def _batch_pairs(bookie, ledger_id: int, body: bytes) -> list[tuple[int, bytes]]:
+    entries = wire.decode_batch(body, bookie.config.max_entry_size,
+                                bookie.config.max_read_batch * 10)
     pairs = []
     for entry in entries:
         body_ledger, entry_id = entry_ids(entry)
@@ -69,8 +70,7 @@ async def add_batch(request: web.Request) -> web.Response:
             raise BadRequest(f"batch entry ids ({body_ledger}, {entry_id}) do not belong to "
                              f"ledger {ledger_id}")
         pairs.append((entry_id, entry))
-    ids = await bookie.add_batch(ledger_id, pairs, **options)
-    return web.json_response({"ledgerId": ledger_id, "entryIds": ids})
+    return pairs
 
 
 @routes.get(r"/v1/ledgers/{ledger}/entries/{entry}")
@@ -121,8 +121,10 @@ async def write_lac(request: web.Request) -> web.Response:
     bookie = request.app[BOOKIE]
     ledger_id = wire.parse_ledger_id(request.match_info["ledger"])
     key = wire.parse_master_key(request.headers.get("X-Master-Key"))
-    body = await _read_body(request, 4096)
-    lac = await bookie.write_lac(ledger_id, key, body)
+    budget = request.app[BODY_BUDGET]
+    with budget.reserve(budget.announced(request, 4096)):
+        body = await budget.read(request, 4096)
+        lac = await bookie.write_lac(ledger_id, key, body)
     return web.json_response({"lac": lac})
 
 

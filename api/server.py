@@ -13,22 +13,24 @@ import logging
 
 from aiohttp import web
 
-from api import metrics, openapi, routes_bookie, routes_ledgers
+from api import metrics, openapi, routes_bookie, routes_ledgers, wire
 from api.error_middleware import error_middleware
-from api.keys import BOOKIE, REGISTRY
+from api.body_budget import BodyBudget
+from api.keys import BODY_BUDGET, BOOKIE, REGISTRY
 from bookie.node import Bookie
 
 log = logging.getLogger("bookie.api")
 
-#: Batches may hold many entries; single entries are checked against max_entry_size.
-BATCH_BODY_MAX = 64 * 1024 * 1024
+BATCH_BODY_MAX = wire.BATCH_BODY_MAX  # kept importable here
 
 
 def make_app(bookie: Bookie, start_bookie: bool = True) -> web.Application:
     app = web.Application(middlewares=[error_middleware],
                           client_max_size=max(BATCH_BODY_MAX, bookie.config.max_entry_size + 4))
     app[BOOKIE] = bookie
-    app[REGISTRY] = metrics.make_registry(bookie)
+    app[BODY_BUDGET] = BodyBudget(bookie.config.request_bodies_max_bytes,
+                                  bookie.config.request_body_timeout_ms / 1000)
+    app[REGISTRY] = metrics.make_registry(bookie, app[BODY_BUDGET])
     app.add_routes(routes_bookie.routes)
     app.add_routes(routes_ledgers.routes)
     app.router.add_get("/metrics", serve_metrics)

@@ -21,6 +21,8 @@ BATCH_CONTENT_TYPE = "application/x-bookie-entries"
 ENTRY_CONTENT_TYPE = "application/octet-stream"
 _I32 = struct.Struct(">i")
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+#: Largest batch body (single entries are checked against max_entry_size).
+BATCH_BODY_MAX = 64 * 1024 * 1024
 
 
 def parse_i64(text: str, what: str) -> int:

@@ -85,6 +85,10 @@ SETTINGS: tuple[Setting, ...] = (
             "free bytes kept for fences, recovery adds and explicit LACs while read-only",
             0, 1 << 50),
     Setting("max_lac_waiters", int, 10_000, "most concurrent LAC long polls", 1, 10_000_000),
+    Setting("request_body_timeout_ms", int, 30_000,
+            "longest a request body may take to arrive (400 after it)", 1, 3_600_000),
+    Setting("request_bodies_max_bytes", int, 256 * MiB,
+            "request body bytes held at once; past it requests get 503", 1 * MiB, 64 * GiB),
     Setting("gc_interval_ms", int, 900_000,
             "how often garbage collection runs (gcWaitTime); 0 = only on request",
             0, 7 * 86_400_000),
@@ -133,6 +137,8 @@ class BookieConfig:
     disk_check_interval_ms: int = 1000
     disk_reserved_bytes: int = 16 * MiB
     max_lac_waiters: int = 10_000
+    request_body_timeout_ms: int = 30_000
+    request_bodies_max_bytes: int = 256 * MiB
     gc_interval_ms: int = 900_000
     minor_compaction_threshold: float = 0.2
     minor_compaction_interval_ms: int = 3_600_000
