@@ -35,7 +35,11 @@ Invariants (DESIGN.md §1):
         anything is awaited, and a cancelled wait cancels only its own future, which
         ``_complete_group`` then skips. A single add awaits its future directly (it is its
         only waiter; a shield per add cost ~5 us on the hot path); others go through
-        ``asyncio.shield``.
+        ``asyncio.shield``. (N6's reads come before admission: a request cancelled there
+        was never admitted, so nothing of it was acknowledged or queued.)
+    N6. The add path reads nothing from disk on the loop: the ledger's runtime on its first
+        touch since start, and the stored copy a re-add is compared with, are read on the
+        read executor before admission (``_prefetch``); admission itself touches memory only.
 """
 
 from __future__ import annotations
@@ -361,11 +365,41 @@ class Bookie:
     def _runtime_of(self, ledger_id: int) -> LedgerRuntime:
         runtime = self._runtime.get(ledger_id)
         if runtime is None:
-            runtime = self._runtime[ledger_id] = LedgerRuntime()
-            last = self.storage.last_entry_id(ledger_id)
-            runtime.last_entry_id = -1 if last is None else last
-            runtime.lac = self._stored_lac(ledger_id, runtime.last_entry_id)
+            runtime = self._runtime[ledger_id] = self._load_runtime(ledger_id)
         return runtime
+
+    def _load_runtime(self, ledger_id: int) -> LedgerRuntime:
+        """From storage (RocksDB and one pread): on the read executor for adds (N6)."""
+        runtime = LedgerRuntime()
+        last = self.storage.last_entry_id(ledger_id)
+        runtime.last_entry_id = -1 if last is None else last
+        runtime.lac = self._stored_lac(ledger_id, runtime.last_entry_id)
+        return runtime
+
+    async def _prefetch(self, ledger_id: int, entry_ids) -> dict[int, bytes | None]:
+        """N6: what admission needs from disk, read off the loop before it: the ledger's
+        runtime on its first touch since start, and the stored copies of re-added entries.
+        Admission then compares a re-add with the write cache (memory) or these copies; a
+        stored copy cannot change meanwhile, since every add enters the cache first."""
+        if ledger_id not in self._runtime:
+            loaded = await self._loop.run_in_executor(self._reads, self._load_runtime,
+                                                      ledger_id)
+            self._runtime.setdefault(ledger_id, loaded)
+        last = self._runtime[ledger_id].last_entry_id
+        again = [entry_id for entry_id in entry_ids if entry_id <= last]
+        if not again:
+            return {}
+        return await self._loop.run_in_executor(self._reads, self._stored_copies, ledger_id,
+                                                again)
+
+    def _stored_copies(self, ledger_id: int, entry_ids: list[int]) -> dict[int, bytes | None]:
+        copies = {}
+        for entry_id in entry_ids:
+            try:
+                copies[entry_id] = self.storage.get_entry(ledger_id, entry_id)
+            except IOFailure:
+                copies[entry_id] = None  # unreadable copy: the new one, journaled, replaces it
+        return copies
 
     def _stored_lac(self, ledger_id: int, last_entry_id: int) -> int:
         """After a restart: max(explicit LAC body, last stored entry's piggybacked LAC)."""
@@ -485,16 +519,17 @@ class Bookie:
                         digest_type: DigestType | None = None, recovery: bool = False,
                         deferred_sync: bool = False) -> None:
         """Store one framed entry; returns once durable (N1). Body ids must match the path."""
+        stored = await self._prefetch(ledger_id, (entry_id,))
         future = self._add_nowait(ledger_id, entry_id, data, master_key, digest_type,
-                                  recovery, deferred_sync)
+                                  recovery, deferred_sync, stored)
         if future is not None:
             await future  # N5
 
     def _add_nowait(self, ledger_id, entry_id, data, master_key, digest_type, recovery,
-                    deferred_sync):
+                    deferred_sync, stored):
         """Admit and queue one add; the future completes when durable (None if deferred)."""
         old, state = self._admit_ledger(ledger_id, master_key, digest_type, recovery)
-        self._admit_entry(ledger_id, entry_id, data, state, recovery)
+        self._admit_entry(ledger_id, entry_id, data, state, recovery, stored)
         self._admit(len(data))
         return self._queue_adds(ledger_id, ((entry_id, data),), old, state, deferred_sync)
 
@@ -508,7 +543,7 @@ class Bookie:
             raise Fenced(f"ledger {ledger_id} is fenced")
         return old, state
 
-    def _admit_entry(self, ledger_id, entry_id, data, state, recovery):
+    def _admit_entry(self, ledger_id, entry_id, data, state, recovery, stored):
         """The checks of one entry of an admitted ledger, changing nothing."""
         dtype = DigestType(state.digest_type)
         entry_mod.check_entry_shape(data, dtype)
@@ -516,7 +551,7 @@ class Bookie:
         if self.config.verify_digest and dtype.verifiable:
             entry_mod.verify_entry(data, dtype)
         if entry_id <= self._runtime_of(ledger_id).last_entry_id:
-            self._check_same_bytes(ledger_id, entry_id, data)
+            self._check_same_bytes(ledger_id, entry_id, data, stored)
 
     def _queue_adds(self, ledger_id, entries, old, state, deferred_sync):
         """Cache and journal admitted entries of one ledger; returns the future of the last
@@ -541,12 +576,13 @@ class Bookie:
             return None
         return self._submit(records[-1], ledger_id, lac)
 
-    def _check_same_bytes(self, ledger_id: int, entry_id: int, data: bytes) -> None:
-        """A re-add must carry identical bytes (client retry); different bytes are refused."""
-        try:
-            existing = self.storage.get_entry(ledger_id, entry_id)
-        except IOFailure:
-            existing = None  # unreadable copy: the new one, journaled, replaces it
+    def _check_same_bytes(self, ledger_id: int, entry_id: int, data: bytes,
+                          stored: dict[int, bytes | None]) -> None:
+        """A re-add must carry identical bytes (client retry); different bytes are refused.
+        The cached copy is the newest; else the stored one ``_prefetch`` read (N6)."""
+        existing = self.storage.get_cached(ledger_id, entry_id)
+        if existing is None:
+            existing = stored.get(entry_id)
         if existing is not None and existing != data:
             raise BadRequest(f"entry {ledger_id}/{entry_id} already exists with different "
                              f"bytes; refusing to overwrite it")
@@ -558,9 +594,10 @@ class Bookie:
         journal group covers them and a refused batch stores nothing."""
         if len({entry_id for entry_id, _ in entries}) != len(entries):
             raise BadRequest("a batch names the same entry id twice")
+        stored = await self._prefetch(ledger_id, [entry_id for entry_id, _ in entries])
         old, state = self._admit_ledger(ledger_id, master_key, digest_type, recovery)
         for entry_id, data in entries:
-            self._admit_entry(ledger_id, entry_id, data, state, recovery)
+            self._admit_entry(ledger_id, entry_id, data, state, recovery, stored)
         self._admit(sum(len(data) for _, data in entries))
         future = self._queue_adds(ledger_id, entries, old, state, deferred_sync)
         if future is not None:
