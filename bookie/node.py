@@ -859,10 +859,21 @@ class Bookie:
         self._check_serving()
         state = self._existing_state(ledger_id)
         runtime = self._runtime_of(ledger_id)
-        entries, size = await self._loop.run_in_executor(
-            self._reads, self.storage.ledger_usage, ledger_id)
+        entries, size = await self._ledger_usage(ledger_id)
         return {"ledgerId": ledger_id, "fenced": state.fenced, "lac": runtime.lac,
                 "lastEntryId": runtime.last_entry_id, "entries": entries, "bytes": size}
+
+    async def _ledger_usage(self, ledger_id: int) -> tuple[int, int]:
+        """O(cached entries), off the loop; a ledger whose counters are not known (a crash
+        mid-checkpoint, an older data dir) is recounted once, on the checkpoint thread."""
+        usage = await self._loop.run_in_executor(self._reads, self.storage.ledger_usage,
+                                                 ledger_id)
+        if usage is None:
+            await asyncio.wrap_future(self.checkpoints.submit(
+                lambda: self.storage.recount_usage(ledger_id)))
+            usage = await self._loop.run_in_executor(self._reads, self.storage.ledger_usage,
+                                                     ledger_id)
+        return usage if usage is not None else (0, 0)
 
     def info(self) -> dict:
         journal = self.journal

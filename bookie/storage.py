@@ -28,6 +28,7 @@ import time
 from typing import TYPE_CHECKING
 
 from bookie.errors import IOFailure
+from bookie.ledger_usage import LedgerUsage
 from bookie.write_cache import WriteCache
 from entrylog.entry_logger import EntryLogger
 from ledgerindex.ledgers import LedgerMetadataIndex
@@ -58,6 +59,7 @@ class LedgerStorage:
                                         max_entry_size=config.max_entry_size)
         self.locations: EntryLocationIndex | None = None
         self.ledgers: LedgerMetadataIndex | None = None
+        self.usage: LedgerUsage | None = None
         self._pending_deletes: set[int] = set()
         self._delete_lock = threading.Lock()
 
@@ -65,6 +67,7 @@ class LedgerStorage:
         self.disk.makedirs(self.ledger_dir)
         self.locations = EntryLocationIndex.open(os.path.join(self.ledger_dir, "locations"))
         self.ledgers = LedgerMetadataIndex.open(os.path.join(self.ledger_dir, "ledgers"))
+        self.usage = LedgerUsage(self.cache, self.locations, self.ledgers)
         self.entry_logger.open()
 
     # -- writes -------------------------------------------------------------------------
@@ -88,8 +91,11 @@ class LedgerStorage:
             3. fsync the entry log (rolled logs were finalized and fsynced on roll)
                ! crash before here: the log holds entries no index points at; replay from
                  the unchanged mark adds them again; GC reclaims the orphans
+            3a. usage: what the batch adds that the index lacks; the usage-pending key names
+                those ledgers, sync=True; counters take them in memory (U1-U3)
+               ! crash from here to 5: those ledgers' counters are recounted at next start
             4. one locations batch, sync=True (R1: only after 3)
-            5. dirty ledger states, sync=True
+            5. dirty ledger states (the counters too), deleting the pending key, sync=True
                ! crash between 4 and 5 and lastMark: replay re-adds identical bytes (idempotent)
             6. range-delete locations of ledgers deleted before this flush began
         """
@@ -97,9 +103,13 @@ class LedgerStorage:
         with self._delete_lock:
             deletes, self._pending_deletes = self._pending_deletes, set()
         self.cache.swap()
-        batch, total_bytes = self._append_flushing(deletes)
+        batch, total_bytes, sizes = self._append_flushing(deletes)
         self.entry_logger.flush()
         appended = time.monotonic()
+        deltas = self.usage.new_entries(sizes)
+        if deltas:
+            self.ledgers.begin_usage(deltas)
+        self.usage.count_flushing(deltas)
         if batch:
             self.locations.add_batch(batch, sync=True)
         self.ledgers.flush(sync=True)
@@ -109,16 +119,19 @@ class LedgerStorage:
         return FlushStats(len(batch), total_bytes, appended - started,
                           time.monotonic() - appended)
 
-    def _append_flushing(self, deletes: set[int]) -> tuple[list[tuple[int, int, int]], int]:
+    def _append_flushing(self, deletes: set[int]):
+        """(index batch, bytes, {ledger: {entry: length}}) of the flushing half, appended."""
         batch: list[tuple[int, int, int]] = []
+        sizes: dict[int, dict[int, int]] = {}
         total = 0
         add = self.entry_logger.add_entry
         for ledger_id, entry_id, data in self.cache.flushing_sorted():
             if ledger_id in deletes or self.ledgers.is_deleted(ledger_id):
                 continue
             batch.append((ledger_id, entry_id, add(ledger_id, data)))
+            sizes.setdefault(ledger_id, {})[entry_id] = len(data)
             total += len(data)
-        return batch, total
+        return batch, total, sizes
 
     # -- reads --------------------------------------------------------------------------
 
@@ -179,19 +192,23 @@ class LedgerStorage:
             if index is not None:
                 index.close()
 
-    def ledger_usage(self, ledger_id: int) -> tuple[int, int]:
-        """(entries, bytes) stored for a ledger: the index's entries plus cached ones."""
-        seen: set[int] = set()
-        size = 0
+    def ledger_usage(self, ledger_id: int) -> tuple[int, int] | None:
+        """(entries, bytes) stored for a ledger, from its counters (bookie/ledger_usage.py);
+        None while they are not known: ``recount_usage`` on the checkpoint thread first."""
+        return self.usage.usage(ledger_id)
+
+    def recount_usage(self, ledger_id: int) -> tuple[int, int]:
+        """Walk the ledger's indexed entries once to know its counters again (U2). On the
+        checkpoint thread, between checkpoints: the cache is counted at the next flush."""
+        return self.usage.recount(ledger_id, self._indexed_sizes)
+
+    def _indexed_sizes(self, ledger_id: int) -> tuple[int, int]:
+        count = size = 0
         for entry_id, location in self.locations.entries(ledger_id):
-            seen.add(entry_id)
             try:
                 data = self.entry_logger.read_entry(location, ledger_id, entry_id)
             except IOFailure as error:
-                data = self._reread_moved(ledger_id, entry_id, location, error) or b""
-            size += len(data)
-        for entry_id, data in self.cache.entries_of(ledger_id):
-            if entry_id not in seen:
-                seen.add(entry_id)
-                size += len(data)
-        return len(seen), size
+                data = self._reread_moved(ledger_id, entry_id, location, error)
+            count += 1
+            size += len(data or b"")
+        return count, size

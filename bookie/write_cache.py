@@ -10,6 +10,9 @@ Invariants:
         already flushed. This is what makes the checkpoint's mark safe (DESIGN.md §3.4).
     W2. An entry is in at most one place the reader can see as newest: the active half wins
         over the flushing one, and both over the entry log.
+    W3. Once the flushing half is ``counted`` (its new entries are in the ledgers' usage
+        counters, U3 in ``bookie/ledger_usage.py``), ``uncounted_sizes`` leaves it out, and
+        leaves out the active half's re-adds of its entries too.
 
 Thread-safety: ``put``, ``get``, ``drop_ledger`` run on the loop (or the replay thread);
 ``swap`` and ``clear_flushing`` on the checkpoint thread. One lock guards the references and
@@ -23,12 +26,13 @@ from typing import Iterator
 
 
 class _Half:
-    __slots__ = ("entries", "last_entry", "bytes")
+    __slots__ = ("entries", "last_entry", "bytes", "counted")
 
     def __init__(self) -> None:
         self.entries: dict[int, dict[int, bytes]] = {}
         self.last_entry: dict[int, int] = {}
         self.bytes = 0
+        self.counted = False
 
     def put(self, ledger_id: int, entry_id: int, data: bytes) -> None:
         ledger = self.entries.get(ledger_id)
@@ -75,12 +79,20 @@ class WriteCache:
         last = max(a, f)
         return last if last >= 0 else None
 
-    def entries_of(self, ledger_id: int) -> list[tuple[int, bytes]]:
-        """A snapshot of one ledger's cached entries, active half last (it wins, W2)."""
+    def uncounted_sizes(self, ledger_id: int) -> dict[int, int]:
+        """{entryId: length} of the ledger's cached entries not in its usage counters (W3)."""
         with self._lock:
-            merged = dict(self._flushing.entries.get(ledger_id, {}))
-            merged.update(self._active.entries.get(ledger_id, {}))
-        return list(merged.items())
+            flushing = self._flushing.entries.get(ledger_id, {})
+            active = self._active.entries.get(ledger_id, {})
+            if self._flushing.counted:
+                return {e: len(d) for e, d in active.items() if e not in flushing}
+            merged = {e: len(d) for e, d in flushing.items()}
+            merged.update((e, len(d)) for e, d in active.items())
+            return merged
+
+    def mark_flushing_counted(self) -> None:
+        with self._lock:
+            self._flushing.counted = True
 
     def drop_ledger(self, ledger_id: int) -> None:
         """Forget a deleted ledger's cached entries in both halves."""

@@ -13,13 +13,18 @@ A pure format module: imports only ``struct`` and ``dataclasses``, never opens a
 Value, the project's ``LedgerState`` struct (written):
     offset  size  field
     0       4     magic b"BKLD" = 42 4B 4C 44
-    4       1     version (u8) = 1
+    4       1     version (u8) = 2 (1 is read: no usage trailer, usage not known)
     5       1     flags (u8): 0x01 exists, 0x02 fenced, 0x04 limbo, 0x08 explicit LAC present
     6       1     digest type (u8): 1 CRC32, 2 MAC, 3 CRC32C, 4 DUMMY; 0 = not known yet
     7       1     k = master key length (u8), normally 20
     8       k     master key, SHA1("ledger" || password) (FORMATS.md §6.3)
     8+k     4     n = explicit-LAC body length (u32, BE); 0 when flag 0x08 is clear
     12+k    n     explicit-LAC body (FORMATS.md §6.4)
+    12+k+n  8     entries stored (i64, BE), version 2 only; -1 = not known (K5)
+    20+k+n  8     bytes stored (i64, BE), sum of entry lengths, version 2 only; -1 = not known
+Usage-pending key (the project's, version 2): key = ``USAGE_PENDING_LEDGER_ID`` (-0xB00C, a
+negative key, so BookKeeper and M4 never read it as a ledger), value = the ledger ids (i64 BE
+each, ascending) whose usage counters a checkpoint was changing when it wrote the key (K6).
 Or Apache BookKeeper's proto2 ``LedgerData`` (read only), fields in number order:
     tag  field            type            tag byte
     1    exists           required bool   08
@@ -37,9 +42,13 @@ Invariants:
     K3. The first byte decides the format: ``42`` cannot start a ``LedgerData`` (it would be
         field 8, wire type 2) and BookKeeper's values start with ``08`` (field 1).
     K4. Decoders are bounded: every length is checked against the bytes left before slicing.
+    K5. Usage counters are both -1 (not known: version 1, ``LedgerData``, a rebuilt index, or
+        a checkpoint that may have died between the index and the states) or both >= 0.
+    K6. The usage-pending value is a whole number of ids, each a valid ledger id.
 
 Versions:
-    1  BKLD LedgerState (written)
+    1  BKLD LedgerState without usage counters (read)
+    2  BKLD LedgerState with usage counters (written; issue 13: ledger info in O(1))
     -  protobuf LedgerData of Apache BookKeeper's DbLedgerStorage (read; rewritten as BKLD on
        the ledger's next state write)
 """
@@ -63,7 +72,12 @@ STATE_LAC_LENGTH = struct.Struct(">I")
 assert STATE_LAC_LENGTH.size == 4
 
 STATE_MAGIC = b"BKLD"
-STATE_VERSION = 1
+STATE_VERSION = 2
+STATE_VERSIONS_READ = (1, 2)
+#: entries, bytes (version 2 trailer, K5).
+STATE_USAGE = struct.Struct(">qq")
+assert STATE_USAGE.size == 16
+USAGE_UNKNOWN = -1
 FLAG_EXISTS = 0x01
 FLAG_FENCED = 0x02
 FLAG_LIMBO = 0x04
@@ -83,6 +97,8 @@ ENTRY_ID_MAX = MAX_ID - 1
 LAC_MIN = -1
 #: BookKeeper's storage-state flags key (FORMATS.md §7.2); not a ledger.
 STORAGE_STATE_LEDGER_ID = -0xEEFD
+#: The project's usage-pending key (K6); negative, so never a ledger, and not BookKeeper's.
+USAGE_PENDING_LEDGER_ID = -0xB00C
 
 # LedgerData field numbers (DbLedgerStorageDataFormats.proto).
 _PB_EXISTS, _PB_FENCED, _PB_MASTER_KEY, _PB_EXPLICIT_LAC, _PB_LIMBO = 1, 2, 3, 4, 5
@@ -161,6 +177,13 @@ class LedgerState:
     digest_type: int = 0
     master_key: bytes = b""
     explicit_lac: bytes | None = None
+    #: Entries and bytes stored (K5); -1 while not known, recounted from the index then.
+    entry_count: int = USAGE_UNKNOWN
+    byte_count: int = USAGE_UNKNOWN
+
+    @property
+    def usage_known(self) -> bool:
+        return self.entry_count >= 0
 
     def with_(self, **changes) -> "LedgerState":
         """A copy with ``changes`` applied (the state is frozen, so it can be shared)."""
@@ -168,7 +191,8 @@ class LedgerState:
 
 
 def encode_ledger_state(state: LedgerState) -> bytes:
-    """The BKLD version 1 value of ``state`` (FORMATS.md §7.2)."""
+    """The BKLD version 2 value of ``state`` (FORMATS.md §7.2 plus the usage trailer)."""
+    _check_usage(state.entry_count, state.byte_count)
     if not 0 <= state.digest_type <= MAX_DIGEST_TYPE:
         raise ValueError(f"digest type {state.digest_type} is not 0..{MAX_DIGEST_TYPE}")
     if len(state.master_key) > 0xFF:
@@ -184,7 +208,34 @@ def encode_ledger_state(state: LedgerState) -> bytes:
     key = bytes(state.master_key)
     return b"".join((
         STATE_HEADER.pack(STATE_MAGIC, STATE_VERSION, flags, state.digest_type, len(key)),
-        key, STATE_LAC_LENGTH.pack(len(body)), body))
+        key, STATE_LAC_LENGTH.pack(len(body)), body,
+        STATE_USAGE.pack(state.entry_count, state.byte_count)))
+
+
+def _check_usage(entries: int, size: int) -> None:
+    if (entries < 0 or size < 0) and (entries, size) != (USAGE_UNKNOWN, USAGE_UNKNOWN):
+        raise ValueError(f"usage counters ({entries}, {size}) are neither both -1 nor both >= 0")
+
+
+def encode_usage_pending(ledger_ids) -> bytes:
+    """The usage-pending value (K6): the ids, ascending, i64 BE each."""
+    ids = sorted(set(ledger_ids))
+    for ledger_id in ids:
+        if not 0 <= ledger_id <= MAX_ID:
+            raise ValueError(f"ledger id {ledger_id} is not in 0..2**63-1")
+    return struct.pack(f">{len(ids)}q", *ids)
+
+
+def decode_usage_pending(data: bytes) -> list[int]:
+    """The ids of a usage-pending value (K6); LedgerStateCorrupt if it is not one."""
+    data = bytes(data)
+    if len(data) % LEDGER_KEY.size:
+        raise LedgerStateCorrupt(
+            f"usage-pending value of {len(data)} bytes is not a whole number of i64 ids")
+    ids = list(struct.unpack(f">{len(data) // LEDGER_KEY.size}q", data))
+    if any(i < 0 for i in ids):
+        raise LedgerStateCorrupt(f"usage-pending value holds a negative id: {_excerpt(data)}")
+    return ids
 
 
 def decode_ledger_state(data: bytes) -> LedgerState:
@@ -218,8 +269,8 @@ def _decode_bkld(data: bytes) -> LedgerState:
     magic, version, flags, digest_type, key_length = STATE_HEADER.unpack_from(data, 0)
     if magic != STATE_MAGIC:
         raise LedgerStateCorrupt(f"magic {magic.hex()} is not BKLD (424b4c44)")
-    if version != STATE_VERSION:
-        raise LedgerStateCorrupt(f"BKLD version {version} is not {STATE_VERSION}")
+    if version not in STATE_VERSIONS_READ:
+        raise LedgerStateCorrupt(f"BKLD version {version} is not one of {STATE_VERSIONS_READ}")
     if flags & ~KNOWN_FLAGS:
         raise LedgerStateCorrupt(
             f"flags {flags:#04x} have unknown bits {flags & ~KNOWN_FLAGS:#04x}")
@@ -235,10 +286,21 @@ def _decode_bkld(data: bytes) -> LedgerState:
         raise LedgerStateCorrupt(
             f"explicit-LAC length {lac_length} at offset {key_end} runs past the end of the "
             f"{len(data)}-byte value")
-    if body_start + lac_length != len(data):
+    body_end = body_start + lac_length
+    usage_end = body_end + (STATE_USAGE.size if version == 2 else 0)
+    if usage_end > len(data):
         raise LedgerStateCorrupt(
-            f"{len(data) - body_start - lac_length} trailing bytes after offset "
-            f"{body_start + lac_length}")
+            f"usage counters at offset {body_end} run past the end of the {len(data)}-byte value")
+    if usage_end != len(data):
+        raise LedgerStateCorrupt(
+            f"{len(data) - usage_end} trailing bytes after offset {usage_end}")
+    entries = size = USAGE_UNKNOWN
+    if version == 2:
+        entries, size = STATE_USAGE.unpack_from(data, body_end)
+        try:
+            _check_usage(entries, size)
+        except ValueError as error:
+            raise LedgerStateCorrupt(str(error)) from None
     has_lac = bool(flags & FLAG_EXPLICIT_LAC)
     if lac_length and not has_lac:
         raise LedgerStateCorrupt(
@@ -247,7 +309,8 @@ def _decode_bkld(data: bytes) -> LedgerState:
         exists=bool(flags & FLAG_EXISTS), fenced=bool(flags & FLAG_FENCED),
         limbo=bool(flags & FLAG_LIMBO), digest_type=digest_type,
         master_key=data[STATE_HEADER.size:key_end],
-        explicit_lac=data[body_start:body_start + lac_length] if has_lac else None)
+        explicit_lac=data[body_start:body_end] if has_lac else None,
+        entry_count=entries, byte_count=size)
 
 
 # --- LedgerData: a minimal proto2 reader ------------------------------------------------

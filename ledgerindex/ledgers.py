@@ -20,6 +20,12 @@ Invariants:
         not ledgers: never loaded, rewritten or deleted here.
     M5. A BookKeeper ``LedgerData`` value is read as is and rewritten as BKLD on the ledger's
         next state write, not at load.
+    M6. Usage counters on disk are never ahead of or behind the ``locations`` index unseen:
+        a checkpoint that will change counters first writes the usage-pending key, synced,
+        naming those ledgers (``begin_usage``), and the ``flush`` that writes the counters
+        deletes the key in the same batch. A pending key found at load means a checkpoint
+        died in between: those ledgers' counters become not known (K5), written so by the
+        next flush, and are recounted from the index.
 """
 
 from __future__ import annotations
@@ -59,6 +65,8 @@ class LedgerMetadataIndex:
         self.reserved_key_count = 0
         #: Values read in BookKeeper's protobuf form at load (M5).
         self.ledger_data_count = 0
+        #: Whether the usage-pending key is on disk (M6): the next flush deletes it.
+        self._usage_pending = False
         self._load()
 
     @classmethod
@@ -68,14 +76,35 @@ class LedgerMetadataIndex:
         return cls(KeyValueStore.open(path, create=create, read_only=read_only))
 
     def _load(self) -> None:
+        pending: list[int] = []
         for key, value in self.kv.items():
             ledger_id = self._ledger_id_of(key)
+            if ledger_id == keys.USAGE_PENDING_LEDGER_ID:
+                pending = self._decode_pending(value)
+                continue
             if ledger_id < 0:
                 self.reserved_key_count += 1
                 continue
             self._states[ledger_id] = self._decode(ledger_id, value)
             if value[:1] == b"\x08":
                 self.ledger_data_count += 1
+        self._forget_pending_usage(pending)
+
+    def _decode_pending(self, value: bytes) -> list[int]:
+        try:
+            return keys.decode_usage_pending(value)
+        except keys.LedgerStateCorrupt as error:
+            raise IOFailure(f"RocksDB {self.kv.path}: usage-pending key: {error}") from error
+
+    def _forget_pending_usage(self, pending: list[int]) -> None:
+        """M6: a checkpoint died between the pending key and the counters' write."""
+        self._usage_pending = True if pending else self._usage_pending
+        for ledger_id in pending:
+            state = self._states.get(ledger_id)
+            if state is not None and state.exists and state.usage_known:
+                self._states[ledger_id] = state.with_(entry_count=keys.USAGE_UNKNOWN,
+                                                      byte_count=keys.USAGE_UNKNOWN)
+                self._dirty.add(ledger_id)
 
     def _ledger_id_of(self, key: bytes) -> int:
         try:
@@ -153,8 +182,9 @@ class LedgerMetadataIndex:
         master_key = bytes(master_key)
         with self._lock:
             current = self._states.get(ledger_id)
-            if current is None:
-                state = LedgerState(master_key=master_key, digest_type=int(digest_type))
+            if current is None:  # a new ledger: nothing stored yet, so its usage is known
+                state = LedgerState(master_key=master_key, digest_type=int(digest_type),
+                                    entry_count=0, byte_count=0)
             else:
                 state = _with_master_key(ledger_id, current, master_key, digest_type)
             self._set_locked(ledger_id, state)
@@ -187,6 +217,34 @@ class LedgerMetadataIndex:
         """Keep the raw explicit-LAC body (FORMATS.md §6.4)."""
         return self.update(ledger_id, explicit_lac=bytes(body))
 
+    # --- usage counters (M6) ------------------------------------------------------------
+
+    def begin_usage(self, ledger_ids) -> None:
+        """Write the usage-pending key naming ``ledger_ids``, synced (M6), before the index
+        batch whose entries their counters will include."""
+        value = keys.encode_usage_pending(ledger_ids)
+        with self._write_lock:
+            self.kv.put(keys.encode_ledger_key(keys.USAGE_PENDING_LEDGER_ID), value, sync=True)
+            self._usage_pending = True
+
+    def add_usage(self, deltas: dict[int, tuple[int, int]]) -> None:
+        """Add (entries, bytes) to live ledgers whose usage is known; written by ``flush``."""
+        with self._lock:
+            for ledger_id, (entries, size) in deltas.items():
+                current = self._states.get(ledger_id)
+                if current is None or not current.exists or not current.usage_known:
+                    continue
+                self._set_locked(ledger_id, current.with_(
+                    entry_count=current.entry_count + entries,
+                    byte_count=current.byte_count + size))
+
+    def set_usage(self, ledger_id: int, entries: int, size: int) -> None:
+        """A recount's result for a live ledger (M6); written by the next ``flush``."""
+        with self._lock:
+            current = self._states.get(ledger_id)
+            if current is not None and current.exists:
+                self._set_locked(ledger_id, current.with_(entry_count=entries, byte_count=size))
+
     def flush(self, sync: bool = True) -> int:
         """Write every dirty state in one batch (FORMATS.md §8.2 step 6). Returns the count.
 
@@ -199,12 +257,15 @@ class LedgerMetadataIndex:
                 self._dirty.clear()
             puts = [(keys.encode_ledger_key(i), keys.encode_ledger_state(s))
                     for i, s in sorted(taken.items())]
+            pending = self._usage_pending
+            deletes = [keys.encode_ledger_key(keys.USAGE_PENDING_LEDGER_ID)] if pending else []
             try:
-                self.kv.write_batch(puts, sync=sync)
+                self.kv.write_batch(puts, deletes=deletes, sync=sync)
             except BaseException:
                 with self._lock:
                     self._dirty.update(taken)
                 raise
+            self._usage_pending = self._usage_pending and not pending
         return len(puts)
 
     # --- durable at once --------------------------------------------------------------

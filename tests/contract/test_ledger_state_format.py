@@ -22,20 +22,42 @@ def test_secret_master_key_matches_formats():
 def test_formats_7_2_example_byte_for_byte():
     # "ledger with the secret key, not fenced, no LAC:
     #  42 4B 4C 44 01 01 03 14 e7 93 … 9a 39 00 00 00 00 (32 bytes, digest type CRC32C)"
+    # Version 1, as FORMATS.md gives it, is read: its usage counters are not known (K5).
     expected = bytes.fromhex("424B4C44 01 01 03 14".replace(" ", "")) + SECRET_KEY + bytes(4)
     state = LedgerState(exists=True, fenced=False, digest_type=DigestType.CRC32C,
                         master_key=SECRET_KEY)
-    assert keys.encode_ledger_state(state) == expected
     assert len(expected) == 32 and expected[8:10] == b"\xe7\x93" and expected[26:28] == b"\x9a\x39"
     assert keys.decode_ledger_state(expected) == state
+    assert not keys.decode_ledger_state(expected).usage_known
+
+
+def test_version_2_is_the_example_plus_the_usage_trailer():
+    # The project's addition (issue 13, O(1) ledger info): version byte 02 and, after the
+    # explicit-LAC body, i64 entries and i64 bytes, big-endian; -1, -1 = not known.
+    state = LedgerState(digest_type=DigestType.CRC32C, master_key=SECRET_KEY,
+                        entry_count=10, byte_count=0x0102)
+    expected = (bytes.fromhex("424B4C44 02 01 03 14".replace(" ", "")) + SECRET_KEY + bytes(4)
+                + bytes.fromhex("000000000000000A" "0000000000000102"))
+    assert keys.encode_ledger_state(state) == expected
+    assert keys.decode_ledger_state(expected) == state
+    unknown = keys.encode_ledger_state(state.with_(entry_count=-1, byte_count=-1))
+    assert unknown[-16:] == b"\xff" * 16
 
 
 def test_bkld_flag_bits_and_lac_length_are_big_endian():
     body = bytes(range(20))
     value = keys.encode_ledger_state(LedgerState(fenced=True, limbo=True, digest_type=1,
                                                  master_key=SECRET_KEY, explicit_lac=body))
-    assert value[4:8] == bytes([1, 0x01 | 0x02 | 0x04 | 0x08, 1, 20])
-    assert value[28:32] == bytes.fromhex("00000014") and value[32:] == body
+    assert value[4:8] == bytes([2, 0x01 | 0x02 | 0x04 | 0x08, 1, 20])
+    assert value[28:32] == bytes.fromhex("00000014") and value[32:52] == body
+
+
+def test_usage_pending_key_is_negative_and_not_bookkeepers():
+    key = keys.encode_ledger_key(keys.USAGE_PENDING_LEDGER_ID)
+    assert key == bytes.fromhex("FFFFFFFFFFFF4FF4")
+    assert keys.USAGE_PENDING_LEDGER_ID != keys.STORAGE_STATE_LEDGER_ID
+    assert keys.encode_usage_pending([7, 3, 7]) == bytes.fromhex(
+        "0000000000000003" "0000000000000007")
 
 
 def test_bookkeeper_ledger_data_in_ledgers_is_read():

@@ -18,6 +18,7 @@ Needs root; skips with the reason elsewhere, and a skip is not a pass.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 
@@ -115,3 +116,40 @@ async def _repair_and_restart(fs, config: BookieConfig, acked: dict) -> None:
             for (ledger_id, entry_id), data in acked.items():
                 assert await client.read_entry(ledger_id, entry_id) == data, \
                     f"acked entry {ledger_id}/{entry_id} lost after the device failed"
+
+
+def _fill(path: str, limit_bytes: int = 64 * MiB) -> OSError:
+    """Write and fsync a filler file until the device under it fails; the error it gave."""
+    chunk = os.urandom(MiB)
+    with open(path, "wb") as handle:
+        for _ in range(limit_bytes // MiB):
+            try:
+                handle.write(chunk)
+                handle.flush()
+                os.fsync(handle.fileno())
+            except OSError as error:
+                return error
+    raise AssertionError(f"{limit_bytes} bytes written and synced: the device never failed")
+
+
+@pytest.mark.timeout(180)
+async def test_a_failed_delete_tombstone_write_makes_the_bookie_read_only_io(loop_fs):
+    """DESIGN.md §1.5 outside the checkpoint (issue 13, "also fix"): a ledger deletion's
+    tombstone is a synced RocksDB write of its own; when the device fails it, the delete is
+    answered 500 EIO and the bookie turns READ_ONLY(io), as for every other failed write."""
+    config = _config(os.path.join(loop_fs.mountpoint, "data"))
+    config = dataclasses.replace(config, checkpoint_interval_ms=3_600_000)
+    async with running_bookie(config) as running:
+        async with BookieClient(running.url) as client:
+            for entry_id in range(3):
+                await client.add_entry(5, entry_id, _entry(5, entry_id), KEY)
+            await client.checkpoint()
+            filler = _fill(os.path.join(loop_fs.mountpoint, "filler"))
+            assert (await client.info())["state"] == "writable"  # nothing else noticed yet
+            with pytest.raises(IOFailure):
+                await client.delete_ledger(5)
+            info = await client.info()
+            assert info["state"] == "read_only" and "io" in info["readOnlyReasons"], info
+            assert "ledgers" in info["failure"], info["failure"]
+        release_after_io_failure(running.bookie)
+    print(f"filler failed with {filler!r}; delete answered 500 EIO; failure: {info['failure']}")

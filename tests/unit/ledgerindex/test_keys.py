@@ -80,9 +80,12 @@ def test_storage_state_key_is_negative_ledger_id():
 def test_formats_example_secret_key_crc32c_is_32_bytes():
     state = LedgerState(master_key=SECRET_KEY, digest_type=DigestType.CRC32C)
     value = keys.encode_ledger_state(state)
-    assert value == bytes.fromhex("424b4c44 01 01 03 14".replace(" ", "")) + SECRET_KEY + bytes(4)
-    assert len(value) == 32
+    assert value[:32] == (bytes.fromhex("424b4c44 02 01 03 14".replace(" ", ""))
+                          + SECRET_KEY + bytes(4))
+    assert value[32:] == b"\xff" * 16 and len(value) == 48  # usage not known (K5)
     assert keys.decode_ledger_state(value) == state
+    v1 = bytes.fromhex("424b4c44 01 01 03 14".replace(" ", "")) + SECRET_KEY + bytes(4)
+    assert keys.decode_ledger_state(v1) == state
 
 
 def test_every_flag_and_explicit_lac_round_trip():
@@ -91,7 +94,7 @@ def test_every_flag_and_explicit_lac_round_trip():
                         master_key=SECRET_KEY, explicit_lac=body)
     value = keys.encode_ledger_state(state)
     assert value[5] == 0x0F
-    assert value[28:32] == struct.pack(">I", 20) and value[32:] == body
+    assert value[28:32] == struct.pack(">I", 20) and value[32:52] == body
     assert keys.decode_ledger_state(value) == state
 
 
@@ -104,7 +107,7 @@ def test_tombstone_has_exists_flag_clear():
 def test_empty_explicit_lac_with_flag_set_is_not_none():
     state = LedgerState(explicit_lac=b"")
     value = keys.encode_ledger_state(state)
-    assert value == b"BKLD\x01\x09\x00\x00" + bytes(4)
+    assert value == b"BKLD\x02\x09\x00\x00" + bytes(4) + b"\xff" * 16
     assert keys.decode_ledger_state(value).explicit_lac == b""
 
 
@@ -121,7 +124,8 @@ def test_encoder_refuses_what_the_struct_cannot_hold():
         keys.encode_ledger_state(LedgerState(master_key=bytes(256)))
 
 
-GOOD = keys.encode_ledger_state(LedgerState(master_key=SECRET_KEY, digest_type=3))
+GOOD = keys.encode_ledger_state(LedgerState(master_key=SECRET_KEY, digest_type=3,
+                                            entry_count=5, byte_count=50))
 
 
 @pytest.mark.parametrize("value, reason", [
@@ -129,14 +133,17 @@ GOOD = keys.encode_ledger_state(LedgerState(master_key=SECRET_KEY, digest_type=3
     (b"\x00" + GOOD[1:], "starts with byte 00"),
     (b"\xff" + GOOD[1:], "starts with byte ff"),
     (b"BKLX" + GOOD[4:], "magic 424b4c58 is not BKLD"),
-    (GOOD[:4] + b"\x02" + GOOD[5:], "version 2 is not 1"),
+    (GOOD[:4] + b"\x03" + GOOD[5:], r"version 3 is not one of \(1, 2\)"),
     (GOOD[:5] + b"\x11" + GOOD[6:], "unknown bits 0x10"),
     (GOOD[:6] + b"\x09" + GOOD[7:], "digest type 9"),
     (GOOD[:11], "shorter than the 12-byte minimum"),
-    (GOOD[:7] + b"\x15" + GOOD[8:], "master key length 21 runs past the end"),
+    (GOOD[:7] + b"\x30" + GOOD[8:], "master key length 48 runs past the end"),
     (GOOD[:28] + struct.pack(">I", 1), "explicit-LAC length 1 at offset 28 runs past"),
-    (GOOD + b"\x00", "1 trailing bytes after offset 32"),
-    (GOOD[:28] + struct.pack(">I", 1) + b"\x00", "length 1 with flag 0x08"),
+    (GOOD + b"\x00", "1 trailing bytes after offset 48"),
+    (GOOD[:28] + struct.pack(">I", 1) + b"\x00" + GOOD[32:], "length 1 with flag 0x08"),
+    (GOOD[:40], "usage counters at offset 32 run past the end"),
+    (GOOD[:32] + struct.pack(">qq", -1, 50), r"usage counters \(-1, 50\)"),
+    (GOOD[:4] + b"\x01" + GOOD[5:], "16 trailing bytes after offset 32"),
 ], ids=lambda case: case if isinstance(case, str) else "")
 def test_corrupt_bkld_names_the_rule(value, reason):
     with pytest.raises(LedgerStateCorrupt, match=reason):

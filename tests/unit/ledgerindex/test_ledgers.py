@@ -55,7 +55,9 @@ def seed(path, items: dict[bytes, bytes]) -> None:
 
 def test_new_ledger_exists_unfenced_with_the_key_and_digest_type(index):
     state = index.set_master_key(1, KEY, DigestType.CRC32C)
-    assert state == LedgerState(exists=True, fenced=False, master_key=KEY, digest_type=3)
+    # A new ledger holds nothing yet, so its usage counters are known: 0 and 0 (K5).
+    assert state == LedgerState(exists=True, fenced=False, master_key=KEY, digest_type=3,
+                                entry_count=0, byte_count=0)
     assert index.get(1) == state and index.dirty_count == 1
 
 
@@ -103,7 +105,7 @@ def test_fence_limbo_and_explicit_lac(index):
     body = bytes(16) + b"\x01\x02\x03\x04"
     index.set_explicit_lac(1, body)
     assert index.get(1) == LedgerState(fenced=True, limbo=True, master_key=KEY,
-                                       explicit_lac=body)
+                                       explicit_lac=body, entry_count=0, byte_count=0)
 
 
 def test_updates_of_an_unknown_ledger_are_no_ledger(index):
@@ -127,7 +129,8 @@ def test_flush_writes_dirty_states_once_as_bkld(index, path):
     assert index.flush() == 0
     index = reopen(index, path)
     try:
-        assert index.get(1) == LedgerState(master_key=KEY, digest_type=3)
+        assert index.get(1) == LedgerState(master_key=KEY, digest_type=3, entry_count=0,
+                                           byte_count=0)
         assert index.ledger_ids() == [1, 2]
     finally:
         index.close()
@@ -236,7 +239,7 @@ def test_synced_flush_survives_kill_9(path, killed_child):
     index = LedgerMetadataIndex.open(path)
     try:
         assert index.get(3) == LedgerState(fenced=True, master_key=bytes(range(20)),
-                                           digest_type=3)
+                                           digest_type=3, entry_count=0, byte_count=0)
     finally:
         index.close()
 
@@ -298,7 +301,7 @@ def test_corrupt_state_at_load_names_path_ledger_and_rule(path):
     value = keys.encode_ledger_state(LedgerState(master_key=KEY))[:-1]
     seed(path, {keys.encode_ledger_key(12): value})
     with pytest.raises(IOFailure, match=f"RocksDB {path}: ledger 12: corrupt state: "
-                                        "master key length 20 runs past the end"):
+                                        "usage counters at offset 32 run past the end"):
         LedgerMetadataIndex.open(path)
 
 

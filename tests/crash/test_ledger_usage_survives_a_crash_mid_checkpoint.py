@@ -1,0 +1,109 @@
+"""Ledger usage counters across a kill at each step of a checkpoint (issue 13, U2 and M6).
+
+A child process writes two checkpoints' worth of entries through a real LedgerStorage
+(real files, real RocksDB) and is killed inside the second flush: before the usage-pending
+key, between it and the index batch, between the batch and the counters' write, and after
+the counters. Whatever the index then holds, the reopened storage answers usage equal to a
+walk over the index: either the counters were written with the batch, or the pending key
+makes them "not known" and the recount gives the index's truth.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from bookie.config import BookieConfig
+from bookie.disk import OsDisk
+from bookie.storage import LedgerStorage
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+LEDGERS = (3, 4)
+
+CHILD = """
+import os
+from bookie.config import BookieConfig
+from bookie.disk import OsDisk
+from bookie.entry import frame_entry
+from bookie.storage import LedgerStorage
+
+storage = LedgerStorage(OsDisk(), BookieConfig(data_dir={data_dir!r}))
+storage.open()
+for ledger_id in {ledgers!r}:
+    storage.ledgers.set_master_key(ledger_id, bytes(20), 3)
+
+def add(first, last):
+    for ledger_id in {ledgers!r}:
+        for entry_id in range(first, last):
+            payload = bytes([entry_id % 251]) * (100 + entry_id)
+            storage.add_entry(ledger_id, entry_id, frame_entry(
+                ledger_id, entry_id, entry_id - 1, 0, payload))
+
+add(0, 10)
+storage.flush()
+
+def die(original):
+    def wrapper(*args, **kwargs):
+        if {after!r}:
+            original(*args, **kwargs)
+        os._exit(9)
+    return wrapper
+
+target = {target!r}
+owner = storage.ledgers if target in ("begin_usage", "flush") else storage.locations
+setattr(owner, target, die(getattr(owner, target)))
+add(5, 20)  # 5..9 again (re-adds: not new), 10..19 new
+storage.flush()
+os._exit(0)
+"""
+
+# (method, crash after it ran?): every step of the flush that touches usage or the index.
+STEPS = [("begin_usage", False), ("begin_usage", True), ("add_batch", True),
+         ("flush", False), ("flush", True)]
+#: Where the pending key is on disk at the kill: those counters must be "not known".
+PENDING = {("begin_usage", True), ("add_batch", True), ("flush", False)}
+
+
+def walk(storage: LedgerStorage, ledger_id: int) -> tuple[int, int]:
+    entries = list(storage.locations.entries(ledger_id))
+    size = sum(len(storage.entry_logger.read_entry(loc, ledger_id, e)) for e, loc in entries)
+    return len(entries), size
+
+
+@pytest.mark.parametrize("target, after", STEPS, ids=[f"{t}-{'after' if a else 'before'}"
+                                                      for t, a in STEPS])
+def test_usage_equals_the_index_after_a_kill_mid_checkpoint(tmp_path, target, after):
+    data_dir = str(tmp_path / "data")
+    code = textwrap.dedent(CHILD.format(data_dir=data_dir, ledgers=LEDGERS, target=target,
+                                        after=after))
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 9, done.stderr
+    storage = LedgerStorage(OsDisk(), BookieConfig(data_dir=data_dir))
+    storage.open()
+    try:
+        for ledger_id in LEDGERS:
+            truth = walk(storage, ledger_id)
+            assert truth[0] in (10, 20)  # the second batch landed whole or not at all
+            usage = storage.ledger_usage(ledger_id)
+            assert (usage is None) == ((target, after) in PENDING)
+            if usage is None:  # left pending by the crash: recounted from the index
+                assert storage.recount_usage(ledger_id) == truth
+                usage = storage.ledger_usage(ledger_id)
+            assert usage == truth, (target, after)
+        storage.flush()  # the recount is written, the pending key deleted
+    finally:
+        storage.close()
+    again = LedgerStorage(OsDisk(), BookieConfig(data_dir=data_dir))
+    again.open()
+    try:
+        for ledger_id in LEDGERS:
+            assert again.ledger_usage(ledger_id) == walk(again, ledger_id)
+    finally:
+        again.close()
