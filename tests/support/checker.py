@@ -207,12 +207,33 @@ async def _check_ledger(api, ledger: LedgerModel, result: CheckResult) -> None:
         bad.append(Violation("lac", lid, f"LAC {lac} after restart, {ledger.lac_seen} "
                                          f"reported before"))
     ledger.see_lac(lac)
-    result.entries_checked += await _check_entries(api, ledger, bad)
+    stored: dict[int, int] = {}
+    result.entries_checked += await _check_entries(api, ledger, bad, stored)
+    await _check_usage(api, ledger, bad, stored)
     await _check_probes(api, ledger, bad)
 
 
-async def _check_entries(api, ledger: LedgerModel, bad: list[Violation]) -> int:
-    """Range-read 0..the last id sent: acked ones must match, others must be sent bytes."""
+async def _check_usage(api, ledger: LedgerModel, bad: list[Violation],
+                       stored: dict[int, int]) -> None:
+    """Ledger info's counters (issue 13, O(1) info) equal what the reads found stored."""
+    for entry_id in range(ledger.next_entry):  # what the range reads stepped over
+        if entry_id not in stored:
+            try:
+                stored[entry_id] = len(await api.read_entry(ledger.ledger_id, entry_id))
+            except (NoEntry, IOFailure):
+                pass  # missing or unreadable: _check_entries reported what matters
+    info = await api.ledger_info(ledger.ledger_id)
+    found = (len(stored), sum(stored.values()))
+    if (info["entries"], info["bytes"]) != found:
+        bad.append(Violation("usage", ledger.ledger_id,
+                             f"info says {info['entries']} entries, {info['bytes']} bytes; "
+                             f"reads found {found[0]} entries, {found[1]} bytes"))
+
+
+async def _check_entries(api, ledger: LedgerModel, bad: list[Violation],
+                         stored: dict[int, int]) -> int:
+    """Range-read 0..the last id sent: acked ones must match, others must be sent bytes.
+    ``stored`` gets {entryId: length} of every entry read."""
     lid, last, first, checked = ledger.ledger_id, ledger.next_entry - 1, 0, 0
     while first <= last:
         try:
@@ -224,6 +245,7 @@ async def _check_entries(api, ledger: LedgerModel, bad: list[Violation]) -> int:
             bad.append(Violation("lost", lid, f"range read from {first}: 500 EIO: {exc}"))
         for offset, data in enumerate(got):
             checked += _check_entry(ledger, first + offset, data, bad)
+            stored[first + offset] = len(data)
         first += len(got)
         if first <= last:
             if first in ledger.acked:
@@ -349,6 +371,9 @@ class InProcessApi:
 
     async def read_range(self, ledger_id, first, last):
         return await self.bookie.read_range(ledger_id, first, last)
+
+    async def ledger_info(self, ledger_id):
+        return await self.bookie.ledger_info(ledger_id)
 
     async def delete_ledger(self, ledger_id):
         await self.bookie.delete_ledger(ledger_id)
