@@ -27,6 +27,8 @@ def error_response(exc: BookieError) -> web.Response:
     headers = {}
     if isinstance(exc, Unavailable):
         headers["Retry-After"] = str(exc.retry_after_s)
+    if exc.status == 401:  # only the admin bearer token answers 401
+        headers["WWW-Authenticate"] = 'Bearer realm="bookie admin"'
     return web.json_response({"error": exc.code, "message": exc.message},
                              status=exc.status, headers=headers)
 

@@ -1,19 +1,32 @@
 """The OpenAPI 3.0 description of API.md, served at GET /openapi.json.
 
 Hand-written, so it says what API.md says (not what a framework infers). A contract test
-checks that every route of the app is described here and that the document validates.
+checks that every route of the app is described here and that the document validates, and
+schemathesis (every check, tests/integration/test_fuzz_api.py) that the server does exactly
+what it says: every status an operation answers is listed, every value the schema allows is
+accepted and every value it refuses is refused. Numeric bounds come from the modules that
+enforce them (``ledgerindex.keys``, ``api.wire``), never typed twice.
+
+What a schema cannot say, and the server still refuses with 400: an entry body whose ids
+differ from the path, a digest that does not match, a digest type other than the ledger's,
+a re-add with different bytes, ``to`` below ``from``.
 """
 
 from __future__ import annotations
 
+from api.wire import I64_MAX
 from bookie import __version__
+from ledgerindex.keys import ENTRY_ID_MAX, LAC_MIN, LEDGER_ID_MAX
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
 _OCTETS = {"type": "string", "format": "binary"}
 
 
 def _errors(*statuses: int) -> dict:
-    text = {400: "EBADREQ or EBADDIGEST", 403: "EUA", 404: "ENOLEDGER or ENOENTRY",
+    text = {400: "EBADREQ or EBADDIGEST",
+            401: "EUA: missing or wrong admin bearer token (WWW-Authenticate: Bearer)",
+            403: "EUA: wrong master key; on an admin endpoint, a non-loopback address with "
+                 "no admin token configured", 404: "ENOLEDGER or ENOENTRY",
             409: "EFENCED", 413: "ETOOLARGE", 500: "EIO",
             503: "EREADONLY or ETOOMANYREQUESTS (Retry-After set)"}
     return {str(s): {"description": text[s],
@@ -32,12 +45,21 @@ def _param(name: str, where: str, schema: dict, required: bool, text: str) -> di
 
 
 _I64 = {"type": "integer", "format": "int64"}
-_LEDGER = _param("ledger", "path", {"type": "integer", "format": "int64", "minimum": 0}, True,
-                 "ledger id, decimal")
-_ENTRY = _param("entry", "path", {"type": "integer", "format": "int64", "minimum": -1}, True,
-                "entry id, decimal; -1 reads the last entry")
-_KEY = _param("X-Master-Key", "header", {"type": "string", "pattern": "^[0-9a-fA-F]+$"}, True,
-              "the ledger's master key, hex (SHA-1 of the password)")
+
+
+def _ids(low: int, high: int) -> dict:
+    return {"type": "integer", "format": "int64", "minimum": low, "maximum": high}
+
+
+_LEDGER = _param("ledger", "path", _ids(0, LEDGER_ID_MAX), True, "ledger id, decimal")
+#: An add names an id the index can store (issue 13 bug 1); a read may name any i64 >= -1.
+_ENTRY_WRITE = _param("entry", "path", _ids(0, ENTRY_ID_MAX), True, "entry id, decimal")
+_ENTRY_READ = _param("entry", "path", _ids(-1, I64_MAX), True,
+                     "entry id, decimal; -1 reads the last entry")
+_KEY = _param("X-Master-Key", "header",
+              {"type": "string", "pattern": "^(?:[0-9a-fA-F]{2}){1,255}$"}, True,
+              "the ledger's master key, 1..255 bytes in hex (BookKeeper's: SHA-1 of the "
+              "password, 20 bytes)")
 _WRITE_HEADERS = [
     _KEY,
     _param("X-Digest-Type", "header", {"type": "string",
@@ -48,6 +70,8 @@ _WRITE_HEADERS = [
     _param("X-Write-Flags", "header", {"type": "string", "enum": ["deferred-sync"]}, False,
            "acknowledge once queued; force makes it durable"),
 ]
+#: Admin operations' security when an admin token is configured; without one the server
+#: checks nothing (loopback) or refuses them all with 403 (other addresses): ``spec_for``.
 _ADMIN = [{"bearer": []}]
 _IDS = {"ledgerId": _I64, "entryId": _I64}
 
@@ -58,6 +82,7 @@ def _op(summary: str, responses: dict, parameters=(), body=None, admin=False) ->
         op["requestBody"] = body
     if admin:
         op["security"] = _ADMIN
+        op["responses"] = {**responses, **_errors(401)}
     return op
 
 
@@ -70,11 +95,11 @@ _ENTRY_PATHS = {
     "/v1/ledgers/{ledger}/entries/{entry}": {
         "put": _op("Add one entry; 200 once durable in the journal",
                    {"200": _json("stored", _IDS), **_errors(400, 403, 404, 409, 413, 500, 503)},
-                   [_LEDGER, _ENTRY, *_WRITE_HEADERS],
+                   [_LEDGER, _ENTRY_WRITE, *_WRITE_HEADERS],
                    _body("application/octet-stream", "a BookKeeper-framed entry")),
         "get": _op("Read one entry", {"200": {"description": "the entry bytes", "content": {
             "application/octet-stream": {"schema": _OCTETS}}}, **_errors(400, 404, 500, 503)},
-                   [_LEDGER, _ENTRY]),
+                   [_LEDGER, _ENTRY_READ]),
     },
     "/v1/ledgers/{ledger}/entries": {
         "post": _op("Add a batch of entries; 200 once all are durable",
@@ -87,8 +112,9 @@ _ENTRY_PATHS = {
                    {"200": {"description": "a batch", "content": {
                        "application/x-bookie-entries": {"schema": _OCTETS}}},
                     **_errors(400, 404, 500, 503)},
-                   [_LEDGER, _param("from", "query", _I64, True, "first entry id"),
-                    _param("to", "query", _I64, True, "last entry id (inclusive)")]),
+                   [_LEDGER, _param("from", "query", _ids(0, I64_MAX), True, "first entry id"),
+                    _param("to", "query", _ids(0, I64_MAX), True,
+                           "last entry id (inclusive), not below from")]),
     },
 }
 
@@ -124,7 +150,7 @@ _LEDGER_PATHS = {
             "ledgers": {"type": "array", "items": _I64},
             "next": {"type": "integer", "format": "int64", "nullable": True}}),
             **_errors(400, 503)},
-                   [_param("start", "query", {"type": "integer", "minimum": 0}, False, ""),
+                   [_param("start", "query", _ids(0, LEDGER_ID_MAX), False, "first ledger id"),
                     _param("limit", "query", {"type": "integer", "minimum": 1,
                                               "maximum": 100000}, False, "")])},
 }
@@ -193,3 +219,14 @@ SPEC = {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
     },
 }
+
+
+def spec_for(admin_token_set: bool) -> dict:
+    """The document as this server enforces it: admin operations need the bearer token only
+    when one is configured (API.md, "Bookie endpoints"), so without one they say ``[]``."""
+    if admin_token_set:
+        return SPEC
+    paths = {path: {method: ({**op, "security": []} if "security" in op else op)
+                    for method, op in item.items()}
+             for path, item in SPEC["paths"].items()}
+    return {**SPEC, "paths": paths}

@@ -13,9 +13,16 @@ routes = web.RouteTableDef()
 
 
 class Forbidden(BookieError):
-    """An admin endpoint without (or with a wrong) bearer token."""
+    """An admin endpoint on a non-loopback address with no admin token configured."""
 
     code, status = "EUA", 403
+
+
+class MissingToken(BookieError):
+    """An admin endpoint without (or with a wrong) bearer token, one being configured: 401
+    with ``WWW-Authenticate`` (RFC 9110 §15.5.2), since credentials would let it through."""
+
+    code, status = "EUA", 401
 
 
 def require_admin(request: web.Request) -> None:
@@ -30,7 +37,7 @@ def require_admin(request: web.Request) -> None:
         return
     given = request.headers.get("Authorization", "")
     if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-        raise Forbidden("admin endpoint: missing or wrong Authorization: Bearer token")
+        raise MissingToken("admin endpoint: missing or wrong Authorization: Bearer token")
 
 
 @routes.get("/health")

@@ -47,7 +47,8 @@ async def serve_metrics(request: web.Request) -> web.Response:
 
 
 async def serve_openapi(request: web.Request) -> web.Response:
-    return web.json_response(openapi.SPEC)
+    config = request.app[BOOKIE].config
+    return web.json_response(openapi.spec_for(config.admin_token is not None))
 
 
 async def _bookie_lifecycle(app: web.Application):

@@ -55,3 +55,11 @@ def test_write_flags_and_master_key():
     for bad in (None, "zz", ""):
         with pytest.raises(BadRequest):
             wire.parse_master_key(bad)
+
+
+@pytest.mark.parametrize("value", ["ab cd", "abc", " abcd", "", "zz"])
+def test_a_master_key_is_pairs_of_hex_digits_and_nothing_else(value):
+    """As the OpenAPI pattern says (issue 13): bytes.fromhex alone took spaces between pairs."""
+    with pytest.raises(BadRequest):
+        wire.parse_master_key(value)
+    assert wire.parse_master_key("aBcd") == b"\xab\xcd"
