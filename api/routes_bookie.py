@@ -6,6 +6,7 @@ import hmac
 
 from aiohttp import web
 
+from api.info_json import bookie_info
 from api.keys import BOOKIE
 from bookie.errors import BadRequest, BookieError
 
@@ -55,7 +56,7 @@ async def ready(request: web.Request) -> web.Response:
 
 @routes.get("/v1/bookie/info")
 async def info(request: web.Request) -> web.Response:
-    return web.json_response(request.app[BOOKIE].info())
+    return web.json_response(bookie_info(request.app[BOOKIE]))
 
 
 @routes.post("/v1/bookie/checkpoint")

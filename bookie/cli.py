@@ -128,7 +128,7 @@ async def _run_until_stopped(bookie, stop: asyncio.Event, notifier: Notifier,
         notifier.status(f"refused to start: {start.exception()}")
         stopper.cancel()
         return 1
-    report = bookie.info()["replay"]
+    report = bookie.replay_report.to_json() if bookie.replay_report else None
     log.info("bookie ready in %.2fs: %s", time.monotonic() - started, json.dumps(report))
     for hook in before_ready:
         await hook()

@@ -40,6 +40,10 @@ MASTER_KEY_LENGTH = 20
 ENTRY_HEADER = struct.Struct(">qqqq")
 assert ENTRY_HEADER.size == METADATA_LENGTH
 IDS = struct.Struct(">qq")
+#: Where the payload starts behind each CRC digest (FORMATS.md §6.1, §6.2): the hot loops that
+#: check CRCs in place (scrub, the pipeline) slice with these. CRC32 is stored in 8 bytes.
+CRC32C_PAYLOAD_OFFSET = METADATA_LENGTH + 4
+CRC32_PAYLOAD_OFFSET = METADATA_LENGTH + 8
 assert IDS.size == 16
 _I32 = struct.Struct(">I")
 _I64 = struct.Struct(">Q")
@@ -80,6 +84,11 @@ class DigestType(enum.IntEnum):
 
 _DIGEST_LENGTH = {DigestType.CRC32: 8, DigestType.MAC: 20, DigestType.CRC32C: 4,
                   DigestType.DUMMY: 0}
+
+
+#: BookKeeper's "no key": 20 zero bytes (a fence or LAC read before the key is known). It
+#: never conflicts with a real key and is replaced by the first one (FORMATS.md §7.2).
+ZERO_KEY = bytes(20)
 
 
 def master_key(password: bytes) -> bytes:
@@ -133,9 +142,19 @@ def entry_ids(entry) -> tuple[int, int]:
     return IDS.unpack_from(entry, 0)
 
 
+#: Where an entry's piggybacked LAC sits (FORMATS.md §6.1): after ledgerId and entryId.
+LAC_OFFSET = 16
+_LAC = struct.Struct(">q")
+
+
 def piggybacked_lac(entry) -> int:
     """The writer's LAC stored at bytes 16..23 of an entry (FORMATS.md §6.1)."""
-    return struct.unpack_from(">q", entry, 16)[0]
+    return _LAC.unpack_from(entry, LAC_OFFSET)[0]
+
+
+def has_piggybacked_lac(entry) -> bool:
+    """Whether ``entry`` is long enough to hold one (shell tools show damaged records too)."""
+    return len(entry) >= LAC_OFFSET + _LAC.size
 
 
 def payload_of(entry, digest_type: DigestType) -> bytes:
@@ -151,15 +170,25 @@ def check_entry_shape(entry, digest_type: DigestType) -> None:
             f"{digest_type.header_name} digest")
 
 
-def entry_digest_ok(entry, digest_type: DigestType, key: bytes | None = None) -> bool:
-    """Whether a framed entry's stored digest matches its bytes. Needs the key for MAC."""
-    d = digest_type.digest_length
-    end = METADATA_LENGTH + d
+def digest_mismatch(entry, digest_type: DigestType, key: bytes | None = None) -> str | None:
+    """Why a framed entry's stored digest does not match its bytes, or None: the one digest
+    check (the add path, replay, scrub's slow path, the pipeline). Needs the key for MAC."""
+    end = METADATA_LENGTH + digest_type.digest_length
     if len(entry) < end:
-        return False
+        return (f"entry of {len(entry)} bytes is shorter than its header and "
+                f"{digest_type.header_name} digest")
     view = memoryview(entry)
     expected = compute_digest(digest_type, (view[:METADATA_LENGTH], view[end:]), key)
-    return view[METADATA_LENGTH:end] == expected
+    stored = bytes(view[METADATA_LENGTH:end])
+    if stored == expected:
+        return None
+    return (f"{digest_type.header_name} digest mismatch: stored {stored.hex()}, "
+            f"computed {expected.hex()}")
+
+
+def entry_digest_ok(entry, digest_type: DigestType, key: bytes | None = None) -> bool:
+    """Whether a framed entry's stored digest matches its bytes. Needs the key for MAC."""
+    return digest_mismatch(entry, digest_type, key) is None
 
 
 def verify_entry(entry, digest_type: DigestType, key: bytes | None = None) -> None:

@@ -1,0 +1,86 @@
+"""Disk usage and the operator's read-only flag: the two reasons that come and go.
+
+A durable write made outside the checkpoint (the flag, a deletion's tombstone) fails like
+every other: the bookie turns read-only ``io`` (DESIGN.md §1.5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from bookie.disk import atomic_replace
+from bookie.errors import IOFailure
+
+log = logging.getLogger("bookie.node")
+
+OPERATOR_READONLY = "READONLY"   # in the ledger dir's current/: the operator's flag
+
+
+class DiskWatch:
+    """Mixin of ``Bookie``: the disk monitor loop, the operator flag, free bytes."""
+
+    @property
+    def _operator_flag_path(self) -> str:
+        return f"{self.config.ledger_dir}/{OPERATOR_READONLY}"
+
+    def poll_disks(self) -> None:
+        """One disk-usage check: full -> READ_ONLY(full); back under the low water -> clear."""
+        was_warn = self.disk_monitor.warn
+        try:
+            full = self.disk_monitor.poll(self.disk.usage)
+        except OSError as exc:
+            log.error("disk usage check failed: %s", exc)
+            return
+        if self.disk_monitor.warn and not was_warn:
+            log.warning("disk usage over the warn threshold: %s", self._usage_text())
+        if full != ("full" in self.readonly_reasons):
+            log.warning("disk %s: %s", "full" if full else "usable again", self._usage_text())
+            self.set_readonly("full", full)
+
+    def _usage_text(self) -> str:
+        return ", ".join(f"{name} {u.used_ratio:.1%} used, {u.free_bytes} free"
+                         for name, u in self.disk_monitor.usage.items())
+
+    async def _monitor_disks(self) -> None:
+        interval = self.config.disk_check_interval_ms / 1000.0
+        while True:
+            await asyncio.sleep(interval)
+            self.poll_disks()
+
+    async def set_operator_readonly(self, on: bool) -> None:
+        """The operator's read-only flag, persisted in the ledger dir (survives restarts)."""
+        self._check_serving()
+        path = self._operator_flag_path
+        await self._write_outside_checkpoint(self._persist_flag, path, on)
+        self.set_readonly("operator", on)
+
+    async def _write_outside_checkpoint(self, write, *args) -> None:
+        """A durable write off the checkpoint (operator flag, delete tombstone): its failure
+        makes the bookie read-only ``io`` like every other write failure (DESIGN.md §1.5),
+        not only a 500 for the one request."""
+        try:
+            await self._loop.run_in_executor(None, write, *args)
+        except (IOFailure, OSError) as exc:
+            self.fail_io(exc)
+            if isinstance(exc, IOFailure):
+                raise
+            raise IOFailure(f"{getattr(write, '__name__', 'write')}: {exc}") from exc
+
+    def _persist_flag(self, path: str, on: bool) -> None:
+        if on:
+            atomic_replace(self.disk, path, b"read-only set by the operator\n")
+        elif self.disk.exists(path):
+            self.disk.unlink(path)
+            self.disk.fsync_dir(self.config.ledger_dir)
+
+    def free_bytes(self) -> dict:
+        """Free bytes of the journal and ledger dirs' file systems (None if unknown)."""
+        free = {}
+        for name, path in (("journal", self.config.journal_dir),
+                           ("ledgers", self.config.ledger_dir)):
+            try:
+                free[name] = self.disk.free_bytes(path)
+            except OSError:
+                free[name] = None
+        return free

@@ -1,0 +1,63 @@
+"""The bridge between the journal thread and the event loop: records in, completions out.
+
+A group's completion reaches the loop through one ``call_soon_threadsafe`` (N1, N4, N5).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bookie.errors import BookieError, IOFailure, TooManyRequests
+from journal import format as jformat
+
+if TYPE_CHECKING:
+    from bookie.node.runtime import LedgerRuntime
+
+
+class JournalBridge:
+    """Mixin of ``Bookie``: queueing records, back-pressure, completing their futures."""
+
+    def _call_threadsafe(self, fn, *args) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(fn, *args)
+
+    def _complete_group_threadsafe(self, tokens: list, error: BaseException | None) -> None:
+        self._call_threadsafe(self._complete_group, tokens, error)
+
+    def _complete_group(self, tokens: list, error: BaseException | None) -> None:
+        for future, ledger_id, lac in tokens:
+            if error is None and lac is not None:
+                self._raise_lac(ledger_id, lac)
+            if future is not None and not future.done():  # None: a deferred-sync add
+                if error is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(error)
+
+    def _submit(self, record: bytes | None, ledger_id: int, lac: int | None = None):
+        future = self._loop.create_future()
+        try:
+            self.journal.submit(record, (future, ledger_id, lac))
+        except BookieError:
+            raise
+        except Exception as exc:
+            raise IOFailure(f"journal refused a record: {exc}") from exc
+        return future
+
+    def _journal_key_once(self, ledger_id: int, runtime: LedgerRuntime, key: bytes) -> None:
+        """FORMATS.md §3.8: a master-key record before the first record about a ledger, and
+        again when a "no key" (zero) ledger takes a real key, so replay learns it too."""
+        if runtime.journaled_key != key:
+            self.journal.submit(jformat.encode_master_key(ledger_id, key), None)
+            runtime.journaled_key = key
+
+    def _admit(self, size: int) -> None:
+        """Back-pressure (DESIGN.md §3.1 step 3): bounded journal queue and write cache."""
+        if self.journal.queued_bytes + size > self.config.journal_queue_max_bytes:
+            raise TooManyRequests("journal queue is full")
+        cache = self.storage.cache
+        if cache.active_bytes > self.config.write_cache_max_bytes // 2:
+            self.checkpoints.trigger()
+            if cache.total_bytes + size > self.config.write_cache_max_bytes:
+                raise TooManyRequests("write cache is full; a checkpoint is running")

@@ -1,0 +1,94 @@
+"""The ledger read operations: entries, ranges, the ledger list and ledger info.
+
+Reads of stored entries run on the 2-thread read executor; the write cache is read on the
+loop (memory only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from bookie.errors import NoEntry
+from bookie.node.writes import SANITY_LEDGER_ID
+from ledgerindex.keys import LedgerState
+
+READ_BATCH_BYTES_MAX = 8 * 1024 * 1024
+
+
+class LedgerReads:
+    """Mixin of ``Bookie``: reads, listing, per-ledger figures."""
+
+    async def read_entry(self, ledger_id: int, entry_id: int) -> bytes:
+        """The stored bytes; ``entry_id`` -1 reads the last entry (DESIGN.md §3.3)."""
+        self._check_serving()
+        self._existing_state(ledger_id)
+        if entry_id == -1:
+            last = self._runtime_of(ledger_id).last_entry_id
+            if last < 0:
+                raise NoEntry(f"ledger {ledger_id} has no entries")
+            entry_id = last
+        data = self.storage.get_cached(ledger_id, entry_id)
+        if data is None:
+            data = await self._loop.run_in_executor(self._reads, self.storage.get_entry,
+                                                    ledger_id, entry_id)
+        if data is None:
+            raise NoEntry(f"entry {ledger_id}/{entry_id} is not stored on this bookie")
+        return data
+
+    async def read_range(self, ledger_id: int, first: int, last: int) -> list[bytes]:
+        """Entries first..last, at most ``max_read_batch`` or 8 MiB, stopping where the
+        ledger ends; the first one missing is NoEntry."""
+        self._check_serving()
+        self._existing_state(ledger_id)
+        last = min(last, first + self.config.max_read_batch - 1)
+        found = await self._loop.run_in_executor(self._reads, self._read_range_sync,
+                                                 ledger_id, first, last)
+        if not found:
+            raise NoEntry(f"entry {ledger_id}/{first} is not stored on this bookie")
+        return found
+
+    def _read_range_sync(self, ledger_id: int, first: int, last: int) -> list[bytes]:
+        found, size = [], 0
+        for entry_id in range(first, last + 1):
+            data = self.storage.get_entry(ledger_id, entry_id)
+            if data is None or (found and size + len(data) > READ_BATCH_BYTES_MAX):
+                break
+            found.append(data)
+            size += len(data)
+        return found
+
+    def last_entry_id(self, ledger_id: int) -> int:
+        self._existing_state(ledger_id)
+        return self._runtime_of(ledger_id).last_entry_id
+
+    def ledger_state(self, ledger_id: int) -> LedgerState:
+        return self._existing_state(ledger_id)
+
+    def list_ledgers(self, start: int, limit: int) -> tuple[list[int], int | None]:
+        """Live ledger ids >= start, at most ``limit``, and where the next page starts."""
+        self._check_serving()
+        ids = [i for i in self.storage.ledgers.ledger_ids(start, limit + 2)
+               if i != SANITY_LEDGER_ID][:limit + 1]
+        if len(ids) > limit:
+            return ids[:limit], ids[limit]
+        return ids, None
+
+    async def ledger_info(self, ledger_id: int) -> dict:
+        self._check_serving()
+        state = self._existing_state(ledger_id)
+        runtime = self._runtime_of(ledger_id)
+        entries, size = await self._ledger_usage(ledger_id)
+        return {"ledgerId": ledger_id, "fenced": state.fenced, "lac": runtime.lac,
+                "lastEntryId": runtime.last_entry_id, "entries": entries, "bytes": size}
+
+    async def _ledger_usage(self, ledger_id: int) -> tuple[int, int]:
+        """O(cached entries), off the loop; a ledger whose counters are not known (a crash
+        mid-checkpoint, an older data dir) is recounted once, on the checkpoint thread."""
+        usage = await self._loop.run_in_executor(self._reads, self.storage.ledger_usage,
+                                                 ledger_id)
+        if usage is None:
+            await asyncio.wrap_future(self.checkpoints.submit(
+                lambda: self.storage.recount_usage(ledger_id)))
+            usage = await self._loop.run_in_executor(self._reads, self.storage.ledger_usage,
+                                                     ledger_id)
+        return usage if usage is not None else (0, 0)

@@ -1,0 +1,208 @@
+"""The ledger write operations: admission, adds, fence, explicit LAC, force, delete.
+
+Admission checks everything first and changes nothing; then state, cache and journal are
+updated in one step on the loop (N3, W1), and the answer waits for the durable record (N1,
+N2), except deferred-sync adds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+
+from bookie import entry as entry_mod
+from bookie.entry import DigestType
+from bookie.errors import BadDigest, BadRequest, Fenced, IOFailure, NoLedger
+from journal import format as jformat
+from ledgerindex import keys
+
+SANITY_LEDGER_ID = 0x7FFF_FFFF_FFFF_FF00
+SANITY_KEY = entry_mod.master_key(b"bookie-sanity")
+
+
+class LedgerWrites:
+    """Mixin of ``Bookie``: every operation that journals a record about a ledger."""
+
+    async def add_entry(self, ledger_id: int, entry_id: int, data: bytes, master_key: bytes,
+                        digest_type: DigestType | None = None, recovery: bool = False,
+                        deferred_sync: bool = False) -> None:
+        """Store one framed entry; returns once durable (N1). Body ids must match the path."""
+        stored = await self._prefetch(ledger_id, (entry_id,))
+        future = self._add_nowait(ledger_id, entry_id, data, master_key, digest_type,
+                                  recovery, deferred_sync, stored)
+        if future is not None:
+            await future  # N5
+
+    def _add_nowait(self, ledger_id, entry_id, data, master_key, digest_type, recovery,
+                    deferred_sync, stored):
+        """Admit and queue one add; the future completes when durable (None if deferred)."""
+        old, state = self._admit_ledger(ledger_id, master_key, digest_type, recovery)
+        self._admit_entry(ledger_id, entry_id, data, state, recovery, stored)
+        self._admit(len(data))
+        return self._queue_adds(ledger_id, ((entry_id, data),), old, state, deferred_sync)
+
+    def _admit_ledger(self, ledger_id, master_key, digest_type, recovery):
+        """The checks of an add that concern the ledger, changing nothing: (stored state,
+        state after the add)."""
+        self._check_writable(privileged=recovery)
+        old = self.storage.ledgers.get(ledger_id)
+        state = self._ledger_for_write(ledger_id, master_key, digest_type)
+        if state.fenced and not recovery:
+            raise Fenced(f"ledger {ledger_id} is fenced")
+        return old, state
+
+    def _admit_entry(self, ledger_id, entry_id, data, state, recovery, stored):
+        """The checks of one entry of an admitted ledger, changing nothing."""
+        dtype = DigestType(state.digest_type)
+        entry_mod.check_entry_shape(data, dtype)
+        check_storable(ledger_id, entry_id, entry_mod.piggybacked_lac(data))
+        if self.config.verify_digest and dtype.verifiable:
+            entry_mod.verify_entry(data, dtype)
+        if entry_id <= self._runtime_of(ledger_id).last_entry_id:
+            self._check_same_bytes(ledger_id, entry_id, data, stored)
+
+    def _queue_adds(self, ledger_id, entries, old, state, deferred_sync):
+        """Cache and journal admitted entries of one ledger; returns the future of the last
+        record (None if deferred). One future covers them all: the journal syncs its queue
+        in order (Q2), so the group holding the last record ends after every earlier one,
+        and the LAC raised then is the highest the entries carry (N4)."""
+        runtime = self._runtime_of(ledger_id)
+        self._store_state(ledger_id, old, state)
+        lac = -1
+        for entry_id, data in entries:
+            self.storage.add_entry(ledger_id, entry_id, data)  # W1: cache before journal
+            runtime.last_entry_id = max(runtime.last_entry_id, entry_id)
+            lac = max(lac, entry_mod.piggybacked_lac(data))
+        self._journal_key_once(ledger_id, runtime, state.master_key)
+        records = [jformat.encode_add(data) for _, data in entries]
+        for record in records[:-1]:
+            self.journal.submit(record, None)  # no token: the last record's answers for it
+        if deferred_sync:
+            # N4: acknowledged now, but its LAC counts only once its group is synced: a LAC
+            # raised at enqueue could be read and then taken back by a crash (kill -9 drill).
+            self.journal.submit(records[-1], (None, ledger_id, lac))
+            return None
+        return self._submit(records[-1], ledger_id, lac)
+
+    def _check_same_bytes(self, ledger_id: int, entry_id: int, data: bytes,
+                          stored: dict[int, bytes | None]) -> None:
+        """A re-add must carry identical bytes (client retry); different bytes are refused.
+        The cached copy is the newest; else the stored one ``_prefetch`` read (N6)."""
+        existing = self.storage.get_cached(ledger_id, entry_id)
+        if existing is None:
+            existing = stored.get(entry_id)
+        if existing is not None and existing != data:
+            raise BadRequest(f"entry {ledger_id}/{entry_id} already exists with different "
+                             f"bytes; refusing to overwrite it")
+
+    async def add_batch(self, ledger_id: int, entries: list[tuple[int, bytes]],
+                        master_key: bytes, digest_type: DigestType | None = None,
+                        recovery: bool = False, deferred_sync: bool = False) -> list[int]:
+        """Several adds of one ledger, admitted as a whole and queued together, so one
+        journal group covers them and a refused batch stores nothing."""
+        if len({entry_id for entry_id, _ in entries}) != len(entries):
+            raise BadRequest("a batch names the same entry id twice")
+        stored = await self._prefetch(ledger_id, [entry_id for entry_id, _ in entries])
+        old, state = self._admit_ledger(ledger_id, master_key, digest_type, recovery)
+        for entry_id, data in entries:
+            self._admit_entry(ledger_id, entry_id, data, state, recovery, stored)
+        self._admit(sum(len(data) for _, data in entries))
+        future = self._queue_adds(ledger_id, entries, old, state, deferred_sync)
+        if future is not None:
+            await asyncio.shield(future)  # N5
+        return [entry_id for entry_id, _ in entries]
+
+    async def fence(self, ledger_id: int, master_key: bytes) -> tuple[int, int]:
+        """Fence a ledger (creating it, as BookKeeper does for recovery); durable before 200."""
+        self._check_serving()
+        self._check_writable(privileged=True)
+        check_storable(ledger_id)
+        old = self.storage.ledgers.get(ledger_id)
+        state = self._ledger_for_write(ledger_id, master_key, None, default_digest=None)
+        runtime = self._runtime_of(ledger_id)
+        self._admit(16)
+        self._store_state(ledger_id, old, dataclasses.replace(state, fenced=True))  # N3
+        self._journal_key_once(ledger_id, runtime, state.master_key)
+        await asyncio.shield(self._submit(jformat.encode_fence(ledger_id), ledger_id))
+        return runtime.lac, runtime.last_entry_id
+
+    async def write_lac(self, ledger_id: int, master_key: bytes, body: bytes) -> int:
+        """Store an explicit LAC body (FORMATS.md §6.4); durable before 200 (N2)."""
+        self._check_serving()
+        self._check_writable(privileged=True)
+        body_ledger, lac = entry_mod.parse_lac_body(body)
+        if body_ledger != ledger_id:
+            raise BadRequest(f"explicit-LAC body names ledger {body_ledger}, the path {ledger_id}")
+        check_storable(ledger_id, lac=lac)
+        state = self._existing_state(ledger_id)
+        self._check_key(ledger_id, state, master_key)
+        dtype = DigestType(state.digest_type) if state.digest_type else None
+        if self.config.verify_digest and dtype is not None and dtype.verifiable \
+                and not entry_mod.lac_digest_ok(body, dtype):
+            raise BadDigest(f"explicit-LAC body digest does not match for ledger {ledger_id}")
+        runtime = self._runtime_of(ledger_id)
+        self._admit(len(body))
+        if entry_mod.lac_body_advances(state.explicit_lac, body):
+            self._store_state(ledger_id, state,
+                              dataclasses.replace(state, explicit_lac=bytes(body)))
+        self._journal_key_once(ledger_id, runtime, state.master_key)
+        record = jformat.encode_explicit_lac(ledger_id, body)
+        await asyncio.shield(self._submit(record, ledger_id, lac))
+        return runtime.lac
+
+    async def force(self, ledger_id: int, master_key: bytes) -> int:
+        """Answer once every earlier add of the ledger, deferred-sync ones too, is durable."""
+        self._check_serving()
+        state = self._existing_state(ledger_id)
+        self._check_key(ledger_id, state, master_key)
+        self._node_state.check_not_failed_io()
+        runtime = self._runtime_of(ledger_id)
+        await asyncio.shield(self._submit(None, ledger_id))
+        return runtime.last_entry_id
+
+    async def delete_ledger(self, ledger_id: int) -> None:
+        """Delete a ledger: a synced tombstone before returning (§1.3); its entries stop
+        being readable at once; later adds get NoLedger; GC reclaims the space."""
+        self._check_serving()
+        state = self.storage.ledgers.get(ledger_id)
+        if state is None:
+            raise NoLedger(f"ledger {ledger_id} is unknown to this bookie")
+        self._node_state.check_not_failed_io()
+        if state.exists:
+            await self._write_outside_checkpoint(self.storage.delete_ledger, ledger_id)
+        runtime = self._runtime.pop(ledger_id, None)
+        if runtime is not None:
+            self._release_waiters(runtime)
+
+    async def sanity(self) -> dict:
+        """Write and read back an entry of a reserved ledger through the real path."""
+        self._check_serving()
+        runtime = self._runtime_of(SANITY_LEDGER_ID)
+        entry_id = runtime.last_entry_id + 1
+        payload = f"sanity {time.time():.6f}".encode()
+        data = entry_mod.frame_entry(SANITY_LEDGER_ID, entry_id, entry_id - 1, entry_id,
+                                     payload)
+        started = time.monotonic()
+        await self.add_entry(SANITY_LEDGER_ID, entry_id, data, SANITY_KEY, DigestType.CRC32C)
+        written = time.monotonic()
+        back = await self.read_entry(SANITY_LEDGER_ID, entry_id)
+        if back != data:
+            raise IOFailure(f"sanity entry {entry_id} read back different bytes")
+        return {"ok": True, "ledgerId": SANITY_LEDGER_ID, "entryId": entry_id,
+                "writeMs": round((written - started) * 1000, 3),
+                "readMs": round((time.monotonic() - written) * 1000, 3)}
+
+
+def check_storable(ledger_id: int, entry_id: int | None = None, lac: int | None = None) -> None:
+    """Refuse (400 EBADREQ) before journaling any id the indexes cannot store (issue 13
+    bug 1: an acknowledged entry 2**63-1 failed every later checkpoint and every replay,
+    so the bookie never started again). The ranges come from ledgerindex/keys.py only."""
+    if not 0 <= ledger_id <= keys.LEDGER_ID_MAX:
+        raise BadRequest(f"ledger id {ledger_id} is not in 0..{keys.LEDGER_ID_MAX}")
+    if entry_id is not None and not 0 <= entry_id <= keys.ENTRY_ID_MAX:
+        raise BadRequest(f"entry id {entry_id} is not in 0..{keys.ENTRY_ID_MAX}: the index "
+                         f"cannot store it")
+    if lac is not None and not keys.LAC_MIN <= lac <= keys.ENTRY_ID_MAX:
+        raise BadRequest(f"LAC {lac} of ledger {ledger_id} is not in "
+                         f"{keys.LAC_MIN}..{keys.ENTRY_ID_MAX}")
