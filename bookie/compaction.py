@@ -11,7 +11,7 @@ Crash story of one log; each step is durable before the next starts:
     1. allocate the new id: lastId.tmp, fsync, rename, fsync dir (log_ids.py, L1)
        ! crash: lastId names an id no file uses; nothing else changed
     2. create <new>.log.compacting, fsync the dir; append every entry the index locates in
-       the old log (K1), in file order
+       the old log (CP1), in file order
        ! crash: a partial .log.compacting, deleted at start (EntryLogger.open); the index
          and the old log are untouched, so nothing is lost
     3. finalize it: trailer, fsync, header patch, fsync (E1)
@@ -25,7 +25,7 @@ Crash story of one log; each step is durable before the next starts:
          their ledgers are deleted - the cost BookKeeper's EntryLogCompactor has after a
          crash at the same point
     6. switch the index in batches of SWITCH_BATCH keys, each one RocksDB batch with
-       sync=True; a key moves only if it still holds the old location (K2)
+       sync=True; a key moves only if it still holds the old location (CP2)
        ! crash during 6: a batch is atomic (V3): moved keys read from the new log, the rest
          from the old one, both logs whole; a later run compacts the old log again and
          moves the rest
@@ -36,20 +36,20 @@ Crash story of one log; each step is durable before the next starts:
     into a log renamed and dir-fsynced in 4-5, and the only deletion (7) follows 6.
 
 Invariants:
-    K1. An entry is copied only if the index holds exactly its location in the old log:
+    CP1. An entry is copied only if the index holds exactly its location in the old log:
         orphans of a checkpoint that crashed before its index batch (DESIGN.md §3.4 3!),
         entries superseded by a later re-add, and entries of deleted ledgers whose locations
         are gone (range-deleted by a checkpoint or GC) are dropped, not copied. A deleted
         ledger whose locations are still there is copied like a live one, so no location is
         ever left pointing into a deleted log; the range delete removes them later.
-    K2. Compare-and-set: right before each synced batch of step 6, on the checkpoint thread
+    CP2. Compare-and-set: right before each synced batch of step 6, on the checkpoint thread
         (the only writer of locations), each key is re-read and moved only if it still holds
         the old location, so a newer location written by a checkpoint between two steps is
         never overwritten, nor is a range delete undone.
-    K3. Readers are never failed by the move: a read holding an old location either reads
+    CP3. Readers are never failed by the move: a read holding an old location either reads
         through a handle the unlink does not close (entry_logger G3) or retries through the
         index (storage R4).
-    K4. Bytes read and bytes written both count against ``compaction_rate_bytes``; a step
+    CP4. Bytes read and bytes written both count against ``compaction_rate_bytes``; a step
         stops when the budget is spent and the caller waits it off the checkpoint thread.
 
 Thread-safety: a LogCompaction belongs to the checkpoint thread; ``abort`` may run on the
@@ -200,7 +200,7 @@ class LogCompaction:
         self.limiter.consume(record_bytes)
         ledger_id, entry_id = found.ledger_id, found.entry_id
         self._ledgers_seen.add(ledger_id)
-        if self.storage.locations.get(ledger_id, entry_id) != found.location:  # K1
+        if self.storage.locations.get(ledger_id, entry_id) != found.location:  # CP1
             return
         if self._channel is None:
             self._channel = self.storage.entry_logger.create_compaction_log()  # 1-2
@@ -238,7 +238,7 @@ class LogCompaction:
         chunk = self._moves[self._switched:self._switched + SWITCH_BATCH]
         locations = self.storage.locations
         batch = [(ledger_id, entry_id, new) for ledger_id, entry_id, old, new in chunk
-                 if locations.get(ledger_id, entry_id) == old]  # K2
+                 if locations.get(ledger_id, entry_id) == old]  # CP2
         if batch:
             locations.add_batch(batch, sync=True)
         self.entries_moved += len(batch)

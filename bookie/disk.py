@@ -164,6 +164,19 @@ class OsDisk:
         return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
+def will_need(handle: DiskFile, start: int, length: int) -> None:
+    """Ask the kernel to start reading a range of an ``OsFile`` (posix_fadvise WILLNEED);
+    a no-op for other files (test disks) and where the call is missing. A hint only:
+    reading works without it, so its failure is ignored."""
+    fd = getattr(handle, "fd", None)
+    if fd is None or not hasattr(os, "posix_fadvise"):
+        return
+    try:
+        os.posix_fadvise(fd, start, length, os.POSIX_FADV_WILLNEED)
+    except OSError:
+        pass
+
+
 def atomic_replace(disk: Disk, path: str, data: bytes) -> None:
     """Make ``path`` hold ``data``, old or new after any crash, never a mix.
 

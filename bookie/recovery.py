@@ -39,8 +39,10 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from bookie.entry import DigestType, entry_digest_ok, lac_body_advances, parse_lac_body
+from bookie.entry import (ZERO_KEY, DigestType, entry_digest_ok, lac_body_advances,
+                          parse_lac_body)
 from bookie.errors import IOFailure, ScanEnd
+from bookie.replay_report import Dropped, ReplayReport
 from journal.format import LogMark, RecordKind, journal_file_name
 from journal.reader import JournalReader
 from ledgerindex.keys import LedgerState
@@ -52,45 +54,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("bookie.recovery")
 
-ZERO_KEY = bytes(20)
 
 
 class MissingJournal(IOFailure):
     """The journal lastMark points into does not exist: replay cannot know what is lost."""
-
-
-@dataclasses.dataclass
-class Dropped:
-    """Bytes replay did not apply (RP1)."""
-
-    path: str
-    offset: int
-    bytes: int
-    reason: str
-    saved_as: str | None = None
-
-
-@dataclasses.dataclass
-class ReplayReport:
-    mark_from: tuple[int, int] = (0, 0)
-    mark_to: tuple[int, int] = (0, 0)
-    files: list[str] = dataclasses.field(default_factory=list)
-    records: int = 0
-    adds: int = 0
-    keys: int = 0
-    fences: int = 0
-    lacs: int = 0
-    skipped: int = 0
-    bytes: int = 0
-    seconds: float = 0.0
-    flushes: int = 0             # mid-replay flushes at the write cache's budget
-    cache_peak_bytes: int = 0    # the most the write cache held during replay
-    dropped: list[Dropped] = dataclasses.field(default_factory=list)
-    conflicts: list[str] = dataclasses.field(default_factory=list)
-    warnings: list[str] = dataclasses.field(default_factory=list)
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 class Replayer:
@@ -111,10 +78,8 @@ class Replayer:
         end = mark
         for journal_id in select_journals(mark, journal_ids):
             path = os.path.join(self.config.journal_dir, journal_file_name(journal_id))
-            from_offset = mark.offset if journal_id == mark.journal_id else 0
-            if from_offset > 0:
-                from_offset = self._mark_offset_within(path, from_offset)
-            end = LogMark(journal_id, self._replay_file(path, from_offset))
+            end = LogMark(journal_id, self._replay_file(path, self._start(path, mark,
+                                                                         journal_id)))
         # A mark past its journal's end stays persisted (C1: never moved back); once the
         # replayed records are checkpointed it is true again: nothing of that file is left.
         end = max(end, mark)
@@ -122,17 +87,28 @@ class Replayer:
         self.report.seconds = time.monotonic() - started
         return end
 
-    def _mark_offset_within(self, path: str, offset: int) -> int:
-        """A lastMark past the end of its journal was not written by a checkpoint of this
-        file as it is (a damaged lastMark, or a truncated journal): replay the file whole,
+    def _start(self, path: str, mark: LogMark, journal_id: int) -> int:
+        """Where replay of ``path`` begins: START_TABLE (``select_journals`` has refused a
+        missing marked journal and left out those below the mark).
+
+        A lastMark past the end of its journal was not written by a checkpoint of this file
+        as it is (a damaged lastMark, or a truncated journal): the file is replayed whole,
         which is safe since replay is idempotent, rather than skip records silently."""
-        size = self.disk.file_size(path)
-        if offset <= size:
-            return offset
-        warning = (f"lastMark offset {offset} points past the end of {path} ({size} bytes): "
-                   f"replaying the whole file")
-        self.report.warnings.append(warning)
-        log.warning("%s", warning)
+        place, offset = "above the mark", "within"
+        if mark == LogMark(0, 0):
+            place = "no lastMark"
+        elif journal_id == mark.journal_id:
+            place = "marked"
+            size = self.disk.file_size(path)
+            offset = "within" if mark.offset <= size else "past the end"
+        action = start_of(place, offset)
+        if action == FROM_MARK:
+            return mark.offset
+        if action == FROM_ZERO_WARN:
+            warning = (f"lastMark offset {mark.offset} points past the end of {path} "
+                       f"({size} bytes): replaying the whole file")
+            self.report.warnings.append(warning)
+            log.warning("%s", warning)
         return 0
 
     def _replay_file(self, path: str, from_offset: int) -> int:
@@ -304,6 +280,66 @@ class Replayer:
             self.report.warnings.append(warning)
             log.warning("%s", warning)
             return None
+
+
+# -- what start does, as data (DESIGN.md §3.5; after TigerBeetle's recovery cases) ----------
+#
+# Three small tables, each over its own dimensions; every combination of a table's
+# dimensions matches exactly one of its rows ("*" matches anything), which
+# tests/unit/bookie/test_start_tables.py checks. ``start_of`` below is START_TABLE's lookup,
+# the one ``Replayer.run`` uses; END_TABLE and LOG_TABLE say what the reader (journal/reader.py)
+# and the entry logger do, each row held by a test of tests/crash/.
+
+ANY = "*"
+#: A journal file against lastMark, and the marked offset against the file's size.
+PLACES = ("no lastMark", "below the mark", "marked", "above the mark", "marked, missing")
+OFFSETS = ("within", "past the end")
+#: START_TABLE actions.
+REFUSE, SKIP, FROM_ZERO, FROM_MARK, FROM_ZERO_WARN = (
+    "refuse to start: the marked journal is missing (MissingJournal)",
+    "skip: wholly below lastMark, kept for retention only",
+    "replay from its first record",
+    "replay from the marked offset",
+    "replay from its first record, with a warning: the mark lies past its end")
+START_TABLE = (
+    ("marked, missing", ANY, REFUSE),
+    ("below the mark", ANY, SKIP),
+    ("no lastMark", ANY, FROM_ZERO),
+    ("above the mark", ANY, FROM_ZERO),
+    ("marked", "within", FROM_MARK),
+    ("marked", "past the end", FROM_ZERO_WARN),
+)
+#: How a journal's scan ends × skip_corrupt_journal_records.
+ENDINGS = ("clean", "torn tail", "corrupt", "version 1-3", "empty")
+END_TABLE = (
+    ("clean", ANY, "apply every record to the end"),
+    ("torn tail", ANY, "apply up to the tear; cut bytes reported and saved as .torn-<offset>"),
+    ("corrupt", False, "refuse to start: CorruptRecord names the file and offset"),
+    ("corrupt", True, "apply past it; the skipped bytes reported and saved"),
+    ("version 1-3", ANY, "refuse to start: UnsupportedJournalVersion"),
+    ("empty", ANY, "nothing to apply: a crash while the journal was being created"),
+)
+#: An entry log's state at start.
+LOG_STATES = ("finalized", "no trailer", "header unpatched", "compacting", "quarantined")
+LOG_TABLE = (
+    ("finalized", "read by its ledgersMap; never appended to"),
+    ("no trailer", "read by location, scanned by GC; never appended to (a new log opens)"),
+    ("header unpatched", "read by location; the trailer found by scan, as if missing"),
+    ("compacting", "deleted: a compaction a crash cut never switched the index to it"),
+    ("quarantined", "kept and reported; still read by location, never deleted by GC"),
+)
+
+
+def table_rows(table, combination) -> list:
+    """The rows of ``table`` whose leading cells match ``combination`` (``ANY`` matches)."""
+    return [row for row in table
+            if all(cell == ANY or cell == value for cell, value in zip(row, combination))]
+
+
+def start_of(place: str, offset: str) -> str:
+    """START_TABLE's action for a journal file (exactly one row matches)."""
+    (row,) = table_rows(START_TABLE, (place, offset))
+    return row[-1]
 
 
 def select_journals(mark: LogMark, journal_ids: list[int]) -> list[int]:

@@ -1,6 +1,7 @@
 """Scrub: read back every entry the ``locations`` index points at, and check it.
 
-Used by ``bookie shell scrub`` and, rate-limited, by the daemon (DESIGN.md §8, issue 7).
+Used by ``bookie shell scrub`` and ``check-index`` on a stopped bookie's files (or a copy);
+the daemon runs no scrub (the Spark pipeline's ``scrub`` job is the other, parallel way).
 Apache BookKeeper's nearest tool is ``bookkeeper shell localconsistencycheck``, which reads
 every index entry back; this adds the digest check that our ledger states make possible
 (FORMATS.md §9.4).
@@ -13,7 +14,7 @@ Checks, per index entry (L, E) -> location (log, pos) (FORMATS.md §5.3, §5.6, 
        matches. MAC, DUMMY and not-yet-known types get checks 1-3 only and are counted.
 
 Order: one pread per index entry would cost a system call per 1 KiB, so instead
-    1. the index is read in key order, in windows of at most ``window_entries`` (S3);
+    1. the index is read in key order, in windows of at most ``window_entries`` (SC3);
     2. a window is sorted by location, and each log's positions are coalesced into reads of
        up to ``chunk_bytes``;
     3. a reader thread prefetches those reads (pread releases the GIL), so cold reads overlap
@@ -21,10 +22,10 @@ Order: one pread per index entry would cost a system call per 1 KiB, so instead
        the reader stays at most ``READ_AHEAD_DEPTH`` reads ahead of it.
 
 Invariants:
-    S1. Read-only: files are opened for reading only and no index is written.
-    S2. A problem is reported only if the index still maps (L, E) to the same location when
+    SC1. Read-only: files are opened for reading only and no index is written.
+    SC2. A problem is reported only if the index still maps (L, E) to the same location when
         it is found: on a running bookie, replay or compaction may move an entry meanwhile.
-    S3. Memory is bounded by ``window_entries`` and the read-ahead depth, not the index size.
+    SC3. Memory is bounded by ``window_entries`` and the read-ahead depth, not the index size.
 
 Thread-safety: ``run`` on one thread (it starts and joins its own reader thread); ``stop``
 from any thread.
@@ -34,11 +35,7 @@ from __future__ import annotations
 
 import bisect
 import collections
-import dataclasses
-import itertools
-import operator
 import os
-import queue
 import struct
 import threading
 import time
@@ -47,8 +44,12 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 import crc32c as _crc32c
 
-from bookie.entry import IDS, METADATA_LENGTH, DigestType, compute_digest
-from bookie.errors import IOFailure
+from bookie.entry import (CRC32_PAYLOAD_OFFSET, CRC32C_PAYLOAD_OFFSET, IDS, METADATA_LENGTH,
+                          DigestType, digest_mismatch)
+from bookie.disk import will_need
+from bookie.scrub_reads import ReadAhead, ScrubRead, first_gap, index_windows
+from bookie.scrub_report import (_KIND_NAMES, NO_STATE, NOT_VERIFIED,
+                                 ScrubProblem, ScrubReport)
 from entrylog.format import (
     HEADER_SIZE, MIN_ENTRY_SIZE, SIZE, log_file_name, parse_log_id,
 )
@@ -58,7 +59,7 @@ if TYPE_CHECKING:
     from ledgerindex.ledgers import LedgerMetadataIndex
     from ledgerindex.locations import EntryLocationIndex
 
-#: Entries held per index window (S3): ~170 bytes each while sorted, so ~170 MiB; 1 GiB of
+#: Entries held per index window (SC3): ~170 bytes each while sorted, so ~170 MiB; 1 GiB of
 #: 1 KiB entries fits one window, and is then read strictly sequentially.
 WINDOW_ENTRIES = 1 << 20
 #: Bytes per sequential read of an entry log.
@@ -67,8 +68,6 @@ CHUNK_BYTES = 8 << 20
 #: is read again on its own.
 TAIL_BYTES = 64 << 10
 READ_AHEAD_DEPTH = 4
-#: Reads the kernel is asked to start (posix_fadvise WILLNEED) beyond the one being made.
-HINT_AHEAD_READS = 4
 #: Bytes of the first logs the kernel is asked to read while the first index window is
 #: decoded, so that cold reads overlap that CPU work too.
 FIRST_HINT_BYTES = 256 << 20
@@ -76,82 +75,25 @@ FIRST_HINT_BYTES = 256 << 20
 PROBLEMS_KEPT_MAX = 10_000
 
 _POS_MASK = 0xFFFFFFFF
-_FIRST = operator.itemgetter(0)
 _U64 = struct.Struct(">Q")
 #: size | ledgerId | entryId | (LAC, length) | a CRC32C digest: one unpack per entry. An entry
 #: shorter than 40 bytes leaves the last field meaningless; its size says so (FORMATS.md §6).
 _HEAD = struct.Struct(">iqq16xI")
-assert _HEAD.size == SIZE.size + METADATA_LENGTH + 4
+assert _HEAD.size == SIZE.size + CRC32C_PAYLOAD_OFFSET
+#: Offsets from an entry's size field (the hot loop's ``p``): the entry, its digest, and the
+#: payload behind a CRC32C (4-byte) or CRC32 (8-byte) digest (FORMATS.md §5.3, §6.1).
+_ENTRY_AT = SIZE.size
+_DIGEST_AT = SIZE.size + METADATA_LENGTH
+_CRC32C_PAYLOAD_AT = SIZE.size + CRC32C_PAYLOAD_OFFSET
+_CRC32_PAYLOAD_AT = SIZE.size + CRC32_PAYLOAD_OFFSET
 _CRC32C = int(DigestType.CRC32C)
 _CRC32 = int(DigestType.CRC32)
-#: Digest type numbers (FORMATS.md §6.2) as report names; 0 is "not known yet" (§9.4).
-TYPE_NAMES = {0: "unknown", 1: "crc32", 2: "mac", 3: "crc32c", 4: "dummy"}
-#: A ledger with locations but no state in the ``ledgers`` index.
-NO_STATE = -1
-#: ``verify_digest=False``: every entry is checked for framing and ids only.
-NOT_VERIFIED = -2
-_KIND_NAMES = {**TYPE_NAMES, NO_STATE: "no-state"}
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class ScrubProblem:
-    """One bad index entry. ``offset`` is the size field's (pos - 4), as scanners report."""
-
-    path: str
-    offset: int
-    ledger_id: int
-    entry_id: int
-    location: int
-    reason: str
-
-    def to_json(self) -> dict:
-        return {"type": "problem", "file": self.path, "offset": self.offset,
-                "ledgerId": self.ledger_id, "entryId": self.entry_id,
-                "logId": self.location >> 32, "pos": self.location & _POS_MASK,
-                "reason": self.reason}
 
 
-@dataclasses.dataclass
-class ScrubReport:
-    entries: int = 0
-    verified: int = 0
-    #: Entries checked for framing and ids only, by digest type name (and "no-state").
-    framing_only: dict[str, int] = dataclasses.field(default_factory=dict)
-    #: Index entries per ledger: check-index compares them with the ledgers index.
-    ledger_entries: collections.Counter = dataclasses.field(
-        default_factory=collections.Counter)
-    bytes_read: int = 0
-    logs: int = 0
-    problem_count: int = 0
-    problems: list[ScrubProblem] = dataclasses.field(default_factory=list)
-    seconds: float = 0.0
-    stopped: bool = False
-
-    @property
-    def clean(self) -> bool:
-        return self.problem_count == 0
-
-    def to_json(self) -> dict:
-        return {"type": "summary", "entries": self.entries, "verified": self.verified,
-                "framingOnly": dict(self.framing_only), "bytesRead": self.bytes_read,
-                "logs": self.logs, "problems": self.problem_count,
-                "seconds": round(self.seconds, 3), "stopped": self.stopped}
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Read:
-    """One planned read: ``length`` bytes of ``path`` at ``start``, for window[first:last].
-
-    ``log_base`` is the log id shifted into a location's high 32 bits.
-    """
-
-    log_base: int
-    path: str
-    start: int
-    length: int
-    first: int
-    last: int
-    file_size: int
 
 
 class Scrubber:
@@ -191,7 +133,7 @@ class Scrubber:
         self._logs_read: set[int] = set()
 
     def stop(self) -> None:
-        """Ask a running scrub to end after its current read (the daemon's shutdown)."""
+        """Ask a running scrub to end after its current read (from another thread)."""
         self._stop.set()
 
     def run(self) -> ScrubReport:
@@ -200,7 +142,7 @@ class Scrubber:
         self._bytes_total = sum(size for _, size in logs)
         self._hint_first_logs(logs)
         try:
-            for window in _windows(self.locations, self.window_entries, self.report):
+            for window in index_windows(self.locations, self.window_entries, self.report):
                 self._scrub_window(window)
                 if self._stop.is_set():
                     self.report.stopped = True
@@ -239,7 +181,7 @@ class Scrubber:
             except OSError:
                 continue
             try:
-                _will_need(handle, 0, min(size, budget))
+                will_need(handle, 0, min(size, budget))
             finally:
                 handle.close()
             budget -= size
@@ -247,7 +189,7 @@ class Scrubber:
     def _scrub_window(self, window: list[tuple[int, int, int]]) -> None:
         self.report.entries += len(window)
         reads = list(self._plan(window))
-        with _ReadAhead(self.disk, reads, READ_AHEAD_DEPTH) as read_ahead:
+        with ReadAhead(self.disk, reads, READ_AHEAD_DEPTH) as read_ahead:
             for read, data in read_ahead:
                 if isinstance(data, OSError):
                     for loc, lid, eid in window[read.first:read.last]:
@@ -260,7 +202,7 @@ class Scrubber:
                 if self._stop.is_set():
                     break
 
-    def _plan(self, window: list[tuple[int, int, int]]) -> Iterator[_Read]:
+    def _plan(self, window: list[tuple[int, int, int]]) -> Iterator[ScrubRead]:
         """Coalesced reads per log; entries that cannot be read are reported here."""
         first = 0
         while first < len(window):
@@ -269,7 +211,7 @@ class Scrubber:
             yield from self._plan_log(window, first, end, log_id)
             first = end
 
-    def _plan_log(self, window, first: int, end: int, log_id: int) -> Iterator[_Read]:
+    def _plan_log(self, window, first: int, end: int, log_id: int) -> Iterator[ScrubRead]:
         base = log_id << 32
         if log_id < 0 or log_id > 0x7FFFFFFF:
             self._problems(window, first, end, "", "location is not a valid (logId, pos)")
@@ -290,16 +232,16 @@ class Scrubber:
             start = (window[inside][0] & _POS_MASK) - SIZE.size
             limit = base + start + self.chunk_bytes - self.tail_bytes
             last = max(inside + 1, bisect.bisect_left(window, (limit,), inside, past))
-            last = _first_gap(window, inside, last, self.tail_bytes)
+            last = first_gap(window, inside, last, self.tail_bytes)
             stop = min(file_size, (window[last - 1][0] & _POS_MASK) + self.tail_bytes)
-            yield _Read(base, path, start, stop - start, inside, last, file_size)
+            yield ScrubRead(base, path, start, stop - start, inside, last, file_size)
             inside = last
         self._problems(window, past, end, path,
                        f"position lies past the end of the file ({file_size} bytes)")
 
     # -- checking ---------------------------------------------------------------------------
 
-    def _check_read(self, window, read: _Read, buf: bytes) -> None:
+    def _check_read(self, window, read: ScrubRead, buf: bytes) -> None:
         """The hot loop: framing, ids and digest of window[first:last] inside ``buf``.
 
         Written for speed (~0.5 µs an entry): locals only, offsets from one subtraction, the
@@ -317,25 +259,28 @@ class Scrubber:
                 self._examine(read, loc, lid, eid)
                 continue
             size, found_lid, found_eid, digest = head(buf, p)
-            end = p + 4 + size
-            if found_eid != eid or found_lid != lid or end > n or size < 16:
+            end = p + _ENTRY_AT + size
+            if found_eid != eid or found_lid != lid or end > n or size < MIN_ENTRY_SIZE:
                 self._examine(read, loc, lid, eid)
                 continue
             if lid != previous:
                 previous, kind = lid, types.get(lid)
                 kind = digest_type(lid) if kind is None else kind
             if kind == crc32c_kind:
-                ok = size >= 36 and crc32c(mv[p + 40:end], crc32c(mv[p + 4:p + 36])) == digest
+                ok = size >= CRC32C_PAYLOAD_OFFSET and crc32c(
+                    mv[p + _CRC32C_PAYLOAD_AT:end],
+                    crc32c(mv[p + _ENTRY_AT:p + _DIGEST_AT])) == digest
             elif kind == crc32_kind:
-                ok = size >= 40 and crc32(mv[p + 44:end], crc32(mv[p + 4:p + 36])) == \
-                    u64(buf, p + 36)[0]
+                ok = size >= CRC32_PAYLOAD_OFFSET and crc32(
+                    mv[p + _CRC32_PAYLOAD_AT:end],
+                    crc32(mv[p + _ENTRY_AT:p + _DIGEST_AT])) == u64(buf, p + _DIGEST_AT)[0]
             else:
                 framing_only[kind] += 1
                 continue
             if ok:
                 verified += 1
             else:
-                self._bad_digest(read, loc, lid, eid, buf[p + 4:end], kind)
+                self._bad_digest(read, loc, lid, eid, buf[p + _ENTRY_AT:end], kind)
         self.report.verified += verified
 
     def _digest_type(self, ledger_id: int) -> int:
@@ -347,7 +292,7 @@ class Scrubber:
         self._types[ledger_id] = kind
         return kind
 
-    def _examine(self, read: _Read, loc: int, lid: int, eid: int) -> None:
+    def _examine(self, read: ScrubRead, loc: int, lid: int, eid: int) -> None:
         """The slow path: read one entry on its own and say what is wrong with it."""
         pos = loc & _POS_MASK
         try:
@@ -367,7 +312,7 @@ class Scrubber:
         if reason is not None:
             self._problem(read.path, loc, lid, eid, reason)
 
-    def _bad_digest(self, read: _Read, loc: int, lid: int, eid: int, entry: bytes,
+    def _bad_digest(self, read: ScrubRead, loc: int, lid: int, eid: int, entry: bytes,
                     kind: int) -> None:
         self._problem(read.path, loc, lid, eid, _digest_problem(entry, kind))
 
@@ -391,7 +336,7 @@ class Scrubber:
     def _problem(self, path: str, loc: int, lid: int, eid: int, reason: str | None) -> None:
         assert reason is not None
         if loc > 0 and self.locations.get(lid, eid) != loc:
-            return  # S2: moved since the index was read
+            return  # SC2: moved since the index was read
         problem = ScrubProblem(path, (loc & _POS_MASK) - SIZE.size, lid, eid, loc, reason)
         self.report.problem_count += 1
         if len(self.report.problems) < PROBLEMS_KEPT_MAX:
@@ -413,39 +358,6 @@ class Scrubber:
             self._sleep(wait)
 
 
-# -- the index ----------------------------------------------------------------------------
-
-
-def _windows(locations: "EntryLocationIndex", size: int,
-             report: ScrubReport) -> Iterator[list[tuple[int, int, int]]]:
-    """Windows of (location, ledgerId, entryId) sorted by location (S3).
-
-    Decoded in bulk: one join and one unpack per window, not two unpacks per entry. A
-    key or value of the wrong length shifts the decoding; the entries it garbles then fail
-    their id check and are reported. Location 0 is "absent" (FORMATS.md §7.1): skipped.
-    """
-    path = locations.kv.path
-    for chunk in locations.kv.item_chunks(size):
-        n = len(chunk)
-        blob = b"".join(itertools.chain.from_iterable(chunk))
-        del chunk
-        if len(blob) != 24 * n:
-            raise IOFailure(f"RocksDB {path}: locations keys and values are not 16 and 8 "
-                            f"bytes (FORMATS.md §7.1)")
-        fields = struct.unpack(f">{3 * n}q", blob)
-        del blob
-        ledger_ids = fields[0::3]
-        report.ledger_entries.update(ledger_ids)
-        window = sorted(zip(fields[2::3], ledger_ids, fields[1::3]))
-        del fields, ledger_ids
-        # Negative locations stay, to be reported; zeros are "absent" and go.
-        zeros = bisect.bisect_left(window, (0,))
-        absent = bisect.bisect_left(window, (1,), zeros)
-        if absent > zeros:
-            report.ledger_entries.subtract(lid for _, lid, _ in window[zeros:absent])
-            report.ledger_entries += collections.Counter()  # drops the zero counts
-            del window[zeros:absent]
-        yield window
 
 
 # -- one entry --------------------------------------------------------------------------
@@ -473,112 +385,8 @@ def _framing_problem(handle: "DiskFile", file_size: int, pos: int, lid: int,
 
 
 def _digest_problem(entry: bytes, kind: int) -> str | None:
-    digest_type = DigestType(kind)
-    end = METADATA_LENGTH + digest_type.digest_length
-    if len(entry) < end:
-        return (f"entry of {len(entry)} bytes is shorter than its header and "
-                f"{digest_type.header_name} digest")
-    view = memoryview(entry)
-    expected = compute_digest(digest_type, (view[:METADATA_LENGTH], view[end:]))
-    stored = bytes(view[METADATA_LENGTH:end])
-    if stored == expected:
-        return None
-    return (f"{digest_type.header_name} digest mismatch: stored {stored.hex()}, "
-            f"computed {expected.hex()}")
+    return digest_mismatch(entry, DigestType(kind))
 
 
-def _first_gap(window, first: int, last: int, gap_bytes: int) -> int:
-    """The end of window[first:last]'s leading run without a gap above ``gap_bytes``.
-
-    When the index does not fit one window, a window's entries sit between other windows'
-    entries in the logs; a read must skip those, not read through them. Done with C-level
-    iterators (~0.04 µs an entry) since it runs over every entry.
-    """
-    locations = list(map(_FIRST, window[first:last]))
-    wide = map(operator.gt, map(operator.sub, locations[1:], locations[:-1]),
-               itertools.repeat(gap_bytes))
-    return first + next(itertools.compress(itertools.count(1), wide), last - first)
 
 
-def _will_need(handle: "DiskFile", start: int, length: int) -> None:
-    """Ask the kernel to start reading a range (an OsFile's fd); a no-op elsewhere."""
-    fd = getattr(handle, "fd", None)
-    if fd is None or not hasattr(os, "posix_fadvise"):
-        return
-    try:
-        os.posix_fadvise(fd, start, length, os.POSIX_FADV_WILLNEED)
-    except OSError:
-        pass  # a hint: reading works without it
-
-
-# -- the reader thread --------------------------------------------------------------------
-
-
-_DONE = object()
-
-
-class _ReadAhead:
-    """Reads planned ranges in order on its own thread, at most ``depth`` ahead of use.
-
-    Iterating yields (read, bytes) or (read, OSError). Leaving the ``with`` block stops the
-    thread after its current read and joins it.
-    """
-
-    def __init__(self, disk: "Disk", reads: list[_Read], depth: int) -> None:
-        self._queue: queue.Queue = queue.Queue(maxsize=depth)
-        self._stopping = threading.Event()
-        self._finished = False
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(disk, reads),
-                                        name="scrub-read", daemon=True)
-        self._thread.start()
-
-    def _run(self, disk: "Disk", reads: list[_Read]) -> None:
-        path, handle, failure = None, None, None
-        try:
-            for index, read in enumerate(reads):
-                if self._stopping.is_set():
-                    break
-                if read.path != path:
-                    if handle is not None:
-                        handle.close()
-                    path, handle, failure = read.path, None, None
-                    try:
-                        handle = disk.open(path)
-                    except OSError as exc:
-                        failure = exc
-                data = failure
-                if handle is not None:
-                    ahead = reads[index + HINT_AHEAD_READS:index + HINT_AHEAD_READS + 1]
-                    if ahead and ahead[0].path == path:
-                        _will_need(handle, ahead[0].start, ahead[0].length)
-                    try:
-                        data = handle.read_at(read.start, read.length)
-                    except OSError as exc:
-                        data = exc
-                self._queue.put((read, data))
-        except BaseException as exc:  # a bug, not an I/O error: re-raised on the scrub thread
-            self._error = exc
-        finally:
-            if handle is not None:
-                handle.close()
-            self._queue.put(_DONE)
-
-    def __iter__(self):
-        while True:
-            item = self._queue.get()
-            if item is _DONE:
-                self._finished = True
-                if self._error is not None:
-                    raise self._error
-                return
-            yield item
-
-    def __enter__(self) -> "_ReadAhead":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._stopping.set()
-        while not self._finished:  # unblock a put, then wait for the thread's last word
-            self._finished = self._queue.get() is _DONE
-        self._thread.join()

@@ -6,12 +6,12 @@ A log is created on the first add after open or a roll, never reopened for appen
 restart (§5.5 step 6), and deleted instead of finalized if it holds no entries.
 
 Invariants (with E1..E4 of entrylog/format.py, W1..W2 of entrylog/writer.py):
-    G1. A rolled log is finalized (trailer, fsync, header, fsync: E1) before the next log
+    EL1. A rolled log is finalized (trailer, fsync, header, fsync: E1) before the next log
         is created, so at most one log per dir is without its ledgersMap.
-    G2. Every location returned by add_entry is durable once flush() returns: the active
+    EL2. Every location returned by add_entry is durable once flush() returns: the active
         log is fdatasynced, and rolled ones were synced when they were finalized.
-    G3. A read handle is closed only when no reader thread is using it.
-    G4. A quarantined log is still read by location: the index may point into the part of it
+    EL3. A read handle is closed only when no reader thread is using it.
+    EL4. A quarantined log is still read by location: the index may point into the part of it
         that is whole, and an entry the index knows answers EIO only if it cannot be read.
 
 Thread-safety: ``open``, ``add_entry``, ``flush``, ``delete_log``, the compaction calls
@@ -48,13 +48,13 @@ log = logging.getLogger(__name__)
 READ_HANDLES_MAX = 64
 #: A log GC found corrupt is renamed to this suffix (``<hex>.log.quarantined``): no Apache
 #: BookKeeper reader matches it (they take ``^[0-9a-fA-F]+\.log$``), GC and compaction stop
-#: looking at it, and point reads of locations the index still holds keep working (G4).
+#: looking at it, and point reads of locations the index still holds keep working (EL4).
 QUARANTINED_SUFFIX = ".log.quarantined"
 LogFinalizedCallback = Callable[[int, dict[int, int]], None]
 
 
 class _ReadHandle:
-    """A cached reader and how many threads are inside it (G3)."""
+    """A cached reader and how many threads are inside it (EL3)."""
 
     __slots__ = ("reader", "users", "evicted")
 
@@ -137,7 +137,7 @@ class EntryLogger:
     # ----------------------------------------------------------------- writing
 
     def add_entry(self, ledger_id: int, entry: bytes) -> int:
-        """Append one entry; its location. Buffered: durable only after flush() (G2)."""
+        """Append one entry; its location. Buffered: durable only after flush() (EL2)."""
         size = len(entry)
         if size < MIN_ENTRY_SIZE:
             raise BadRequest(f"entry of {size} bytes is shorter than its 16-byte ids")
@@ -146,7 +146,7 @@ class EntryLogger:
         return self._guarded(lambda: self._append(ledger_id, entry))
 
     def flush(self) -> None:
-        """Make every location returned so far durable (G2)."""
+        """Make every location returned so far durable (EL2)."""
         if self._active is not None:
             self._guarded(self._active.flush_and_sync)
         else:
@@ -157,7 +157,7 @@ class EntryLogger:
         # An empty log is never rolled: the entry would not fit in the next one either.
         if active is not None and active.has_entries and \
                 active.would_exceed(len(entry), self.max_bytes):
-            self._finish_active()  # G1
+            self._finish_active()  # EL1
             active = None
         if active is None:
             active = self._create_log()
@@ -212,7 +212,7 @@ class EntryLogger:
             raise IOFailure(f"cannot install compacted log {path}: {err}") from err
 
     def quarantine_log(self, log_id: int) -> str:
-        """Rename a rolled log to ``<hex>.log.quarantined`` (G4); returns the new path."""
+        """Rename a rolled log to ``<hex>.log.quarantined`` (EL4); returns the new path."""
         path, target = self.log_path(log_id), self._quarantined_path(log_id)
         try:
             self._forget_and(log_id, lambda: self._disk.rename(path, target))
@@ -232,7 +232,7 @@ class EntryLogger:
 
     def _forget_and(self, log_id: int, remove_name) -> None:
         """Forget a rolled log's read handle and remove its name in one step under the
-        handle lock (G3: users keep theirs). Apart, a read between the two cached a fresh
+        handle lock (EL3: users keep theirs). Apart, a read between the two cached a fresh
         handle to the doomed file, and its space stayed used until eviction or restart
         (issue 13 bug 6); under the lock a later open finds the name gone."""
         if log_id == self.current_log_id:
@@ -297,7 +297,7 @@ class EntryLogger:
 
     @staticmethod
     def _evict(handle: _ReadHandle) -> None:
-        # Called under the lock. G3: a handle in use is closed by its last user instead.
+        # Called under the lock. EL3: a handle in use is closed by its last user instead.
         handle.evicted = True
         if handle.users == 0:
             handle.reader.close()
@@ -310,7 +310,7 @@ class EntryLogger:
             if not isinstance(err.__cause__, FileNotFoundError):
                 raise
             quarantined = self._quarantined_path(log_id)
-            if self._disk.exists(quarantined):  # G4
+            if self._disk.exists(quarantined):  # EL4
                 return EntryLogReader(self._disk, quarantined, log_id, self.max_entry_size)
             raise IOFailure(f"entry log {log_file_name(log_id)} is missing: {path}") from err
 

@@ -3,17 +3,17 @@
 FORMATS.md §5.7. ``lastId`` holds the **last id allocated**, lowercase hex and "\\n".
 
 Invariants:
-    L1. An id is written to lastId in every ledger dir, durably, before its log file is
+    LI1. An id is written to lastId in every ledger dir, durably, before its log file is
         created, so after any crash the next start allocates above every log that exists.
-    L2. Ids only grow and never wrap (FORMATS.md §9.7): past 2**31-1 allocation fails and
+    LI2. Ids only grow and never wrap (FORMATS.md §9.7): past 2**31-1 allocation fails and
         the bookie goes read-only.
-    L3. An id whose .log or .log.compacting file exists in any dir is skipped.
+    LI3. An id whose .log or .log.compacting file exists in any dir is skipped.
 
 Crash story of one allocation, per dir (DESIGN.md §1.6, A1, A4):
     1. write "<hex>\\n" to lastId.tmp    ! crash: a partial lastId.tmp, deleted at startup
     2. fsync lastId.tmp                 ! crash: same; lastId still holds the old id
     3. rename lastId.tmp over lastId    ! crash: old or new id (A4), no log uses the new one
-    4. fsync the dir                    only now may the log file be created (L1)
+    4. fsync the dir                    only now may the log file be created (LI1)
 
 Thread-safety: owned by one thread (the checkpoint thread, through EntryLogger).
 """
@@ -49,12 +49,12 @@ class LogIdAllocator:
         self.last_id = max(self._startup_value(d) for d in self.ledger_dirs)
 
     def allocate(self) -> int:
-        """The next free id, recorded in every dir's lastId before it is returned (L1)."""
+        """The next free id, recorded in every dir's lastId before it is returned (LI1)."""
         candidate = self.last_id + 1
         while candidate <= MAX_LOG_ID and self._in_use(candidate):
-            candidate += 1  # L3
+            candidate += 1  # LI3
         if candidate > MAX_LOG_ID:
-            raise IOFailure(f"log ids exhausted: the last id is {self.last_id:x} (L2)")
+            raise IOFailure(f"log ids exhausted: the last id is {self.last_id:x} (LI2)")
         # Taken before writing: if a write fails half-way, the id is never handed out again.
         self.last_id = candidate
         for ledger_dir in self.ledger_dirs:

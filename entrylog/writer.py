@@ -5,9 +5,9 @@ append ``i32 size | entry`` records, and on roll or close write the ledgersMap t
 point the header at it, fsync (E1). A log with no entries is deleted instead.
 
 Invariants (with E1..E4 of entrylog/format.py):
-    W1. written_position + len(buffer) == position: every byte below ``position`` is either
+    EW1. written_position + len(buffer) == position: every byte below ``position`` is either
         in the file or in the write buffer, in order.
-    W2. After a write or fsync error the channel is failed: every later call raises
+    EW2. After a write or fsync error the channel is failed: every later call raises
         IOFailure and no fsync is retried (A5).
 """
 
@@ -167,11 +167,11 @@ class BufferedLogChannel:
         handle = self._handle
         self._io(lambda: handle.write_at(offset, data), "write")
         self.written_position = offset + len(data)
-        assert self.written_position == self.position  # W1
+        assert self.written_position == self.position  # EW1
 
     def _check_usable(self) -> None:
         if self._failure is not None:
-            raise IOFailure(f"entry log {self.path} failed earlier: {self._failure}")  # W2
+            raise IOFailure(f"entry log {self.path} failed earlier: {self._failure}")  # EW2
         if self._handle is None:
             raise IOFailure(f"entry log {self.path} is closed")
 

@@ -3,11 +3,11 @@
 Implements FORMATS.md §7.1 over ``ledgerindex.kv``; keys and values come from ``keys``.
 
 Invariants:
-    L1. Locations are written only by the checkpoint, after the entry-log bytes they point at
+    LO1. Locations are written only by the checkpoint, after the entry-log bytes they point at
         are fsynced, in one ``sync=True`` batch (DESIGN.md §3.3 R1, FORMATS.md §8.2 step 5).
-    L2. Stored ids are in 0..2**63-2 and locations are > 0: entry id 2**63-1 is the end
+    LO2. Stored ids are in 0..2**63-2 and locations are > 0: entry id 2**63-1 is the end
         bound of a ledger's key range (last entry, delete), and location 0 means "absent".
-    L3. A ledger's keys are [(L, 0), (L, 2**63-1)): one contiguous range (K1), so the last
+    LO3. A ledger's keys are [(L, 0), (L, 2**63-1)): one contiguous range (K1), so the last
         entry is one floor lookup and a delete is one range tombstone.
 """
 
@@ -20,7 +20,7 @@ from bookie.errors import IOFailure
 from ledgerindex import keys
 from ledgerindex.kv import KeyValueStore
 
-#: The exclusive end of a ledger's entry ids in ``locations`` (L3).
+#: The exclusive end of a ledger's entry ids in ``locations`` (LO3).
 END_ENTRY_ID = keys.MAX_ID
 
 
@@ -43,7 +43,7 @@ class EntryLocationIndex:
     def get(self, ledger_id: int, entry_id: int) -> int | None:
         """The entry's location, or None if it has none (missing key or value 0, §7.1)."""
         if not (0 <= ledger_id <= keys.MAX_ID and 0 <= entry_id <= keys.MAX_ID):
-            return None  # no such key can be stored (L2); negative ids do not encode in order
+            return None  # no such key can be stored (LO2); negative ids do not encode in order
         key = keys.encode_location_key(ledger_id, entry_id)
         value = self.kv.get(key)
         if value is None:
@@ -52,9 +52,9 @@ class EntryLocationIndex:
         return location or None
 
     def add_batch(self, items: Iterable[tuple[int, int, int]], sync: bool = True) -> int:
-        """Store (ledgerId, entryId, location) triples in one atomic batch (L1).
+        """Store (ledgerId, entryId, location) triples in one atomic batch (LO1).
 
-        Every triple is checked before anything is written (L2). Returns the count written.
+        Every triple is checked before anything is written (LO2). Returns the count written.
         """
         puts = []
         for ledger_id, entry_id, location in items:
@@ -65,6 +65,15 @@ class EntryLocationIndex:
             puts.append((keys.encode_location_key(ledger_id, entry_id),
                          keys.encode_location_value(location)))
         return self.kv.write_batch(puts, sync=sync)
+
+    def item_windows(self, size: int) -> Iterator[tuple]:
+        """The whole index in key order, ``size`` entries at a time, decoded in bulk:
+        (ledgerIds, entryIds, locations) per window (``keys.decode_location_items``)."""
+        for chunk in self.kv.item_chunks(size):
+            try:
+                yield keys.decode_location_items(chunk)
+            except ValueError as error:
+                raise IOFailure(f"RocksDB {self.kv.path}: {error}") from error
 
     def last_entry_id(self, ledger_id: int) -> int | None:
         """The largest stored entry id of the ledger, or None (FORMATS.md §7.1).
@@ -117,7 +126,7 @@ class EntryLocationIndex:
 
         BookKeeper's exact range, not [(L, 0), (L+1, 0)): L+1 overflows i64 at L = 2**63-1,
         and the keys BookKeeper's range leaves, (L, 2**63-1) and (L, negative id), are never
-        written (L2), so both implementations leave the same keys behind. Returns the count.
+        written (LO2), so both implementations leave the same keys behind. Returns the count.
         """
         ranges = []
         for ledger_id in ledger_ids:

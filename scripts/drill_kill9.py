@@ -64,6 +64,13 @@ RETIRED_LIVE_MAX = 16
 CONNECTION_ERRORS = (aiohttp.ClientError, ConnectionError, asyncio.TimeoutError, OSError)
 
 
+#: The writers' operations (a ledger exists once an add reached it: its first is an add).
+WRITER_MIX = checker.OperationMix(
+    (("add", 0.55), ("batch", 0.70), ("deferred", 0.82), ("read_lac", 0.90),
+     ("write_lac", 0.97), ("fence", 0.985), ("delete", 1.0)),
+    batch_sizes=(2, 24), deferred_counts=(1, 12))
+
+
 class StartFailure(Exception):
     """The daemon refused to start or died in recovery without a planned crash point."""
 
@@ -264,21 +271,7 @@ class Drill:
                 return
 
     async def _writer_op(self, client, ledger: LedgerModel, rng: random.Random) -> None:
-        choice = rng.random()
-        if choice < 0.55 or not ledger.acked:  # a ledger exists once an add reached it
-            await checker.add(client, ledger, rng)
-        elif choice < 0.70:
-            await checker.add_batch(client, ledger, rng, rng.randint(2, 24))
-        elif choice < 0.82:
-            await checker.deferred_adds_and_force(client, ledger, rng, rng.randint(1, 12))
-        elif choice < 0.90:
-            await checker.read_lac(client, ledger)
-        elif choice < 0.97:
-            await checker.write_lac(client, ledger)
-        elif choice < 0.985:
-            await checker.fence(client, ledger)
-        else:
-            await checker.delete(client, ledger)
+        await WRITER_MIX.run(client, ledger, rng)
 
     async def _chaos(self, client, stop: asyncio.Event, rng: random.Random) -> None:
         """Operations beside the writers: fences of written ledgers, deletes, checkpoints."""

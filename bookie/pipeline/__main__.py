@@ -25,7 +25,7 @@ if __package__ in (None, ""):
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
     sys.path.insert(0, os.path.dirname(os.path.dirname(_here)))
 
-from bookie.pipeline import jobs  # noqa: E402
+from bookie.pipeline import index_check, jobs  # noqa: E402
 from bookie.pipeline import spark as spark_session  # noqa: E402
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_FAILED = 0, 1, 2
@@ -82,7 +82,7 @@ def run_job(spark, args: argparse.Namespace) -> jobs.JobResult:
     if args.job == "export":
         return jobs.run_export(spark, args.paths, args.out, payload=not args.no_payload,
                                writer=args.writer)
-    return jobs.run_index_check(spark, args.paths, args.index, args.out)
+    return index_check.run_index_check(spark, args.paths, args.index, args.out)
 
 
 class Progress:

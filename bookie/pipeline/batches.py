@@ -37,18 +37,17 @@ executor's memory per task stays bounded whatever the entry size.
 from __future__ import annotations
 
 import struct
-import zlib
 from typing import Iterator
 
 import pyarrow as pa
 from crc32c import crc32c  # the C function: bookie.entry.crc32c adds a Python call (~10%)
 
-from bookie.entry import METADATA_LENGTH
-from bookie.errors import CorruptRecord, IOFailure
+from bookie.entry import (CRC32_PAYLOAD_OFFSET, CRC32C_PAYLOAD_OFFSET, METADATA_LENGTH,
+                          DigestType, digest_mismatch)
+from bookie.errors import CorruptRecord
 from entrylog.format import SIZE
 from entrylog.reader import EntryLogReader
 from journal.format import RecordKind
-from journal.reader import JournalReader
 
 BATCH_BYTES = 4 << 20
 #: A location's pos is the entry's first byte, past its i32 size field (FORMATS.md §5.3).
@@ -57,10 +56,8 @@ SIZE_FIELD_BYTES = SIZE.size
 _PROBLEM_ROWS = 4096
 #: Arrow bytes of one entry row without payload and path: 4 int64s and an int32.
 _ENTRY_FIXED_BYTES = 4 * 8 + 4
-_CRC32C_END = METADATA_LENGTH + 4
-_CRC32_END = METADATA_LENGTH + 8
+_CRC32C_END = CRC32C_PAYLOAD_OFFSET
 _U32 = struct.Struct(">I").unpack_from
-_U64 = struct.Struct(">Q").unpack_from
 _DATA = RecordKind.DATA
 
 _ENTRY_COLUMNS = [("path", pa.string()), ("logId", pa.int64()), ("offset", pa.int64()),
@@ -108,15 +105,12 @@ def digest_problem(entry: bytes) -> str | None:
     type its ledger uses (the ``ledgers`` index does), so an entry is sound when either CRC
     type matches (FORMATS.md §6.2): CRC32C (4 bytes), or CRC32 (8 bytes, the high 4 zero).
     """
-    if len(entry) < _CRC32C_END:
+    if len(entry) < CRC32C_PAYLOAD_OFFSET:
         return f"entry of {len(entry)} bytes is too short for its header and digest"
-    stored = _U32(entry, METADATA_LENGTH)[0]
-    if stored == crc32c(entry[_CRC32C_END:], crc32c(entry[:METADATA_LENGTH])):
+    if digest_mismatch(entry, DigestType.CRC32C) is None or (
+            len(entry) >= CRC32_PAYLOAD_OFFSET
+            and digest_mismatch(entry, DigestType.CRC32) is None):
         return None
-    if stored == 0 and len(entry) >= _CRC32_END:
-        crc = zlib.crc32(entry[_CRC32_END:], zlib.crc32(entry[:METADATA_LENGTH]))
-        if _U64(entry, METADATA_LENGTH)[0] == crc:
-            return None
     return (f"digest mismatch: stored {entry[METADATA_LENGTH:_CRC32C_END].hex()} matches "
             f"neither the crc32c nor the crc32 of the entry")
 
@@ -297,67 +291,6 @@ def ledgers_map_batch(reader: EntryLogReader, uri: str) -> pa.RecordBatch:
         "fileBytes": [reader.file_size()] * n,
     }
     return pa.RecordBatch.from_pydict(columns, schema=ledgers_map_schema())
-
-
-# ----------------------------------------------------------------------- journals
-
-def journal_batches(reader: JournalReader, uri: str, journal_id: int, *,
-                    payload: bool = False, verify: bool = False, problems_only: bool = False,
-                    unverified: frozenset[int] = frozenset(),
-                    batch_bytes: int = BATCH_BYTES) -> Iterator[pa.RecordBatch]:
-    """The records of one journal as RecordBatches of ``journal_schema(payload, verify)``.
-
-    With ``verify``, a data record's digest is checked like an entry's, and damage the reader
-    refuses (CorruptRecord: valid records follow it; a version it does not read) becomes a
-    problem row where the scan stopped. A torn tail is how a crash leaves the active
-    journal (FORMATS.md §3.7), not a problem.
-    """
-    schema = journal_schema(payload, verify)
-    row_bytes = _ENTRY_FIXED_BYTES + 16 + len(uri.encode())
-    chunk: list = []
-    size = 0
-    try:
-        for record in reader.scan():
-            problem = None
-            if verify and record.kind is _DATA and record.ledger_id not in unverified:
-                problem = digest_problem(record.payload)
-            if problems_only and problem is None:
-                continue
-            chunk.append((record, problem))
-            size += row_bytes + (len(record.payload) if payload else 0)
-            if size >= batch_bytes:
-                yield _journal_batch(schema, chunk, uri, journal_id)
-                chunk, size = [], 0
-    except IOFailure as err:  # CorruptRecord, UnsupportedJournalVersion
-        if not verify:
-            raise
-        if chunk:
-            yield _journal_batch(schema, chunk, uri, journal_id)
-        offset = getattr(err, "offset", 0)
-        yield _journal_batch(schema, [(None, getattr(err, "reason", str(err)))], uri,
-                             journal_id, offset)
-        return
-    if chunk:
-        yield _journal_batch(schema, chunk, uri, journal_id)
-
-
-def _journal_batch(schema: pa.Schema, chunk: list, uri: str, journal_id: int,
-                   problem_offset: int = 0) -> pa.RecordBatch:
-    """A batch of (record, problem) pairs; a None record is a problem of the file itself."""
-    n = len(chunk)
-    records = [record for record, _ in chunk]
-    columns = {
-        "path": lambda: [uri] * n, "journalId": lambda: [journal_id] * n,
-        "offset": lambda: [r.offset if r is not None else problem_offset for r in records],
-        "size": lambda: [r.size if r is not None else None for r in records],
-        "kind": lambda: [r.kind.value if r is not None else None for r in records],
-        "ledgerId": lambda: [r.ledger_id if r is not None else None for r in records],
-        "entryId": lambda: [r.entry_id if r is not None else None for r in records],
-        "payload": lambda: [bytes(r.payload) if r is not None else None for r in records],
-        "problem": lambda: [problem for _, problem in chunk],
-    }
-    return pa.RecordBatch.from_pydict({field.name: columns[field.name]() for field in schema},
-                                      schema=schema)
 
 
 # ----------------------------------------------------------------------- export

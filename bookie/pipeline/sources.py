@@ -37,7 +37,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import (
     BinaryType, BooleanType, IntegerType, LongType, StringType, StructField, StructType)
 
-from bookie.pipeline import batches, fs
+from bookie.pipeline import batches, fs, journal_batches
 from entrylog.reader import DEFAULT_MAX_ENTRY_SIZE, EntryLogReader
 from journal.reader import JournalReader
 
@@ -140,7 +140,7 @@ class JournalSourceReader(_FileReader):
         settings = self.settings
         disk, path = fs.disk_for(partition.ref.uri)
         with JournalReader(disk, path, max_entry_size=settings.max_entry_size) as reader:
-            yield from batches.journal_batches(
+            yield from journal_batches.journal_batches(
                 reader, partition.ref.uri, partition.ref.file_id, payload=settings.payload,
                 verify=settings.verify, problems_only=settings.problems_only,
                 unverified=settings.unverified, batch_bytes=settings.batch_bytes)

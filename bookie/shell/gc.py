@@ -19,7 +19,8 @@ import time
 
 from bookie.config import BookieConfig, ConfigError, load_config
 from bookie.disk import OsDisk
-from bookie.gc import MAJOR, MINOR, GarbageCollector, GcResult
+from bookie.gc import MAJOR, MINOR, GarbageCollector
+from bookie.gc_run import GcResult
 from bookie.shell.datadir import INDEX_DIRS, DataDir, UsageError
 from bookie.shell.output import Output, Progress, human_bytes
 from bookie.storage import LedgerStorage

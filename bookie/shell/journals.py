@@ -11,15 +11,14 @@ from __future__ import annotations
 import argparse
 import collections
 import os
-import struct
 
+from bookie.entry import (LAC_METADATA_LENGTH, has_piggybacked_lac, parse_lac_body,
+                          piggybacked_lac)
 from bookie.errors import CorruptRecord
 from bookie.shell.datadir import DataDir, UsageError
 from bookie.shell.output import Output
 from journal.format import ALIGNMENT, V5, RecordKind, detect_version, header_size
 from journal.reader import JournalReader, UnsupportedJournalVersion
-
-_LAC = struct.Struct(">q")
 
 
 def register(commands, common: argparse.ArgumentParser) -> None:
@@ -99,13 +98,13 @@ def _emit_record(out: Output, record, payload: bool) -> None:
             "ledgerId": record.ledger_id, "entryId": record.entry_id, "length": length,
             "size": record.size}
     detail = ""
-    if kind is RecordKind.DATA and len(record.payload) >= 24:
-        item["lac"] = _LAC.unpack_from(record.payload, 16)[0]
+    if kind is RecordKind.DATA and has_piggybacked_lac(record.payload):
+        item["lac"] = piggybacked_lac(record.payload)
         detail = f"lac {item['lac']}"
     elif kind is RecordKind.LEDGER_KEY:
         detail = f"key {record.payload.hex()}"
-    elif kind is RecordKind.EXPLICIT_LAC and len(record.payload) >= 16:
-        item["lac"] = _LAC.unpack_from(record.payload, 8)[0]
+    elif kind is RecordKind.EXPLICIT_LAC and len(record.payload) >= LAC_METADATA_LENGTH:
+        item["lac"] = parse_lac_body(record.payload)[1]
         detail = f"explicit lac {item['lac']}"
     if payload and record.payload:
         item["payload"] = record.payload.hex()

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import struct
 
+from bookie.entry import has_piggybacked_lac, piggybacked_lac
 from bookie.errors import CorruptRecord
 from bookie.shell.datadir import DataDir
 from bookie.shell.output import Output
 from entrylog.format import MAP_BATCH_HEAD, SIZE
 from entrylog.reader import EntryLogReader
 
-_LAC = struct.Struct(">q")
 #: Bounds the batch walk of a damaged trailer (BookKeeper writes 10,000 ledgers a batch).
 _BATCHES_MAX = 1 << 20
 
@@ -110,7 +109,7 @@ def _emit_header(out: Output, reader: EntryLogReader) -> bool:
 
 def _emit_entry(out: Output, found, payload: bool) -> None:
     entry = found.entry
-    lac = _LAC.unpack_from(entry, 16)[0] if len(entry) >= 24 else None
+    lac = piggybacked_lac(entry) if has_piggybacked_lac(entry) else None
     item = {"type": "entry", "offset": found.offset, "pos": found.offset + SIZE.size,
             "size": found.size, "ledgerId": found.ledger_id, "entryId": found.entry_id,
             "location": found.location, "lac": lac}

@@ -8,7 +8,7 @@ import os
 
 from bookie.entry import DigestType, entry_digest_ok, piggybacked_lac
 from bookie.errors import IOFailure
-from bookie.scrub import TYPE_NAMES
+from bookie.scrub_report import TYPE_NAMES
 from bookie.shell.datadir import INDEX_DIRS, DataDir, dir_bytes
 from bookie.shell.output import Output, human_bytes
 from entrylog.format import HEADER_SIZE, decode_header, split_location

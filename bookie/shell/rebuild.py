@@ -35,7 +35,7 @@ import dataclasses
 import os
 import time
 
-from bookie.entry import DigestType, entry_digest_ok
+from bookie.entry import ZERO_KEY, DigestType, entry_digest_ok
 from bookie.errors import CorruptRecord, IOFailure
 from bookie.shell.datadir import LEDGERS, LOCATIONS, DataDir, UsageError
 from bookie.shell.output import Output, Progress
@@ -47,7 +47,6 @@ from ledgerindex.keys import LedgerState
 from ledgerindex.ledgers import LedgerMetadataIndex
 from ledgerindex.locations import EntryLocationIndex
 
-ZERO_KEY = bytes(20)
 #: Locations written per RocksDB batch.
 BATCH_ENTRIES = 100_000
 #: Entries tried per ledger to learn its digest type.

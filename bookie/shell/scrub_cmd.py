@@ -1,7 +1,8 @@
 """``scrub``: read every indexed entry back and check framing, ids and digest.
 
-The engine is ``bookie.scrub.Scrubber``, shared with the daemon's periodic scrub; this
-command opens the indexes read-only and prints each bad entry with its file and offset.
+The engine is ``bookie.scrub.Scrubber``, also behind ``check-index`` (the daemon runs no
+scrub); this command opens the indexes read-only and prints each bad entry with its file and
+offset.
 """
 
 from __future__ import annotations

@@ -93,8 +93,8 @@ def _core_rule(path: str, module: str) -> str | None:
         return None  # the composition root
     if _top(module) in ("api", "aiohttp", "pyspark", "pyarrow"):
         return "the bookie core never imports api, aiohttp, pyspark or pyarrow (rule 3)"
-    if module == "asyncio" and path != "bookie/node.py":
-        return "only bookie/node.py imports asyncio (rule 3)"
+    if module == "asyncio" and not path.startswith("bookie/node/"):
+        return "only the bookie/node/ package imports asyncio (rule 3)"
     return None
 
 
@@ -147,6 +147,24 @@ def test_format_modules_never_open_files():
         if path not in FORMAT_MODULES:
             continue
         for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id == "open":
+                found.append(f"{path}:{node.lineno}: open()")
+    assert found == []
+
+
+def test_storage_packages_open_files_only_through_the_disk_seam():
+    """Rule 1's other half: journal/ and entrylog/ are handed a ``Disk`` (bookie/disk.py) and
+    open, sync and rename nothing themselves, so the crash-injecting and faulty disks of the
+    crash tests see every file operation they make."""
+    found = []
+    for path, tree in _modules():
+        if not path.startswith(("journal/", "entrylog/")):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id == "os" and node.attr in SYNC_CALLS | {"open"}:
+                found.append(f"{path}:{node.lineno}: os.{node.attr}")
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
                     and node.func.id == "open":
                 found.append(f"{path}:{node.lineno}: open()")

@@ -14,8 +14,7 @@ the old log (step 7) is a crash point of its own. After each crash a normal rest
 - finish the interrupted work with another forced run that reports no problem;
 - and, once stopped, hold no index location that points at a missing entry log.
 
-This file is also the crashing daemon: ``python -m tests.crash.test_gc_compaction_crash_sweep
-K PATTERN serve ...`` (the stock ``tests.support.crash_serve`` does not count unlinks).
+The crashing daemon is the shared ``Daemon`` with ``crash_events=ALL_EVENTS``.
 """
 
 from __future__ import annotations
@@ -25,8 +24,6 @@ import json
 import os
 import random
 import shutil
-import subprocess
-import sys
 
 import aiohttp
 import pytest
@@ -37,8 +34,8 @@ from bookie.errors import NoLedger
 from entrylog.format import parse_log_id
 from ledgerindex import keys
 from ledgerindex.kv import KeyValueStore
-from tests.support.crashing_disk import EVENTS, CrashingDisk
-from tests.support.servers import ROOT, Daemon
+from tests.support.crashing_disk import ALL_EVENTS
+from tests.support.servers import Daemon
 
 KEY = master_key(b"gc-sweep")
 FLAGS = ("--entrylog-max-bytes", "16KiB", "--checkpoint-interval-ms", "3600000",
@@ -46,37 +43,6 @@ FLAGS = ("--entrylog-max-bytes", "16KiB", "--checkpoint-interval-ms", "3600000",
          "--compaction-rate-bytes", "0")
 PATTERN = "*/ledgers/current*"
 LIVE, DELETED = (0, 2), (1, 3)
-
-
-class CrashingDiskWithUnlink(CrashingDisk):
-    def __init__(self, crash_at: int, pattern: str) -> None:
-        super().__init__(crash_at, pattern, EVENTS + ("unlink",))
-
-    def unlink(self, path: str) -> None:
-        self.counter.event("unlink", path)
-        super().unlink(path)
-
-
-class SweepDaemon(Daemon):
-    """A Daemon whose crashing variant is this module (unlinks are crash points too)."""
-
-    def start(self, timeout_s: float = 60.0, wait_ready: bool = True) -> "SweepDaemon":
-        if self.crash_at is None:
-            return super().start(timeout_s, wait_ready)
-        env = dict(os.environ, PYTHONPATH=ROOT)
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.crash.test_gc_compaction_crash_sweep",
-             str(self.crash_at[0]), self.crash_at[1], "serve", "--data-dir", self.data_dir,
-             "--host", "127.0.0.1", "--port", "0", *self.extra],
-            stdout=subprocess.PIPE, stderr=log, env=env, cwd=ROOT)
-        line = self.proc.stdout.readline().decode()
-        if "listening on" not in line:
-            raise RuntimeError(f"daemon did not start: {line!r}; log {self.log_path}")
-        self.url = line.strip().rsplit(" ", 1)[-1]
-        if wait_ready:
-            self.wait_ready(timeout_s)
-        return self
 
 
 async def _prepare(url: str) -> dict:
@@ -148,14 +114,14 @@ def _dangling_locations(data_dir: str) -> list[tuple[int, int, int]]:
 async def test_crash_at_every_gc_and_compaction_step_loses_no_live_entry_and_leaves_no_orphan(
         tmp_path):
     template = str(tmp_path / "template" / "data")
-    daemon = SweepDaemon(template, *FLAGS).start()
+    daemon = Daemon(template, *FLAGS).start()
     live = await _prepare(daemon.url)
     assert daemon.terminate() == 0, daemon.log_text()
     crash_points = 0
     for k in range(1, 400):
         data_dir = str(tmp_path / f"k{k}" / "data")
         shutil.copytree(template, data_dir)
-        daemon = SweepDaemon(data_dir, *FLAGS, crash_at=(k, PATTERN))
+        daemon = Daemon(data_dir, *FLAGS, crash_at=(k, PATTERN), crash_events=ALL_EVENTS)
         try:
             daemon.start()
         except RuntimeError:
@@ -168,7 +134,7 @@ async def test_crash_at_every_gc_and_compaction_step_loses_no_live_entry_and_lea
             break
         assert code == -9, f"k={k}: the daemon exited {code}, not by SIGKILL"
         crash_points += 1
-        restarted = SweepDaemon(data_dir, *FLAGS).start()
+        restarted = Daemon(data_dir, *FLAGS).start()
         assert _compacting_files(data_dir) == [], f"k={k}"
         await _verify_live(restarted.url, live)
         again = await _force_gc(restarted.url)
@@ -181,17 +147,3 @@ async def test_crash_at_every_gc_and_compaction_step_loses_no_live_entry_and_lea
         pytest.fail("the sweep never reached a crash-free run")
     print(f"gc/compaction crash sweep: {crash_points} crash points, k={k} ran clean")
     assert crash_points >= 20, f"only {crash_points} crash points: the sweep covers too little"
-
-
-def main() -> int:
-    from bookie.cli import _load, build_parser, serve, setup_logging
-
-    crash_at, pattern = int(sys.argv[1]), sys.argv[2]
-    args = build_parser().parse_args(sys.argv[3:])
-    config = _load(args)
-    setup_logging(config)
-    return asyncio.run(serve(config, disk=CrashingDiskWithUnlink(crash_at, pattern)))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

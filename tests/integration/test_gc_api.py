@@ -245,7 +245,7 @@ class Mixed:
             await self.client.add_entry(ledger_id, entry_id, data, KEY)
             acked[(ledger_id, entry_id)] = data
             self.first_ack.set()
-            if entry_id % 15 == 14:  # a re-add of identical bytes: a newer location (K2)
+            if entry_id % 15 == 14:  # a re-add of identical bytes: a newer location (compaction CP2)
                 old = rng.randrange(entry_id)
                 await self.client.add_entry(ledger_id, old, acked[(ledger_id, old)], KEY)
 

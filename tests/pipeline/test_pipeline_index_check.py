@@ -9,7 +9,7 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bookie.pipeline import jobs
+from bookie.pipeline import index_check, jobs
 from entrylog.format import parse_log_id
 from ledgerindex.locations import EntryLocationIndex
 from tests.pipeline.datagen import (BOOKIE_DUMMY_LEDGER, BOOKIE_ENTRIES_PER_LEDGER,
@@ -83,9 +83,9 @@ def test_index_check_finds_planted_mismatches_both_ways(spark, bookie_dir, tmp_p
     planted, expected = _plant(bookie_dir, exported)
     jsonl, parquet_dir = _write_exports(planted, tmp_path)
     # Both forms of the export read back as the same rows; the check runs once.
-    assert sorted(map(tuple, jobs.read_index(spark, jsonl).collect())) == sorted(
-        map(tuple, jobs.read_index(spark, parquet_dir).collect()))
-    result = jobs.run_index_check(spark, [bookie_dir], parquet_dir)
+    assert sorted(map(tuple, index_check.read_index(spark, jsonl).collect())) == sorted(
+        map(tuple, index_check.read_index(spark, parquet_dir).collect()))
+    result = index_check.run_index_check(spark, [bookie_dir], parquet_dir)
     found = {(row["kind"], row["ledgerId"], row["entryId"]):
              (row["logId"] if row["kind"] != "ledger-not-in-index" else None, row["pos"],
               row["copies"]) for row in result.rows}

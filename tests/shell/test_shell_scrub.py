@@ -191,13 +191,13 @@ def test_progress_reports_bytes_and_stop_ends_the_run_early(bookie_data_dir):
 
 
 def test_a_problem_is_not_reported_once_the_index_moved_the_entry(bookie_data_dir):
-    """S2: on a live bookie an entry may move (replay, compaction) during the scrub."""
+    """SC2: on a live bookie an entry may move (replay, compaction) during the scrub."""
     location = _location_of(bookie_data_dir, 1, 5)
     _flip(bookie_data_dir, location, 60)
 
     class MovedIndex:
         def __init__(self, index):
-            self.kv = index.kv
+            self.item_windows = index.item_windows
             self._index = index
 
         def get(self, ledger_id, entry_id):
@@ -221,7 +221,7 @@ def test_scrub_rate_must_be_positive(capsys, bookie_data_dir):
 
 def test_reads_stop_at_gaps_left_by_other_windows():
     """A window's entries between other windows' entries: each run is read on its own."""
-    from bookie.scrub import _first_gap
+    from bookie.scrub_reads import first_gap as _first_gap
 
     window = [(position, 0, 0) for position in (1028, 1400, 1800, 90_000, 90_400)]
     assert _first_gap(window, 0, 5, 65536) == 3

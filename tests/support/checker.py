@@ -166,6 +166,42 @@ async def delete(api, ledger: LedgerModel) -> None:
     ledger.deleted = True
 
 
+# -- the weighted mix of the drills -------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class OperationMix:
+    """Which ledger operation a drill does next: (name, upper bound) pairs over one
+    ``rng.random()``, shared by the kill -9 drill and the power-loss sweep (each brings its
+    own bounds). Bounds, not weights, so a seed draws exactly what it drew before."""
+
+    bounds: tuple[tuple[str, float], ...]
+    batch_sizes: tuple[int, int] = (2, 6)
+    deferred_counts: tuple[int, int] = (1, 4)
+
+    def choose(self, rng: random.Random) -> str:
+        draw = rng.random()
+        return next((name for name, bound in self.bounds if draw < bound), "other")
+
+    async def run(self, api, ledger: LedgerModel, rng: random.Random) -> str:
+        """Draw and do one operation on ``ledger``; names it does not know ("checkpoint",
+        "other"...) are returned for the drill to do. A ledger no add reached gets an add."""
+        name = self.choose(rng)
+        if name == "add" or not ledger.acked:
+            await add(api, ledger, rng)
+            return "add"
+        if name == "batch":
+            await add_batch(api, ledger, rng, rng.randint(*self.batch_sizes))
+        elif name == "deferred":
+            await deferred_adds_and_force(api, ledger, rng, rng.randint(*self.deferred_counts))
+        elif name in LEDGER_OPS:
+            await LEDGER_OPS[name](api, ledger)
+        return name
+
+
+LEDGER_OPS = {"read_lac": read_lac, "write_lac": write_lac, "fence": fence, "delete": delete}
+
+
 # -- the check after a restart -------------------------------------------------------------
 
 

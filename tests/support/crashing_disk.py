@@ -14,6 +14,9 @@ import signal
 from bookie.disk import OsDisk, OsFile
 
 EVENTS = ("fsync", "fdatasync", "rename", "fsync_dir")
+#: Every kind a CrashingDisk can crash at: unlinks too, for crash stories whose step is a
+#: deletion (compaction's old log); not in the default, which the older sweeps count by.
+ALL_EVENTS = EVENTS + ("unlink",)
 
 
 class _Counter:
@@ -65,3 +68,7 @@ class CrashingDisk(OsDisk):
     def fsync_dir(self, path: str) -> None:
         self.counter.event("fsync_dir", path)
         super().fsync_dir(path)
+
+    def unlink(self, path: str) -> None:
+        self.counter.event("unlink", path)
+        super().unlink(path)

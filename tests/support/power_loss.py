@@ -232,30 +232,20 @@ async def workload(api: InProcessApi, model: Model, rng: random.Random, ops: int
             ledgers[index] = model.new_ledger()
 
 
+#: One operation per step; "other" races adds on every ledger against a checkpoint.
+OPERATION_MIX = checker.OperationMix(
+    (("add", 0.32), ("batch", 0.45), ("deferred", 0.54), ("write_lac", 0.60),
+     ("read_lac", 0.64), ("fence", 0.68), ("delete", 0.71), ("checkpoint", 0.86)))
+
+
 async def _operation(api, model: Model, ledger, ledgers, rng: random.Random) -> bool:
     """One operation; True when the ledger is done with (fenced or deleted)."""
-    choice = rng.random()
-    if choice < 0.32 or not ledger.acked:
-        await checker.add(api, ledger, rng)
-    elif choice < 0.45:
-        await checker.add_batch(api, ledger, rng, rng.randint(2, 6))
-    elif choice < 0.54:
-        await checker.deferred_adds_and_force(api, ledger, rng, rng.randint(1, 4))
-    elif choice < 0.60:
-        await checker.write_lac(api, ledger)
-    elif choice < 0.64:
-        await checker.read_lac(api, ledger)
-    elif choice < 0.68:
-        await checker.fence(api, ledger)
-        return True
-    elif choice < 0.71:
-        await checker.delete(api, ledger)
-        return True
-    elif choice < 0.86:
+    done = await OPERATION_MIX.run(api, ledger, rng)
+    if done == "checkpoint":
         await api.checkpoint()
-    else:
+    elif done == "other":
         await _concurrently(api, ledgers, rng)
-    return False
+    return done in ("fence", "delete")
 
 
 async def _concurrently(api, ledgers, rng: random.Random) -> None:

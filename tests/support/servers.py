@@ -62,9 +62,13 @@ class Daemon:
     """``python -m bookie serve`` as a subprocess, for kill -9 and SIGTERM tests."""
 
     def __init__(self, data_dir: str, *extra: str, env: dict | None = None,
-                 crash_at: tuple[int, str] | None = None) -> None:
+                 crash_at: tuple[int, str] | None = None,
+                 crash_events: tuple[str, ...] | None = None) -> None:
+        """``crash_at`` (k, glob): SIGKILL at the k-th matching event of ``crash_events``
+        (default ``crashing_disk.EVENTS``; ``ALL_EVENTS`` adds unlinks)."""
         self.data_dir = data_dir
         self.crash_at = crash_at
+        self.crash_events = crash_events
         self.extra = list(extra)
         self.env = env
         self.proc: subprocess.Popen | None = None
@@ -76,7 +80,8 @@ class Daemon:
         os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
         log = open(self.log_path, "ab")
         entry = ["-m", "bookie"] if self.crash_at is None else [
-            "-m", "tests.support.crash_serve", str(self.crash_at[0]), self.crash_at[1]]
+            "-m", "tests.support.crash_serve", str(self.crash_at[0]), self.crash_at[1],
+            *([",".join(self.crash_events)] if self.crash_events else [])]
         self.proc = subprocess.Popen(
             [sys.executable, *entry, "serve", "--data-dir", self.data_dir,
              "--host", "127.0.0.1", "--port", "0", *self.extra],

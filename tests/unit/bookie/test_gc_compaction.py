@@ -137,7 +137,7 @@ def test_a_newer_location_written_between_copy_and_switch_is_not_overwritten(sto
     with pytest.raises(Paused):
         compaction.step(float("inf"))
     assert compaction.phase is Phase.SWITCH and compaction.entries_moved == 0
-    # A checkpoint between two steps writes a newer location for (0, 0) (K2).
+    # A checkpoint between two steps writes a newer location for (0, 0) (compaction CP2).
     storage.add_entry(0, 0, written[(0, 0)])
     storage.flush()
     newer = storage.locations.get(0, 0)

@@ -83,7 +83,7 @@ def test_roll_finalizes_the_old_log_before_creating_the_next(tmp_path):
     locations = [logger.add_entry(1 + i % 2, make_entry(1 + i % 2, i)) for i in range(4)]
     assert [location >> 32 for location in locations] == [0, 0, 0, 1]
     assert finalized == [(0, {1: 90, 2: 45})]
-    # G1: the header patch and its fsync come before 1.log exists.
+    # EL1: the header patch and its fsync come before 1.log exists.
     header_fsync = disk.events.index(("write", "0.log", 8, 12)) + 1
     assert disk.events[header_fsync] == ("fsync", "0.log")
     assert header_fsync < disk.events.index(("create", "1.log"))

@@ -64,7 +64,7 @@ def test_startup_takes_the_maximum_over_dirs_and_writes_every_dir(tmp_path):
 
 
 def test_last_id_is_written_atomically_and_durably(tmp_path):
-    # L1: temp file, fsync, rename, dir fsync, all before the caller creates the log.
+    # LI1: temp file, fsync, rename, dir fsync, all before the caller creates the log.
     disk = RecordingDisk()
     ids = allocator(tmp_path, disk=disk)
     disk.events.clear()
@@ -83,7 +83,7 @@ def test_stale_tmp_is_deleted_at_startup(tmp_path):
 
 
 def test_ids_never_wrap(tmp_path):
-    # L2 and FORMATS.md §9.7: BookKeeper wraps to 0; the project goes read-only.
+    # LI2 and FORMATS.md §9.7: BookKeeper wraps to 0; the project goes read-only.
     (tmp_path / "lastId").write_bytes(b"7ffffffe\n")
     ids = allocator(tmp_path)
     assert ids.allocate() == 2**31 - 1

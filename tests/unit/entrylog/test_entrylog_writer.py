@@ -137,7 +137,7 @@ def test_would_exceed_counts_the_size_field(tmp_path):
 
 @pytest.mark.parametrize("operation", ["write", "fdatasync"])
 def test_io_error_fails_the_channel_for_good(tmp_path, operation):
-    # W2, A5: no retry after a failed write or sync.
+    # EW2, A5: no retry after a failed write or sync.
     disk = RecordingDisk(fail_on=operation, fail_after=1 if operation == "write" else 0)
     channel = BufferedLogChannel.create(disk, str(tmp_path), 3)
     channel.add_entry(1, make_entry(1, 0))

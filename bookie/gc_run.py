@@ -1,0 +1,85 @@
+"""One garbage collection run's state and result, kept between its steps (bookie/gc.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bookie.compaction import LogCompaction
+
+
+@dataclasses.dataclass
+class GcResult:
+    compaction: str | None = None        # "minor", "major" or None (not due, off, suspended)
+    compaction_skipped: str | None = None
+    logs_scanned: int = 0
+    logs_deleted: list[int] = dataclasses.field(default_factory=list)
+    bytes_reclaimed_deletion: int = 0
+    logs_compacted: list[int] = dataclasses.field(default_factory=list)
+    bytes_reclaimed_compaction: int = 0
+    entries_moved: int = 0
+    bytes_written_compaction: int = 0
+    ledgers_index_cleaned: int = 0
+    quarantined: list[str] = dataclasses.field(default_factory=list)
+    problems: list[str] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+    finished_at: float = 0.0
+
+    @property
+    def bytes_reclaimed(self) -> int:
+        return self.bytes_reclaimed_deletion + self.bytes_reclaimed_compaction
+
+    def to_json(self) -> dict:
+        return {"logsScanned": self.logs_scanned, "logsDeleted": self.logs_deleted,
+                "bytesReclaimed": self.bytes_reclaimed,
+                "bytesReclaimedByDeletion": self.bytes_reclaimed_deletion,
+                "compaction": self.compaction, "compactionSkipped": self.compaction_skipped,
+                "logsCompacted": self.logs_compacted,
+                "bytesReclaimedByCompaction": self.bytes_reclaimed_compaction,
+                "entriesMoved": self.entries_moved,
+                "bytesWrittenByCompaction": self.bytes_written_compaction,
+                "ledgersIndexCleaned": self.ledgers_index_cleaned,
+                "quarantined": self.quarantined, "problems": self.problems,
+                "seconds": round(self.seconds, 6), "finishedAt": round(self.finished_at, 3)}
+
+
+@dataclasses.dataclass(frozen=True)
+class LogMeta:
+    """What a rolled log holds (G3): bytes per ledger (Σ size + 4) and its file size."""
+
+    totals: dict[int, int]
+    size: int
+
+
+class RunPhase(enum.Enum):
+    INDEX = "index"
+    LOGS = "logs"
+    COMPACT = "compact"
+    DONE = "done"
+
+
+class GcRun:
+    """The state of one run between its steps."""
+
+    def __init__(self, compaction: str | None, threshold: float, forced: bool,
+                 started: float) -> None:
+        self.phase = RunPhase.INDEX
+        self.threshold = threshold
+        self.forced = forced
+        self.started = started
+        self.result = GcResult(compaction=compaction)
+        self.fresh: list[int] | None = None          # tombstones phase 1 has yet to settle
+        self.to_examine: list[int] = []
+        self.usage: dict[int, tuple[int, int]] = {}   # log id -> (live bytes, total bytes)
+        self.candidates: list[int] = []
+        self.current: LogCompaction | None = None
+
+    def progress_json(self) -> dict:
+        current = self.current
+        return {"phase": self.phase.value, "compaction": self.result.compaction,
+                "logsLeft": len(self.to_examine) + len(self.candidates),
+                "compacting": None if current is None else {
+                    "logId": current.log_id, "step": current.phase.value,
+                    "entriesCopied": current.entries_copied, "bytesRead": current.bytes_read}}
