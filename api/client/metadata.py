@@ -13,12 +13,12 @@ File layout (JSON, one object):
                           "lastEntryId": -1, "length": 0, "ctimeMs": T, "custom": {}}}}
 
 Invariants:
-    M1. A write succeeds only if the stored version equals the version the caller read, and
+    MD1. A write succeeds only if the stored version equals the version the caller read, and
         stores version + 1: of two racing writers exactly one wins (BookKeeper's
         BadVersionException for the other).
-    M2. The file is replaced whole (temp file, fsync, rename, fsync dir): after a crash it
+    MD2. The file is replaced whole (temp file, fsync, rename, fsync dir): after a crash it
         holds the old or the new metadata of every ledger, never a mix.
-    M3. Ledger ids are allocated from ``nextLedgerId`` under the same lock and it only grows
+    MD3. Ledger ids are allocated from ``nextLedgerId`` under the same lock and it only grows
         (past explicit ids too), so an allocated id is never handed out twice, even after a
         delete.
 
@@ -49,7 +49,7 @@ class MetadataError(Exception):
 
 
 class BadVersion(MetadataError):
-    """Compare-and-set lost (M1): someone else updated the ledger's metadata first."""
+    """Compare-and-set lost (MD1): someone else updated the ledger's metadata first."""
 
 
 class LedgerExists(MetadataError):
@@ -76,6 +76,14 @@ class LedgerMetadata:
     ctime_ms: int = 0
     custom: dict = dataclasses.field(default_factory=dict)
     version: int = 0
+    #: The cluster's fields (REPLICATION.md §1): E, Qw, Qa, the ensembles as
+    #: ((firstEntryId, (bookieId, ...)), ...) ascending, and the password the master key
+    #: comes from. A single-bookie ledger keeps the defaults.
+    ensemble_size: int = 1
+    write_quorum: int = 1
+    ack_quorum: int = 1
+    ensembles: tuple = ()
+    password: bytes = b""
 
     @property
     def closed(self) -> bool:
@@ -84,18 +92,28 @@ class LedgerMetadata:
     def to_json(self) -> dict:
         return {"version": self.version, "digestType": self.digest_type.header_name,
                 "state": self.state.value, "lastEntryId": self.last_entry_id,
-                "length": self.length, "ctimeMs": self.ctime_ms, "custom": dict(self.custom)}
+                "length": self.length, "ctimeMs": self.ctime_ms, "custom": dict(self.custom),
+                "ensembleSize": self.ensemble_size, "writeQuorum": self.write_quorum,
+                "ackQuorum": self.ack_quorum, "password": self.password.hex(),
+                "ensembles": [[first, list(members)] for first, members in self.ensembles]}
 
     @classmethod
     def from_json(cls, ledger_id: int, data: dict) -> "LedgerMetadata":
+        """Also reads format-1 files written before the cluster fields (defaults then)."""
         return cls(ledger_id=ledger_id, digest_type=DigestType.from_header(data["digestType"]),
                    state=MetadataState(data["state"]), last_entry_id=int(data["lastEntryId"]),
                    length=int(data["length"]), ctime_ms=int(data.get("ctimeMs", 0)),
-                   custom=dict(data.get("custom", {})), version=int(data["version"]))
+                   custom=dict(data.get("custom", {})), version=int(data["version"]),
+                   ensemble_size=int(data.get("ensembleSize", 1)),
+                   write_quorum=int(data.get("writeQuorum", 1)),
+                   ack_quorum=int(data.get("ackQuorum", 1)),
+                   password=bytes.fromhex(data.get("password", "")),
+                   ensembles=tuple((int(first), tuple(members))
+                                   for first, members in data.get("ensembles", ())))
 
 
 class LedgerMetadataStore(Protocol):
-    """What the ledger library needs of a metadata driver; every update is a CAS (M1)."""
+    """What the ledger library needs of a metadata driver; every update is a CAS (MD1)."""
 
     async def create(self, metadata: LedgerMetadata) -> LedgerMetadata:
         """Store new metadata (allocating an id if ``ledger_id`` is None); LedgerExists."""
@@ -114,7 +132,7 @@ class LedgerMetadataStore(Protocol):
 
 
 class FileMetadataStore:
-    """Ledger metadata in one local JSON file (M1-M3). See the module docstring."""
+    """Ledger metadata in one local JSON file (MD1-MD3). See the module docstring."""
 
     def __init__(self, path: str, disk: OsDisk | None = None) -> None:
         self.path = os.path.abspath(path)
@@ -161,12 +179,12 @@ class FileMetadataStore:
 
     def _store(self, document: dict) -> None:
         data = json.dumps(document, indent=1, sort_keys=True).encode() + b"\n"
-        atomic_replace(self.disk, self.path, data)  # M2
+        atomic_replace(self.disk, self.path, data)  # MD2
 
     def _create(self, document: dict, metadata: LedgerMetadata) -> LedgerMetadata:
         ledger_id = metadata.ledger_id
         if ledger_id is None:
-            ledger_id = document["nextLedgerId"]  # M3
+            ledger_id = document["nextLedgerId"]  # MD3
         if ledger_id < 0:
             raise ValueError(f"ledger id {ledger_id} is negative")
         if str(ledger_id) in document["ledgers"]:
@@ -186,7 +204,7 @@ class FileMetadataStore:
 
     def _write(self, document: dict, metadata: LedgerMetadata) -> LedgerMetadata:
         current = self._read(document, metadata.ledger_id)
-        if current.version != metadata.version:  # M1
+        if current.version != metadata.version:  # MD1
             raise BadVersion(f"ledger {metadata.ledger_id}: metadata is at version "
                              f"{current.version}, the update was based on {metadata.version}")
         stored = dataclasses.replace(metadata, version=current.version + 1)

@@ -1,0 +1,145 @@
+"""Ledger metadata in BookKeeper's v3 binary format (LedgerMetadataSerDe), REPLICATION.md §1.
+
+    bytes   "BookieMetadataFormatVersion\\t3\\n"
+    varint  n, the length of what follows (protobuf's varint32)
+    n       protobuf LedgerMetadataFormat (api/client/proto/LedgerMetadataFormat.proto)
+
+The message class is built from a descriptor written here field by field from BookKeeper's
+numbers (the .proto file beside it is the same text for readers and tools; a test compares
+them), so neither protoc nor generated code is needed. ``protobuf`` does every varint.
+
+Invariants:
+    MF1. ``decode(encode(m)) == m`` for every metadata this project writes (version and ledger
+         id travel outside: the znode's version and path).
+    MF2. A value that is not version 3, whose length prefix disagrees with its size, or whose
+         message lacks a required field raises MetadataFormatError naming what is wrong.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.internal import decoder, encoder
+
+from api.client.metadata import LedgerMetadata, MetadataError, MetadataState
+from bookie.entry import DigestType
+
+HEADER = b"BookieMetadataFormatVersion\t3\n"
+_F = descriptor_pb2.FieldDescriptorProto
+
+
+class MetadataFormatError(MetadataError):
+    """Bytes that are not v3 ledger metadata (MF2)."""
+
+
+def _field(message, name: str, number: int, kind: int, label: int = _F.LABEL_OPTIONAL,
+           type_name: str | None = None, default: str | None = None) -> None:
+    field = message.field.add(name=name, number=number, type=kind, label=label)
+    if type_name:
+        field.type_name = type_name
+    if default is not None:
+        field.default_value = default
+
+
+def _enum(message, name: str, values: dict[str, int]) -> None:
+    enum = message.enum_type.add(name=name)
+    for value_name, number in values.items():
+        enum.value.add(name=value_name, number=number)
+
+
+def _descriptor() -> descriptor_pb2.FileDescriptorProto:
+    file = descriptor_pb2.FileDescriptorProto(name="bookie_ledger_metadata.proto",
+                                              package="bookie", syntax="proto2")
+    msg = file.message_type.add(name="LedgerMetadataFormat")
+    req = _F.LABEL_REQUIRED
+    _field(msg, "quorumSize", 1, _F.TYPE_INT32, req)
+    _field(msg, "ensembleSize", 2, _F.TYPE_INT32, req)
+    _field(msg, "length", 3, _F.TYPE_INT64, req)
+    _field(msg, "lastEntryId", 4, _F.TYPE_INT64)
+    _enum(msg, "State", {"OPEN": 1, "IN_RECOVERY": 2, "CLOSED": 3})
+    _field(msg, "state", 5, _F.TYPE_ENUM, req, ".bookie.LedgerMetadataFormat.State", "OPEN")
+    segment = msg.nested_type.add(name="Segment")
+    _field(segment, "ensembleMember", 1, _F.TYPE_STRING, _F.LABEL_REPEATED)
+    _field(segment, "firstEntryId", 2, _F.TYPE_INT64, req)
+    _field(msg, "segment", 6, _F.TYPE_MESSAGE, _F.LABEL_REPEATED,
+           ".bookie.LedgerMetadataFormat.Segment")
+    _enum(msg, "DigestType", {"CRC32": 1, "HMAC": 2, "CRC32C": 3, "DUMMY": 4})
+    _field(msg, "digestType", 7, _F.TYPE_ENUM, type_name=".bookie.LedgerMetadataFormat.DigestType")
+    _field(msg, "password", 8, _F.TYPE_BYTES)
+    _field(msg, "ackQuorumSize", 9, _F.TYPE_INT32)
+    _field(msg, "ctime", 10, _F.TYPE_INT64)
+    entry = msg.nested_type.add(name="cMetadataMapEntry")
+    _field(entry, "key", 1, _F.TYPE_STRING)
+    _field(entry, "value", 2, _F.TYPE_BYTES)
+    _field(msg, "customMetadata", 11, _F.TYPE_MESSAGE, _F.LABEL_REPEATED,
+           ".bookie.LedgerMetadataFormat.cMetadataMapEntry")
+    _field(msg, "cToken", 12, _F.TYPE_INT64)
+    return file
+
+
+_POOL = descriptor_pool.DescriptorPool()
+_POOL.Add(_descriptor())
+DESCRIPTOR = _POOL.FindMessageTypeByName("bookie.LedgerMetadataFormat")
+LedgerMetadataFormat = message_factory.GetMessageClass(DESCRIPTOR)
+
+#: DigestType numbers are the same in FORMATS.md §6.2 and the message (MAC is "HMAC").
+_STATES = {MetadataState.OPEN: 1, MetadataState.IN_RECOVERY: 2, MetadataState.CLOSED: 3}
+_STATE_OF = {number: state for state, number in _STATES.items()}
+
+
+def encode(metadata: LedgerMetadata) -> bytes:
+    message = LedgerMetadataFormat(
+        quorumSize=metadata.write_quorum, ensembleSize=metadata.ensemble_size,
+        length=metadata.length, lastEntryId=metadata.last_entry_id,
+        state=_STATES[metadata.state], digestType=int(metadata.digest_type),
+        password=metadata.password, ackQuorumSize=metadata.ack_quorum,
+        ctime=metadata.ctime_ms)
+    for first, members in metadata.ensembles:
+        message.segment.add(ensembleMember=list(members), firstEntryId=first)
+    for key, value in sorted(metadata.custom.items()):
+        message.customMetadata.add(key=key, value=value.encode() if isinstance(value, str)
+                                   else bytes(value))
+    body = message.SerializeToString()
+    return HEADER + encoder._VarintBytes(len(body)) + body
+
+
+def decode(data: bytes, ledger_id: int | None = None, version: int = 0) -> LedgerMetadata:
+    data = bytes(data)
+    if not data.startswith(HEADER):
+        raise MetadataFormatError(f"ledger metadata does not start with {HEADER!r}: "
+                                  f"{data[:40]!r}")
+    try:
+        length, start = decoder._DecodeVarint32(data, len(HEADER))
+    except Exception as error:  # noqa: BLE001 - protobuf raises its own DecodeError types
+        raise MetadataFormatError(f"ledger metadata length prefix: {error}") from None
+    if start + length != len(data):
+        raise MetadataFormatError(f"ledger metadata says {length} bytes, holds "
+                                  f"{len(data) - start}")
+    message = LedgerMetadataFormat()
+    try:
+        message.ParseFromString(data[start:])
+    except Exception as error:  # noqa: BLE001
+        raise MetadataFormatError(f"ledger metadata message: {error}") from None
+    if not message.IsInitialized():
+        raise MetadataFormatError(f"ledger metadata lacks {message.FindInitializationErrors()}")
+    return LedgerMetadata(
+        ledger_id=ledger_id, version=version,
+        digest_type=DigestType(message.digestType) if message.HasField("digestType")
+        else DigestType.CRC32C,
+        state=_STATE_OF[message.state], last_entry_id=message.lastEntryId
+        if message.HasField("lastEntryId") else -1,
+        length=message.length, ctime_ms=message.ctime,
+        custom={entry.key: entry.value.decode("utf-8", "replace")
+                for entry in message.customMetadata},
+        ensemble_size=message.ensembleSize, write_quorum=message.quorumSize,
+        ack_quorum=message.ackQuorumSize if message.HasField("ackQuorumSize")
+        else message.quorumSize,
+        ensembles=tuple((segment.firstEntryId, tuple(segment.ensembleMember))
+                        for segment in message.segment),
+        password=bytes(message.password))
+
+
+def without_store_fields(metadata: LedgerMetadata) -> LedgerMetadata:
+    """What travels in the bytes (MF1): everything but the id and the version."""
+    return dataclasses.replace(metadata, ledger_id=None, version=0)

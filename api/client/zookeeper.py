@@ -1,0 +1,201 @@
+"""Ledger metadata in ZooKeeper, BookKeeper's layout (REPLICATION.md §1): the one kazoo importer.
+
+``ZkMetadataStore`` is a ``LedgerMetadataStore`` (api/client/metadata.py): ledger znodes at
+BookKeeper's hierarchical paths holding the v3 format (api/client/metadata_format.py), ids
+from ``<root>/idgen/ID-`` ephemeral sequential znodes (ZkLedgerIdGenerator), every update a
+compare-and-set on the znode's version. Our ``LedgerMetadata.version`` is the znode version
+plus one, so 0 keeps meaning "not stored yet" as in the file store.
+
+Invariants:
+    ZK1. An id comes from a sequential znode the server numbered: two creators, in one process
+         or many, never get the same id; a taken id (an explicit create got there first) is
+         skipped, never overwritten (create fails on an existing znode).
+    ZK2. write and delete name the version they read: of racing writers exactly one wins and
+         the others get BadVersion, their change not applied.
+    ZK3. The layout znode is written once, by whoever comes first, with BookKeeper's text.
+
+Thread-safety: kazoo's client is thread-safe; the async methods run its blocking calls on
+worker threads (``asyncio.to_thread``) to keep the loop free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+import urllib.parse
+from typing import Callable
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import KazooState
+
+from api.client import metadata_format
+from api.client.metadata import BadVersion, LedgerExists, LedgerMetadata, MetadataError
+from api.client.metadata_paths import is_level, ledger_id_of, ledger_path
+from bookie.errors import NoLedger
+
+LAYOUT = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1\n"
+SCHEMES = ("zk", "zk+hierarchical")
+CONNECT_TIMEOUT_S = 15.0
+
+
+def parse_uri(uri: str) -> tuple[str, str]:
+    """(hosts, root) of ``zk://host:port[,host:port]/root`` (root defaults to /ledgers)."""
+    parsed = urllib.parse.urlsplit(uri)
+    if parsed.scheme not in SCHEMES or not parsed.netloc:
+        raise ValueError(f"metadata service URI {uri!r} is not zk://host:port[,...]/root")
+    root = parsed.path.rstrip("/") or "/ledgers"
+    return parsed.netloc.replace(";", ","), root
+
+
+class ZkMetadataStore:
+    def __init__(self, uri: str, client: KazooClient | None = None) -> None:
+        self.uri = uri
+        self.hosts, self.root = parse_uri(uri)
+        self.client = client or KazooClient(hosts=self.hosts, timeout=10.0)
+        self._owns_client = client is None
+        self._started = False
+
+    # -- connection ----------------------------------------------------------------------
+
+    def start(self) -> "ZkMetadataStore":
+        if not self._started:
+            if self.client.state != KazooState.CONNECTED:
+                self.client.start(timeout=CONNECT_TIMEOUT_S)
+            self.client.ensure_path(self.root + "/idgen")
+            try:  # ZK3
+                self.client.create(self.root + "/LAYOUT", LAYOUT)
+            except NodeExistsError:
+                pass
+            self._started = True
+        return self
+
+    async def __aenter__(self) -> "ZkMetadataStore":
+        await asyncio.to_thread(self.start)
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._owns_client:
+            await asyncio.to_thread(self._stop)
+
+    def _stop(self) -> None:
+        self.client.stop()
+        self.client.close()
+
+    # -- LedgerMetadataStore -------------------------------------------------------------
+
+    async def create(self, metadata: LedgerMetadata) -> LedgerMetadata:
+        return await asyncio.to_thread(self._create, metadata)
+
+    async def read(self, ledger_id: int) -> LedgerMetadata:
+        return await asyncio.to_thread(self._read, ledger_id)
+
+    async def write(self, metadata: LedgerMetadata) -> LedgerMetadata:
+        return await asyncio.to_thread(self._write, metadata)
+
+    async def delete(self, ledger_id: int, version: int) -> None:
+        await asyncio.to_thread(self._delete, ledger_id, version)
+
+    async def ledger_ids(self) -> list[int]:
+        return await asyncio.to_thread(self._ledger_ids)
+
+    def watch(self, ledger_id: int, callback: Callable[[LedgerMetadata | None], None]):
+        """Call ``callback`` with the ledger's metadata now and after every change (None once
+        it is deleted), on kazoo's thread; returns the watcher (kazoo's DataWatch)."""
+        self.start()
+
+        def changed(data, stat, event=None):
+            if data is None or stat is None:
+                callback(None)
+                return False  # deleted: stop watching
+            callback(metadata_format.decode(data, ledger_id, stat.version + 1))
+            return True
+
+        return self.client.DataWatch(ledger_path(self.root, ledger_id), changed)
+
+    # -- blocking calls ------------------------------------------------------------------
+
+    def _create(self, metadata: LedgerMetadata) -> LedgerMetadata:
+        self.start()
+        stored = dataclasses.replace(metadata, version=1,
+                                     ctime_ms=metadata.ctime_ms or int(time.time() * 1000))
+        data = metadata_format.encode(stored)
+        if metadata.ledger_id is not None:
+            return self._create_at(stored, metadata.ledger_id, data)
+        while True:  # ZK1: skip ids an explicit create already took
+            ledger_id = self._next_id()
+            try:
+                return self._create_at(stored, ledger_id, data)
+            except LedgerExists:
+                continue
+
+    def _next_id(self) -> int:
+        path = self.client.create(self.root + "/idgen/ID-", b"", ephemeral=True, sequence=True)
+        try:
+            self.client.delete(path)
+        except NoNodeError:
+            pass
+        return int(path.rsplit("ID-", 1)[1])
+
+    def _create_at(self, stored: LedgerMetadata, ledger_id: int, data: bytes) -> LedgerMetadata:
+        try:
+            self.client.create(ledger_path(self.root, ledger_id), data, makepath=True)
+        except NodeExistsError:
+            raise LedgerExists(f"ledger {ledger_id} already has metadata in "
+                               f"{self.uri}") from None
+        return dataclasses.replace(stored, ledger_id=ledger_id)
+
+    def _read(self, ledger_id: int) -> LedgerMetadata:
+        self.start()
+        try:
+            data, stat = self.client.get(ledger_path(self.root, ledger_id))
+        except NoNodeError:
+            raise NoLedger(f"ledger {ledger_id} has no metadata in {self.uri}") from None
+        return metadata_format.decode(data, ledger_id, stat.version + 1)
+
+    def _write(self, metadata: LedgerMetadata) -> LedgerMetadata:
+        self.start()
+        if metadata.ledger_id is None or metadata.version < 1:
+            raise MetadataError("write needs metadata read from the store (an id, a version)")
+        path = ledger_path(self.root, metadata.ledger_id)
+        try:  # ZK2
+            stat = self.client.set(path, metadata_format.encode(metadata), metadata.version - 1)
+        except BadVersionError:
+            raise BadVersion(f"ledger {metadata.ledger_id}: metadata moved past version "
+                             f"{metadata.version}") from None
+        except NoNodeError:
+            raise NoLedger(f"ledger {metadata.ledger_id} has no metadata in "
+                           f"{self.uri}") from None
+        return dataclasses.replace(metadata, version=stat.version + 1)
+
+    def _delete(self, ledger_id: int, version: int) -> None:
+        self.start()
+        try:
+            self.client.delete(ledger_path(self.root, ledger_id), version=version - 1)
+        except BadVersionError:
+            raise BadVersion(f"ledger {ledger_id}: metadata moved past version "
+                             f"{version}") from None
+        except NoNodeError:
+            raise NoLedger(f"ledger {ledger_id} has no metadata in {self.uri}") from None
+
+    def _ledger_ids(self) -> list[int]:
+        self.start()
+        found: list[int] = []
+        self._walk(self.root, [], found)
+        return sorted(found)
+
+    def _walk(self, path: str, parts: list[str], found: list[int]) -> None:
+        try:
+            children = self.client.get_children(path)
+        except NoNodeError:
+            return  # deleted meanwhile
+        for name in children:
+            ledger_id = ledger_id_of(parts + [name])
+            if ledger_id is not None:
+                found.append(ledger_id)
+            elif len(parts) < 4 and is_level(name, len(parts)):
+                self._walk(f"{path}/{name}", parts + [name], found)
