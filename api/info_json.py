@@ -26,6 +26,8 @@ def bookie_info(bookie: Bookie) -> dict:
                   for name, u in bookie.disk_monitor.usage.items()},
         "lastCheckpoint": checkpoint_json(bookie.last_checkpoint),
         "lastGc": bookie.last_gc.to_json() if bookie.last_gc else None,
+        "registered": bookie.registration is not None,
+        "registration": bookie.registration,
     }
 
 

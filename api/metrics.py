@@ -15,6 +15,8 @@ registry of this app's own (so several bookies in one process never share metric
     bookie_checkpoint_total                         counter
     bookie_replay_records / _bytes / _files         gauges of the last replay
     bookie_lac_waiters                              gauge
+    bookie_zk_registered                            gauge, 1 while registered in ZooKeeper
+                                                    (a cluster bookie: metadata_service_uri)
     bookie_gc_running / _suspended                  gauges, 1 while a run goes / suspended
     bookie_gc_runs_total                            counter
     bookie_gc_reclaimed_bytes_total{how}            counter, how = deletion | compaction
@@ -106,6 +108,9 @@ class BookieCollector:
         yield used
         yield GaugeMetricFamily("bookie_lac_waiters", "LAC long polls waiting",
                                 value=bookie._lac_waiters)
+        if bookie.config.metadata_service_uri:
+            yield GaugeMetricFamily("bookie_zk_registered", "1 while registered in ZooKeeper",
+                                    value=int(bookie.registration is not None))
 
     def _checkpoints(self):
         stats = self.bookie.stats

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from api.wire import I64_MAX
 from bookie import __version__
-from ledgerindex.keys import ENTRY_ID_MAX, LAC_MIN, LEDGER_ID_MAX
+from ledgerindex.keys import ENTRY_ID_MAX, LEDGER_ID_MAX
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
 _OCTETS = {"type": "string", "format": "binary"}

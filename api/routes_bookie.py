@@ -48,10 +48,14 @@ async def health(request: web.Request) -> web.Response:
 
 @routes.get("/ready")
 async def ready(request: web.Request) -> web.Response:
+    """Writable, and for a cluster bookie also registered in ZooKeeper: ready means
+    serving and findable by clients (REPLICATION.md §2)."""
     bookie = request.app[BOOKIE]
-    body = {"ready": bookie.ready, "state": bookie.state.value,
-            "reasons": sorted(bookie.readonly_reasons)}
-    return web.json_response(body, status=200 if bookie.ready else 503)
+    registered = bookie.registration is not None
+    ready = bookie.ready and (registered or not bookie.config.metadata_service_uri)
+    body = {"ready": ready, "state": bookie.state.value,
+            "reasons": sorted(bookie.readonly_reasons), "registered": registered}
+    return web.json_response(body, status=200 if ready else 503)
 
 
 @routes.get("/v1/bookie/info")

@@ -98,12 +98,20 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     watchdog = asyncio.create_task(_watchdog(notifier), name="sd-watchdog")
+    member = None
     try:
         async with serving(bookie, config.host, config.port) as port:
             print(f"bookie listening on http://{config.host}:{port}", file=ready_line,
                   flush=True)
+            if config.metadata_service_uri:
+                from api.cluster_member import ClusterMember  # noqa: PLC0415 (cluster only)
+
+                member = ClusterMember(bookie, config.metadata_service_uri, config.host, port)
+                before_ready = (*before_ready, member.start)
             code = await _run_until_stopped(bookie, stop, notifier, before_ready,
                                             f"{config.host}:{port}")
+            if member is not None and code == 0:
+                await member.stop()  # before draining: clients stop choosing this bookie
         if code == 0:
             await bookie.close()
     finally:

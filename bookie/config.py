@@ -49,6 +49,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("host", str, "127.0.0.1", "listen address"),
     Setting("port", int, 3180, "listen port (0 picks a free one)", 0, 65535),
     Setting("admin_token", str, None, "bearer token for admin endpoints", secret=True),
+    Setting("metadata_service_uri", str, None,
+            "the cluster's ZooKeeper, zk://host:port[,host:port]/ledgers (REPLICATION.md); "
+            "unset: a standalone bookie"),
     Setting("journal_max_bytes", int, 2 * GiB, "journal file roll size", 64 * KiB, 2**62),
     Setting("entrylog_max_bytes", int, 1 * GiB,
             "entry log roll size; the log is finalized with its ledgersMap", 4 * KiB, 1 * GiB),
@@ -118,6 +121,7 @@ class BookieConfig:
     host: str = "127.0.0.1"
     port: int = 3180
     admin_token: str | None = None
+    metadata_service_uri: str | None = None
     journal_max_bytes: int = 2 * GiB
     entrylog_max_bytes: int = 1 * GiB
     checkpoint_interval_ms: int = 10_000

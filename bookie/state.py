@@ -69,6 +69,12 @@ class NodeState:
         self.state = BookieState.STARTING
         self.readonly_reasons: set[str] = set()
         self.failure: str | None = None
+        self._listeners: list[Callable[[BookieState], None]] = []
+
+    def add_listener(self, listener: Callable[[BookieState], None]) -> None:
+        """Called with the new state after every change of state (a cluster bookie moves
+        its registration with it). Listeners must not raise."""
+        self._listeners.append(listener)
 
     def move(self, new: BookieState) -> None:
         assert new in TRANSITIONS[self.state], f"bookie state {self.state} -> {new}"
@@ -76,7 +82,10 @@ class NodeState:
             log.info("bookie state %s -> %s%s", self.state.value, new.value,
                      f" ({', '.join(sorted(self.readonly_reasons))})"
                      if new is BookieState.READ_ONLY else "")
-        self.state = new
+        changed, self.state = new is not self.state, new
+        if changed:
+            for listener in self._listeners:
+                listener(new)
 
     def fail_start(self, exc: BaseException) -> None:
         self.failure = str(exc)

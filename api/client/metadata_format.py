@@ -75,6 +75,17 @@ def _descriptor() -> descriptor_pb2.FileDescriptorProto:
     _field(msg, "customMetadata", 11, _F.TYPE_MESSAGE, _F.LABEL_REPEATED,
            ".bookie.LedgerMetadataFormat.cMetadataMapEntry")
     _field(msg, "cToken", 12, _F.TYPE_INT64)
+    # BookieServiceInfoFormat (DataFormats.proto): what a registered bookie serves.
+    info = file.message_type.add(name="BookieServiceInfoFormat")
+    endpoint = info.nested_type.add(name="Endpoint")
+    _field(endpoint, "id", 1, _F.TYPE_STRING, req)
+    _field(endpoint, "port", 2, _F.TYPE_INT32, req)
+    _field(endpoint, "host", 3, _F.TYPE_STRING, req)
+    _field(endpoint, "protocol", 4, _F.TYPE_STRING, req)
+    _field(endpoint, "auth", 5, _F.TYPE_STRING, _F.LABEL_REPEATED)
+    _field(endpoint, "extensions", 6, _F.TYPE_STRING, _F.LABEL_REPEATED)
+    _field(info, "endpoints", 6, _F.TYPE_MESSAGE, _F.LABEL_REPEATED,
+           ".bookie.BookieServiceInfoFormat.Endpoint")
     return file
 
 
@@ -82,6 +93,22 @@ _POOL = descriptor_pool.DescriptorPool()
 _POOL.Add(_descriptor())
 DESCRIPTOR = _POOL.FindMessageTypeByName("bookie.LedgerMetadataFormat")
 LedgerMetadataFormat = message_factory.GetMessageClass(DESCRIPTOR)
+BookieServiceInfoFormat = message_factory.GetMessageClass(
+    _POOL.FindMessageTypeByName("bookie.BookieServiceInfoFormat"))
+
+
+def encode_service_info(host: str, port: int) -> bytes:
+    """A registered bookie's znode data: its HTTP endpoint (REPLICATION.md §1)."""
+    info = BookieServiceInfoFormat()
+    info.endpoints.add(id="http", port=port, host=host, protocol="http")
+    return info.SerializeToString()
+
+
+def decode_service_info(data: bytes) -> list[tuple[str, str, int, str]]:
+    """(id, host, port, protocol) of each endpoint."""
+    info = BookieServiceInfoFormat()
+    info.ParseFromString(bytes(data))
+    return [(e.id, e.host, e.port, e.protocol) for e in info.endpoints]
 
 #: DigestType numbers are the same in FORMATS.md §6.2 and the message (MAC is "HMAC").
 _STATES = {MetadataState.OPEN: 1, MetadataState.IN_RECOVERY: 2, MetadataState.CLOSED: 3}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 import time
 import urllib.parse
 from typing import Callable
@@ -199,3 +200,85 @@ class ZkMetadataStore:
                 found.append(ledger_id)
             elif len(parts) < 4 and is_level(name, len(parts)):
                 self._walk(f"{path}/{name}", parts + [name], found)
+
+
+class ZkRegistration:
+    """A bookie's membership: ``<root>/available/<id>`` while writable, ``available/readonly/
+    <id>`` while read-only, both ephemeral (REPLICATION.md §2).
+
+    Invariants:
+        ZR1. At most one of the two znodes is ours at a time: the other is deleted first.
+        ZR2. After a session expiry (kazoo state LOST) the node is re-created as soon as a
+             new session connects, in the state the bookie is in then.
+        ZR3. ``unregister`` deletes the node before the caller drains: clients stop choosing
+             a bookie that is about to go.
+    Thread-safety: ``register``/``unregister`` from one caller thread at a time; the session
+    listener runs on kazoo's thread and re-registers there.
+    """
+
+    def __init__(self, uri: str, bookie_id: str, data: bytes,
+                 on_change: Callable[[str | None], None] = lambda path: None) -> None:
+        self.hosts, self.root = parse_uri(uri)
+        self.bookie_id = bookie_id
+        self.data = data
+        self.on_change = on_change
+        self.client = KazooClient(hosts=self.hosts, timeout=10.0)
+        self.readonly = False
+        self.path: str | None = None
+        self._wanted = False
+        self._lost = False
+        self._lock = threading.Lock()  # a re-registration on kazoo's thread vs register()
+
+    def start(self) -> None:
+        self.client.add_listener(self._session)
+        self.client.start(timeout=CONNECT_TIMEOUT_S)
+        self.client.ensure_path(f"{self.root}/available/readonly")
+
+    def register(self, readonly: bool) -> str:
+        self._wanted, self.readonly = True, readonly
+        return self._place()
+
+    def _place(self) -> str:
+        with self._lock:
+            return self._place_locked()
+
+    def _place_locked(self) -> str:
+        writable = f"{self.root}/available/{self.bookie_id}"
+        readonly = f"{self.root}/available/readonly/{self.bookie_id}"
+        target, other = (readonly, writable) if self.readonly else (writable, readonly)
+        self._delete(other)  # ZR1
+        self._delete(target)  # a node of a session before ours: replaced, not shared
+        self.client.create(target, self.data, ephemeral=True)
+        self.path = target
+        self.on_change(target)
+        return target
+
+    def unregister(self) -> None:
+        with self._lock:
+            self._wanted = False
+            for path in (f"{self.root}/available/{self.bookie_id}",
+                         f"{self.root}/available/readonly/{self.bookie_id}"):
+                self._delete(path)
+            self.path = None
+        self.on_change(None)
+
+    def _delete(self, path: str) -> None:
+        try:
+            self.client.delete(path)
+        except NoNodeError:
+            pass
+
+    def _session(self, state) -> None:
+        """ZR2. Runs on kazoo's thread, which must not block: the work is spawned."""
+        if state == KazooState.LOST:
+            self._lost = True
+            self.path = None
+            self.on_change(None)
+        elif state == KazooState.CONNECTED and self._lost and self._wanted:
+            self._lost = False
+            self.client.handler.spawn(self._place)
+
+    def stop(self) -> None:
+        self.client.remove_listener(self._session)
+        self.client.stop()
+        self.client.close()

@@ -64,6 +64,9 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
         self.config = config
         self.disk = disk or OsDisk()
         self._node_state = NodeState()
+        #: Where a cluster bookie is registered in ZooKeeper (api/cluster_member.py), None
+        #: when it is not (standalone, not yet, or lost with the session).
+        self.registration: str | None = None
         self.storage = LedgerStorage(self.disk, config)
         self.journal: Journal | None = None
         self.checkpoints: CheckpointThread | None = None
@@ -100,6 +103,10 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
     @property
     def failure(self) -> str | None:
         return self._node_state.failure
+
+    def add_state_listener(self, listener) -> None:
+        """``listener(new_state)`` after every change of state, on the loop."""
+        self._node_state.add_listener(listener)
 
     def fail_io(self, exc: BaseException) -> None:
         """A write or fsync failed on the durable path: read-only until restart (§1.5)."""

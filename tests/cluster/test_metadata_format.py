@@ -108,9 +108,10 @@ def test_the_proto_file_and_the_descriptor_in_code_agree():
     text = PROTO.read_text()
     in_file = set(re.findall(r"(required|optional|repeated)\s+(\w+)\s+(\w+)\s*=\s*(\d+)", text))
     in_code = set()
-    message = metadata_format._descriptor().message_type[0]
+    messages = metadata_format._descriptor().message_type
+    message = messages[0]
     types = {5: "int32", 3: "int64", 9: "string", 12: "bytes"}
-    for proto in [message, *message.nested_type]:
+    for proto in [m for top in messages for m in (top, *top.nested_type)]:
         for field in proto.field:
             label = {1: "optional", 2: "required", 3: "repeated"}[field.label]
             kind = field.type_name.rsplit(".", 1)[-1] if field.type_name else types[field.type]
