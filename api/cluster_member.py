@@ -1,9 +1,17 @@
-"""A bookie's duties as a cluster member (REPLICATION.md §2): registration in ZooKeeper.
+"""A bookie's duties as a cluster member (REPLICATION.md §2): its cookie and registration.
 
-Wired by the composition root (``bookie serve`` with ``metadata_service_uri``): ``start``
-runs after replay and before READY=1, registering ``available/<host:port>`` (or
-``available/readonly/<host:port>``); every change of the bookie's state moves the node;
-``stop`` removes it before the bookie drains (ZR3 in api/client/zookeeper.py).
+Wired by the composition root (``bookie serve`` with ``metadata_service_uri``):
+``check_cookie`` runs before the bookie starts (before replay, so a bookie that forgot its
+data serves nothing); ``start`` runs after replay and before READY=1: it writes the cookie on
+first start (in ZooKeeper and as ``current/VERSION`` beside the data dirs) and registers
+``available/<host:port>`` (or ``available/readonly/<host:port>``); every change of the
+bookie's state moves the node; ``stop`` removes it before the bookie drains (ZR3 in
+api/client/zookeeper.py).
+
+Invariant:
+    CK1. A bookie whose ZooKeeper cookie names another data-dir instance than its dirs hold,
+         or whose dirs are empty while ZooKeeper holds its cookie, does not start: it could
+         answer ENOENTRY for entries it acknowledged, and recovery would then truncate them.
 """
 
 from __future__ import annotations
@@ -11,9 +19,20 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from api.client.metadata_format import encode_service_info
-from api.client.zookeeper import ZkRegistration
+import os
+
+from api.client.metadata_format import decode_cookie, encode_cookie, encode_service_info
+from api.client.zookeeper import ZkCookies, ZkRegistration
+from bookie.disk import atomic_replace
+from bookie.errors import BookieError
+from bookie.identity import instance_id
 from bookie.node import Bookie, BookieState
+
+COOKIE_FILE = "VERSION"  # BookKeeper's name for the cookie in current/
+
+
+class CookieMismatch(BookieError):
+    """CK1: the data dirs are not what this bookie's cookie in ZooKeeper says."""
 
 log = logging.getLogger("bookie.cluster")
 
@@ -26,6 +45,8 @@ class ClusterMember:
                                            on_change=self._changed)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._moves: asyncio.Lock | None = None
+        self.uri = uri
+        self.cookies = ZkCookies(self.registration.client, self.registration.root)
 
     def _changed(self, path: str | None) -> None:
         """From any thread: what /ready, /v1/bookie/info and the metrics say."""
@@ -35,12 +56,56 @@ class ClusterMember:
         else:
             log.info("bookie registered as %s", path)
 
+    async def check_cookie(self) -> None:
+        """CK1, before replay. Raises CookieMismatch naming both sides and the override."""
+        await asyncio.to_thread(self.registration.start)
+        await asyncio.to_thread(self._check_cookie)
+
+    def _check_cookie(self) -> None:
+        config = self.bookie.config
+        local = instance_id(self.bookie.disk, config.journal_dir, config.ledger_dir)
+        found = self.cookies.read(self.bookie_id)
+        if found is None:
+            return  # first start in this cluster: written after replay (start)
+        cookie = decode_cookie(found[0])
+        override = (f"bookie shell cookie delete --metadata-service-uri {self.uri} "
+                    f"--bookie-id {self.bookie_id}")
+        if local is None:
+            raise CookieMismatch(
+                f"ZooKeeper holds the cookie of bookie {self.bookie_id} (instance "
+                f"{cookie['instanceId']}, journal {cookie['journalDir']}), but its data dirs "
+                f"{config.journal_dir} and {config.ledger_dir} are empty: a wiped or replaced "
+                f"disk must not serve as this bookie. If its data is truly gone, let "
+                f"autorecovery restore the copies, then: {override}")
+        if cookie["instanceId"] != local:
+            raise CookieMismatch(
+                f"ZooKeeper's cookie of bookie {self.bookie_id} names instance "
+                f"{cookie['instanceId']}, its data dirs hold instance {local} "
+                f"({config.journal_dir}): these are not this bookie's dirs. To accept them: "
+                f"{override}")
+
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._moves = asyncio.Lock()
         await asyncio.to_thread(self.registration.start)
+        await asyncio.to_thread(self._write_cookie)
         await self._register()
         self.bookie.add_state_listener(self._on_state)
+
+    def _write_cookie(self) -> None:
+        """First start: the cookie in ZooKeeper and beside the data dirs (both, every time
+        one is missing; the ZooKeeper one is never replaced here)."""
+        config, disk = self.bookie.config, self.bookie.disk
+        data = encode_cookie(self.bookie_id, os.path.abspath(config.journal_dir),
+                             [os.path.abspath(config.ledger_dir)],
+                             self.bookie.identity["instanceId"])
+        if self.cookies.read(self.bookie_id) is None:
+            self.cookies.create(self.bookie_id, data)
+            log.info("wrote the cookie of bookie %s to ZooKeeper", self.bookie_id)
+        for directory in (config.journal_dir, config.ledger_dir):
+            path = os.path.join(directory, COOKIE_FILE)
+            if not disk.exists(path):
+                atomic_replace(disk, path, data)
 
     def _on_state(self, state: BookieState) -> None:
         if state in (BookieState.WRITABLE, BookieState.READ_ONLY):
@@ -62,3 +127,7 @@ class ClusterMember:
             await asyncio.to_thread(self.registration.unregister)
         finally:
             await asyncio.to_thread(self.registration.stop)
+
+    async def close(self) -> None:
+        """A start refused: nothing was registered; only the session goes."""
+        await asyncio.to_thread(self.registration.stop)

@@ -82,7 +82,7 @@ def _load(args: argparse.Namespace) -> BookieConfig | None:
 
 
 async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
-                before_ready=()) -> int:
+                before_ready=(), before_start=()) -> int:
     """Run until SIGTERM/SIGINT; return the process exit code.
 
     ``before_ready``: coroutine functions awaited after replay and before READY=1 (a cluster
@@ -107,11 +107,12 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
                 from api.cluster_member import ClusterMember  # noqa: PLC0415 (cluster only)
 
                 member = ClusterMember(bookie, config.metadata_service_uri, config.host, port)
+                before_start = (*before_start, member.check_cookie)
                 before_ready = (*before_ready, member.start)
             code = await _run_until_stopped(bookie, stop, notifier, before_ready,
-                                            f"{config.host}:{port}")
-            if member is not None and code == 0:
-                await member.stop()  # before draining: clients stop choosing this bookie
+                                            f"{config.host}:{port}", before_start)
+            if member is not None:  # before draining: clients stop choosing this bookie
+                await (member.stop() if code == 0 else member.close())
         if code == 0:
             await bookie.close()
     finally:
@@ -121,8 +122,15 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
 
 
 async def _run_until_stopped(bookie, stop: asyncio.Event, notifier: Notifier,
-                             before_ready=(), address: str = "") -> int:
+                             before_ready=(), address: str = "", before_start=()) -> int:
     started = time.monotonic()
+    try:
+        for hook in before_start:  # checks that must pass before any data is served
+            await hook()
+    except Exception as exc:  # noqa: BLE001 - a refusal to start, reported and exit 1
+        log.error("bookie refused to start: %s", exc)
+        notifier.status(f"refused to start: {exc}")
+        return 1
     start = asyncio.create_task(bookie.start())
     stopper = asyncio.create_task(stop.wait())
     progress = asyncio.create_task(_report_replay(bookie, notifier), name="sd-progress")

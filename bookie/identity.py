@@ -60,6 +60,16 @@ def _has_data(disk: "Disk", directory: str) -> bool:
         not name.startswith(IDENTITY) for name in disk.listdir(directory))
 
 
+def instance_id(disk: "Disk", journal_dir: str, ledger_dir: str) -> str | None:
+    """The data dirs' instance id if either has an identity, without creating anything (a
+    cluster bookie compares it with its cookie in ZooKeeper before it starts)."""
+    for directory in (journal_dir, ledger_dir):
+        ident = _read(disk, directory)
+        if ident is not None:
+            return ident["instanceId"]
+    return None
+
+
 def check_or_create(disk: "Disk", journal_dir: str, ledger_dir: str) -> dict:
     """Check both dirs' identity; create it on a fresh (or adopted) data dir. Returns it."""
     for directory in (journal_dir, ledger_dir):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 from google.protobuf.internal import decoder, encoder
 
 from api.client.metadata import LedgerMetadata, MetadataError, MetadataState
@@ -86,6 +86,12 @@ def _descriptor() -> descriptor_pb2.FileDescriptorProto:
     _field(endpoint, "extensions", 6, _F.TYPE_STRING, _F.LABEL_REPEATED)
     _field(info, "endpoints", 6, _F.TYPE_MESSAGE, _F.LABEL_REPEATED,
            ".bookie.BookieServiceInfoFormat.Endpoint")
+    # CookieFormat (DataFormats.proto): a bookie's cookie, written in protobuf text format.
+    cookie = file.message_type.add(name="CookieFormat")
+    _field(cookie, "bookieHost", 1, _F.TYPE_STRING, req)
+    _field(cookie, "journalDir", 2, _F.TYPE_STRING, req)
+    _field(cookie, "ledgerDirs", 3, _F.TYPE_STRING, req)
+    _field(cookie, "instanceId", 4, _F.TYPE_STRING)
     return file
 
 
@@ -95,6 +101,40 @@ DESCRIPTOR = _POOL.FindMessageTypeByName("bookie.LedgerMetadataFormat")
 LedgerMetadataFormat = message_factory.GetMessageClass(DESCRIPTOR)
 BookieServiceInfoFormat = message_factory.GetMessageClass(
     _POOL.FindMessageTypeByName("bookie.BookieServiceInfoFormat"))
+
+
+CookieFormat = message_factory.GetMessageClass(_POOL.FindMessageTypeByName("bookie.CookieFormat"))
+#: BookKeeper's Cookie.CURRENT_COOKIE_LAYOUT_VERSION: the first line of a cookie.
+COOKIE_VERSION = 5
+
+
+def encode_cookie(bookie_id: str, journal_dir: str, ledger_dirs: list[str],
+                  instance_id: str) -> bytes:
+    """BookKeeper's cookie text (Cookie.toString): the layout version on its own line, then
+    CookieFormat in protobuf text format; ledgerDirs is "<count>\t<dir>\t..." as BookKeeper
+    encodes a dir list."""
+    cookie = CookieFormat(bookieHost=bookie_id, journalDir=journal_dir,
+                          ledgerDirs="\t".join([str(len(ledger_dirs)), *ledger_dirs]),
+                          instanceId=instance_id)
+    return f"{COOKIE_VERSION}\n{text_format.MessageToString(cookie)}".encode()
+
+
+def decode_cookie(data: bytes) -> dict:
+    """{bookieHost, journalDir, ledgerDirs: [...], instanceId} of a cookie; MetadataFormatError
+    if it is not a version-4+ text cookie."""
+    text = bytes(data).decode("utf-8", "replace")
+    version, _, body = text.partition("\n")
+    if not version.strip().isdigit() or int(version) < 4:
+        raise MetadataFormatError(f"cookie layout version {version.strip()!r} is not 4 or later")
+    cookie = CookieFormat()
+    try:
+        text_format.Parse(body, cookie)
+    except text_format.ParseError as error:
+        raise MetadataFormatError(f"cookie: {error}") from None
+    count, *dirs = cookie.ledgerDirs.split("\t")
+    return {"bookieHost": cookie.bookieHost, "journalDir": cookie.journalDir,
+            "ledgerDirs": dirs[:int(count)] if count.isdigit() else [cookie.ledgerDirs],
+            "instanceId": cookie.instanceId}
 
 
 def encode_service_info(host: str, port: int) -> bytes:

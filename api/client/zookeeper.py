@@ -31,6 +31,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 
+__all__ = ["KazooClient", "ZkCookies", "ZkMetadataStore", "ZkRegistration", "parse_uri"]
+
 from api.client import metadata_format
 from api.client.metadata import BadVersion, LedgerExists, LedgerMetadata, MetadataError
 from api.client.metadata_paths import is_level, ledger_id_of, ledger_path
@@ -230,6 +232,8 @@ class ZkRegistration:
         self._lock = threading.Lock()  # a re-registration on kazoo's thread vs register()
 
     def start(self) -> None:
+        if self.client.state == KazooState.CONNECTED:
+            return
         self.client.add_listener(self._session)
         self.client.start(timeout=CONNECT_TIMEOUT_S)
         self.client.ensure_path(f"{self.root}/available/readonly")
@@ -282,3 +286,39 @@ class ZkRegistration:
         self.client.remove_listener(self._session)
         self.client.stop()
         self.client.close()
+
+
+class ZkCookies:
+    """Bookies' cookies at ``<root>/cookies/<bookieId>`` (REPLICATION.md §2), on a client the
+    caller owns and has started."""
+
+    def __init__(self, client: KazooClient, root: str) -> None:
+        self.client, self.root = client, root
+
+    def _path(self, bookie_id: str) -> str:
+        return f"{self.root}/cookies/{bookie_id}"
+
+    def read(self, bookie_id: str) -> tuple[bytes, int] | None:
+        """(cookie text, znode version), None if this bookie has none."""
+        try:
+            data, stat = self.client.get(self._path(bookie_id))
+        except NoNodeError:
+            return None
+        return data, stat.version
+
+    def create(self, bookie_id: str, data: bytes) -> None:
+        """First start only: a cookie already there (another bookie won) raises."""
+        self.client.create(self._path(bookie_id), data, makepath=True)
+
+    def delete(self, bookie_id: str) -> bool:
+        try:
+            self.client.delete(self._path(bookie_id))
+        except NoNodeError:
+            return False
+        return True
+
+    def bookie_ids(self) -> list[str]:
+        try:
+            return sorted(self.client.get_children(f"{self.root}/cookies"))
+        except NoNodeError:
+            return []

@@ -25,11 +25,12 @@ import logging
 import sys
 
 from bookie.errors import IOFailure
-from bookie.shell import check_index, export, gc, journals, logs, overview, rebuild, scrub_cmd
+from bookie.shell import (check_index, cookie, export, gc, journals, logs, overview, rebuild,
+                          scrub_cmd)
 from bookie.shell.datadir import UsageError
 from bookie.shell.output import EXIT_ERROR, EXIT_OK, Output
 
-_MODULES = (journals, logs, overview, scrub_cmd, check_index, rebuild, export, gc)
+_MODULES = (journals, logs, overview, scrub_cmd, check_index, rebuild, export, gc, cookie)
 
 
 def build_parser() -> argparse.ArgumentParser:

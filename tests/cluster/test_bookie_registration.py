@@ -4,6 +4,9 @@ read-only state, re-registered after its session expires, removed before it drai
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 import urllib.request
 
@@ -12,7 +15,7 @@ from kazoo.client import KazooClient
 
 from api.client.metadata_format import decode_service_info
 from api.client.zookeeper import ZkRegistration, parse_uri
-from tests.support.servers import Daemon
+from tests.support.servers import ROOT, Daemon
 
 FLAGS = ("--checkpoint-interval-ms", "3600000", "--journal-prealloc-bytes", "1MiB")
 
@@ -66,6 +69,14 @@ def test_registered_moved_with_read_only_and_removed_before_draining(tmp_path, z
         assert info["registered"] and info["registration"] == writable
         metrics = urllib.request.urlopen(daemon.url + "/metrics", timeout=10).read().decode()
         assert "bookie_zk_registered 1.0" in metrics
+
+        listed = subprocess.run(
+            [sys.executable, "-m", "bookie", "shell", "listbookies", "--json",
+             "--metadata-service-uri", zk_uri], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
+            capture_output=True, text=True, timeout=60)
+        assert json.loads(listed.stdout) == {"type": "bookie", "bookieId": bookie_id,
+                                             "state": "writable",
+                                             "endpoints": [f"http://{bookie_id}"]}
 
         put_readonly(daemon.url, True)
         wait_for(lambda: zk.exists(readonly) and not zk.exists(writable))
