@@ -8,7 +8,11 @@ first start (in ZooKeeper and as ``current/VERSION`` beside the data dirs) and r
 bookie's state moves the node; ``stop`` removes it before the bookie drains (ZR3 in
 api/client/zookeeper.py).
 
-Invariant:
+Invariants:
+    GM1. GC deletes a local ledger only after metadata has failed to list it at GC runs
+         spanning ``gc_metadata_grace_ms`` (a ledger whose metadata is being created, or a
+         listing that raced a create, is only ever seen missing briefly); a restart forgets
+         the observations, which delays a deletion, never hastens one.
     CK1. A bookie whose ZooKeeper cookie names another data-dir instance than its dirs hold,
          or whose dirs are empty while ZooKeeper holds its cookie, does not start: it could
          answer ENOENTRY for entries it acknowledged, and recovery would then truncate them.
@@ -20,13 +24,14 @@ import asyncio
 import logging
 
 import os
+import time
 
 from api.client.metadata_format import decode_cookie, encode_cookie, encode_service_info
-from api.client.zookeeper import ZkCookies, ZkRegistration
+from api.client.zookeeper import ZkCookies, ZkMetadataStore, ZkRegistration
 from bookie.disk import atomic_replace
 from bookie.errors import BookieError
 from bookie.identity import instance_id
-from bookie.node import Bookie, BookieState
+from bookie.node import SANITY_LEDGER_ID, Bookie, BookieState
 
 COOKIE_FILE = "VERSION"  # BookKeeper's name for the cookie in current/
 
@@ -47,6 +52,8 @@ class ClusterMember:
         self._moves: asyncio.Lock | None = None
         self.uri = uri
         self.cookies = ZkCookies(self.registration.client, self.registration.root)
+        self.metadata = ZkMetadataStore(uri, client=self.registration.client)
+        self._missing: dict[int, float] = {}  # ledger id -> when metadata first lacked it
 
     def _changed(self, path: str | None) -> None:
         """From any thread: what /ready, /v1/bookie/info and the metrics say."""
@@ -90,7 +97,30 @@ class ClusterMember:
         await asyncio.to_thread(self.registration.start)
         await asyncio.to_thread(self._write_cookie)
         await self._register()
+        self.bookie.add_gc_prelude(self.delete_unlisted)
         self.bookie.add_state_listener(self._on_state)
+
+    async def delete_unlisted(self) -> list[int]:
+        """Before each GC run: delete the local ledgers metadata has not listed for the grace
+        period (GM1); their space comes back in the same run. Returns the ids deleted."""
+        listed = set(await self.metadata.ledger_ids())
+        local = [i for i in self.bookie.storage.ledgers.ledger_ids() if i != SANITY_LEDGER_ID]
+        now, grace = time.monotonic(), self.bookie.config.gc_metadata_grace_ms / 1000.0
+        self._missing = {i: t for i, t in self._missing.items() if i in local}
+        deleted = []
+        for ledger_id in local:
+            if ledger_id in listed:
+                self._missing.pop(ledger_id, None)
+                continue
+            first = self._missing.setdefault(ledger_id, now)
+            if now - first >= grace:
+                await self.bookie.delete_ledger(ledger_id)
+                self._missing.pop(ledger_id)
+                deleted.append(ledger_id)
+        if deleted or self._missing:
+            log.info("GC from metadata: deleted ledgers %s; %d missing from metadata for less "
+                     "than the grace period", deleted, len(self._missing))
+        return deleted
 
     def _write_cookie(self) -> None:
         """First start: the cookie in ZooKeeper and beside the data dirs (both, every time

@@ -95,6 +95,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("gc_interval_ms", int, 900_000,
             "how often garbage collection runs (gcWaitTime); 0 = only on request",
             0, 7 * 86_400_000),
+    Setting("gc_metadata_grace_ms", int, 3_600_000,
+            "a cluster bookie deletes a local ledger its metadata no longer lists once it has "
+            "been missing this long (seen at GC runs); 0 = at the first GC that misses it",
+            0, 30 * 86_400_000),
     Setting("minor_compaction_threshold", float, 0.2,
             "minor compaction rewrites logs whose live fraction is below this; 0 = off",
             0.0, 1.0),
@@ -144,6 +148,7 @@ class BookieConfig:
     request_body_timeout_ms: int = 30_000
     request_bodies_max_bytes: int = 256 * MiB
     gc_interval_ms: int = 900_000
+    gc_metadata_grace_ms: int = 3_600_000
     minor_compaction_threshold: float = 0.2
     minor_compaction_interval_ms: int = 3_600_000
     major_compaction_threshold: float = 0.8

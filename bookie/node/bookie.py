@@ -87,6 +87,7 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
         self.last_gc = None
         self._gc_lock = asyncio.Lock()   # one GC run at a time: periodic or requested
         self._gc_task: asyncio.Task | None = None
+        self._gc_preludes: list = []
         self._lac_waiters = 0
         self._monitor_task: asyncio.Task | None = None
 

@@ -53,10 +53,17 @@ class GcDriver:
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
         return task
 
+    def add_gc_prelude(self, prelude) -> None:
+        """``await prelude()`` before every GC run, periodic or requested (a cluster bookie
+        deletes there the ledgers its metadata no longer lists)."""
+        self._gc_preludes.append(prelude)
+
     async def _gc_locked(self, force: str | None, checkpoint_first: bool):
         async with self._gc_lock:
             self._check_gc_possible()
-            if checkpoint_first:
+            for prelude in self._gc_preludes:
+                await prelude()
+            if checkpoint_first or self._gc_preludes:  # a prelude's deletes reach the index
                 await asyncio.shield(asyncio.wrap_future(self.checkpoints.request()))
             return await self._drive_gc(force)
 
