@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("ledger", add_help=False,
                         help="write, read, tail and recover ledgers on a running bookie "
                         "(bookie ledger --help)")
+    commands.add_parser("cluster", add_help=False,
+                        help="a local cluster: ZooKeeper and N bookies (bookie cluster --help)")
     config_cmd = commands.add_parser("config", help="show the effective configuration")
     config_sub = config_cmd.add_subparsers(dest="config_command", metavar="show|defaults")
     config_sub.add_parser("defaults", help="print every setting at its default as a commented "
@@ -203,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
         from api.client.cli import main as ledger_main  # noqa: PLC0415
 
         return ledger_main(argv[1:])
+    if argv and argv[0] == "cluster":
+        from api.cluster_cli import main as cluster_main  # noqa: PLC0415
+
+        return cluster_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "serve":

@@ -23,6 +23,7 @@ from api.client.bookie_client import BookieClient
 from api.client.ledger import (LedgerClosedError, LedgerReader, LedgerWriter, WriterOptions,
                                recover_ledger)
 from api.client.metadata import FileMetadataStore, MetadataError
+from api.client.metadata_service import open_metadata_store
 from bookie.errors import BookieError
 
 DEFAULT_URL = "http://127.0.0.1:3180"
@@ -64,6 +65,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         "read too)")
     parser.add_argument("--metadata", metavar="FILE",
                         help="ledger metadata file (FileMetadataStore); optional")
+    parser.add_argument("--metadata-service-uri", metavar="URI",
+                        help="ledger metadata service instead: zk://host:port/ledgers (a "
+                        "cluster's ZooKeeper) or file:///path")
 
 
 def _ledger(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -132,15 +136,38 @@ def build_parser() -> argparse.ArgumentParser:
              "after the LAC, close the ledger before the first gap or bad digest and publish "
              "that as the LAC. Prints the result as JSON. Safe to run twice.")
     _command(commands, "info", "the bookie's view of a ledger, as JSON",
-             "GET /v1/ledgers/ID, plus the metadata if --metadata is given.")
+             "GET /v1/ledgers/ID, plus the metadata if --metadata or "
+             "--metadata-service-uri is given.")
+    listing = _command(commands, "list", "the ledgers the metadata service knows",
+                       "One line per ledger with metadata: id, state, E/Qw/Qa, last entry, "
+                       "length, ensembles (--json: one JSON object per line). Needs "
+                       "--metadata or --metadata-service-uri.", ledger_required=False)
+    listing.add_argument("--json", action="store_true", help="JSON lines")
+    _command(commands, "delete", "delete a ledger's metadata",
+             "Delete the ledger's metadata (compare-and-set on the version read). In a "
+             "cluster every bookie then deletes its copies at its next garbage collection "
+             "(gc_metadata_grace_ms later). Needs --metadata or --metadata-service-uri.")
     return parser
 
 
 # -- commands -------------------------------------------------------------------------------
 
 
-def _store(args) -> FileMetadataStore | None:
-    return FileMetadataStore(args.metadata) if args.metadata else None
+def _store(args):
+    """The metadata store the flags name (one per run, closed by ``main``), or None."""
+    if getattr(args, "store", None) is None:
+        if args.metadata_service_uri:
+            args.store = open_metadata_store(args.metadata_service_uri)
+        elif args.metadata:
+            args.store = FileMetadataStore(args.metadata)
+    return getattr(args, "store", None)
+
+
+def _required_store(args):
+    store = _store(args)
+    if store is None:
+        raise ValueError("needs --metadata FILE or --metadata-service-uri URI")
+    return store
 
 
 def _print_json(value: dict) -> None:
@@ -180,7 +207,7 @@ def _consume(future: asyncio.Future) -> None:
 async def cmd_write(args) -> int:
     if args.raw is not None and args.raw < 1:
         raise ValueError("--raw needs a size of at least 1 byte")
-    if args.ledger is None and (args.append or not args.metadata):
+    if args.ledger is None and (args.append or _store(args) is None):
         raise ValueError("--ledger is needed (unless --metadata allocates an id for a new "
                          "ledger)")
     options = WriterOptions(batch_max_entries=max(1, args.batch))
@@ -257,14 +284,50 @@ async def cmd_info(args) -> int:
     return 0
 
 
+async def cmd_list(args) -> int:
+    store = _required_store(args)
+    for ledger_id in await store.ledger_ids():
+        try:
+            metadata = await store.read(ledger_id)
+        except BookieError:
+            continue  # deleted meanwhile
+        if args.json:
+            _print_json({"ledgerId": ledger_id, **metadata.to_json()})
+            continue
+        ensembles = "; ".join(f"{first}: {','.join(members)}"
+                              for first, members in metadata.ensembles) or "-"
+        sys.stdout.write(
+            f"{ledger_id:>10}  {metadata.state.value:<11} E/Qw/Qa "
+            f"{metadata.ensemble_size}/{metadata.write_quorum}/{metadata.ack_quorum}  "
+            f"last {metadata.last_entry_id:>6}  length {metadata.length:>10}  {ensembles}\n")
+    return 0
+
+
+async def cmd_delete(args) -> int:
+    store = _required_store(args)
+    metadata = await store.read(args.ledger)
+    await store.delete(args.ledger, metadata.version)
+    _print_json({"ledgerId": args.ledger, "deleted": True, "version": metadata.version})
+    return 0
+
+
 COMMANDS = {"write": cmd_write, "read": cmd_read, "tail": cmd_tail, "recover": cmd_recover,
-            "info": cmd_info}
+            "info": cmd_info, "list": cmd_list, "delete": cmd_delete}
+
+
+async def _run(args) -> int:
+    try:
+        return await COMMANDS[args.command](args)
+    finally:
+        store = getattr(args, "store", None)
+        if store is not None and hasattr(store, "close"):
+            await store.close()
 
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return asyncio.run(COMMANDS[args.command](args))
+        return asyncio.run(_run(args))
     except (BookieError, MetadataError, LedgerClosedError) as exc:
         code = getattr(exc, "code", type(exc).__name__)
         print(f"bookie ledger {args.command}: {code}: {exc}", file=sys.stderr)

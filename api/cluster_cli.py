@@ -1,0 +1,257 @@
+"""``bookie cluster up|status|down``: a whole cluster on one machine, the way a developer tries it.
+
+    bookie cluster up --bookies 3 [--dir ./cluster] [--base-port 3181]
+    bookie cluster status [--dir ./cluster]
+    bookie cluster down [--dir ./cluster]
+
+``up`` starts a ZooKeeper from Debian's package and N bookies on consecutive ports, each with
+its own data dir under ``--dir``, all detached (they outlive the command), waits (bounded,
+with progress lines) until each is ready and registered, and writes ``<dir>/cluster.json``
+(PIDs, ports, the metadata URI). ``status`` lists the bookies ZooKeeper knows (writable or
+read-only) with each one's ``/v1/bookie/info``. ``down`` sends SIGTERM to each bookie by PID
+(they unregister, drain and checkpoint), waits for them, then stops ZooKeeper. Exit codes: 0
+done, 1 something did not come up or go down, 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+from api.local_zookeeper import ZooKeeperServer, missing
+
+STATE_FILE = "cluster.json"
+READY_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 120.0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bookie cluster", description="A local cluster: one ZooKeeper and N bookies on "
+        "127.0.0.1, each bookie with its own data dir (REPLICATION.md). 'up' starts it, "
+        "'status' shows it, 'down' stops it.")
+    commands = parser.add_subparsers(dest="command", metavar="up|status|down")
+    up = commands.add_parser("up", help="start ZooKeeper and N bookies, wait until ready")
+    up.add_argument("--bookies", type=int, default=3, help="how many bookies (default 3)")
+    up.add_argument("--base-port", type=int, default=3181,
+                    help="the first bookie's HTTP port; the others follow (default 3181)")
+    for command in (up, commands.add_parser("status", help="bookies, state, space, ledgers"),
+                    commands.add_parser("down", help="SIGTERM every bookie, then ZooKeeper")):
+        command.add_argument("--dir", default="./cluster",
+                             help="where the cluster keeps its files (default ./cluster)")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    return {"up": up, "status": status, "down": down}[args.command](args)
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def up(args) -> int:
+    root = os.path.abspath(args.dir)
+    if os.path.exists(os.path.join(root, STATE_FILE)):
+        say(f"a cluster is already described in {root}/{STATE_FILE}: "
+            f"'bookie cluster down --dir {args.dir}' first")
+        return 1
+    reason = missing()
+    if reason is not None:
+        say(f"cannot start ZooKeeper: {reason}")
+        return 1
+    ports = [args.base_port + i for i in range(args.bookies)]
+    taken = [port for port in ports if not _port_free(port)]
+    if args.bookies < 1 or taken:
+        say(f"ports {taken} are in use: choose another --base-port" if taken
+            else "--bookies must be at least 1")
+        return 2
+    os.makedirs(root, exist_ok=True)
+    say(f"starting ZooKeeper in {root}/zookeeper ...")
+    zookeeper = ZooKeeperServer(os.path.join(root, "zookeeper"), detached=True).start()
+    uri = f"zk://127.0.0.1:{zookeeper.port}/ledgers"
+    state = {"metadataServiceUri": uri, "zookeeper": {"pid": zookeeper.pid,
+                                                      "port": zookeeper.port},
+             "bookies": []}
+    for index, port in enumerate(ports):
+        state["bookies"].append(_start_bookie(root, index, port, uri))
+    _save(root, state)
+    ok = all(_wait_ready(bookie) for bookie in state["bookies"])
+    say(f"metadata service: {uri}")
+    for bookie in state["bookies"]:
+        say(f"bookie {bookie['id']}: {bookie['url']} (data {bookie['dataDir']}, "
+            f"pid {bookie['pid']})")
+    if not ok:
+        say(f"not every bookie came up; logs in {root}/bookie-*/bookie.log")
+    return 0 if ok else 1
+
+
+def _start_bookie(root: str, index: int, port: int, uri: str) -> dict:
+    home = os.path.join(root, f"bookie-{index}")
+    os.makedirs(home, exist_ok=True)
+    log = open(os.path.join(home, "bookie.log"), "ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bookie", "serve", "--data-dir", os.path.join(home, "data"),
+         "--host", "127.0.0.1", "--port", str(port), "--metadata-service-uri", uri],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    say(f"starting bookie {index} on port {port} (pid {proc.pid}) ...")
+    return {"id": f"127.0.0.1:{port}", "url": f"http://127.0.0.1:{port}", "pid": proc.pid,
+            "dataDir": os.path.join(home, "data"), "log": os.path.join(home, "bookie.log")}
+
+
+def _wait_ready(bookie: dict) -> bool:
+    """Poll /ready (200 once replayed and registered), bounded; a line every 5 s."""
+    deadline, next_line = time.monotonic() + READY_TIMEOUT_S, time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if not _alive(bookie["pid"]):
+            say(f"bookie {bookie['id']} exited; see {bookie['log']}")
+            return False
+        try:
+            with urllib.request.urlopen(bookie["url"] + "/ready", timeout=5) as reply:
+                if reply.status == 200:
+                    return True
+        except OSError:
+            pass
+        if time.monotonic() >= next_line:
+            say(f"  waiting for bookie {bookie['id']} to be ready ...")
+            next_line += 5
+        time.sleep(0.1)
+    say(f"bookie {bookie['id']} not ready after {READY_TIMEOUT_S:.0f} s; see {bookie['log']}")
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of this process is not alive: reap it if it is ours.
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:
+        return True
+
+
+def _load(root: str) -> dict | None:
+    path = os.path.join(root, STATE_FILE)
+    if not os.path.exists(path):
+        say(f"no cluster in {root} ({STATE_FILE} is missing): 'bookie cluster up' first")
+        return None
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def _save(root: str, state: dict) -> None:
+    with open(os.path.join(root, STATE_FILE), "w") as handle:
+        json.dump(state, handle, indent=1)
+
+
+def _get(url: str) -> dict | None:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            return json.loads(reply.read())
+    except OSError:
+        return None
+
+
+def status(args) -> int:
+    from api.client.metadata_format import decode_service_info  # noqa: PLC0415
+    from api.client.zookeeper import KazooClient, parse_uri  # noqa: PLC0415
+
+    state = _load(os.path.abspath(args.dir))
+    if state is None:
+        return 1
+    hosts, root = parse_uri(state["metadataServiceUri"])
+    client = KazooClient(hosts=hosts, timeout=10.0)
+    try:
+        client.start(timeout=15)
+    except Exception as exc:  # noqa: BLE001 - kazoo's timeout types vary
+        say(f"ZooKeeper at {hosts} does not answer: {exc}")
+        return 1
+    try:
+        say(f"metadata service: {state['metadataServiceUri']}")
+        say(f"{'bookie':<20} {'registered':<11} {'state':<10} {'free':>10} {'ledgers':>8}")
+        for kind, path in (("writable", f"{root}/available"),
+                           ("read-only", f"{root}/available/readonly")):
+            names = client.get_children(path) if client.exists(path) else []
+            for bookie_id in sorted(n for n in names if n != "readonly"):
+                endpoint = decode_service_info(client.get(f"{path}/{bookie_id}")[0])[0]
+                url = f"{endpoint[3]}://{endpoint[1]}:{endpoint[2]}"
+                info = _get(url + "/v1/bookie/info") or {}
+                ledgers = _get(url + "/v1/ledgers?limit=100000") or {}
+                free = (info.get("freeBytes") or {}).get("ledgers")
+                say(f"{bookie_id:<20} {kind:<11} {info.get('state', '?'):<10} "
+                    f"{_human(free):>10} {len(ledgers.get('ledgers', [])):>8}")
+        return 0
+    finally:
+        client.stop()
+        client.close()
+
+
+def _human(size: int | None) -> str:
+    if size is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return str(size)
+
+
+def down(args) -> int:
+    root = os.path.abspath(args.dir)
+    state = _load(root)
+    if state is None:
+        return 1
+    ok = True
+    for bookie in state["bookies"]:
+        if not _alive(bookie["pid"]):
+            say(f"bookie {bookie['id']} (pid {bookie['pid']}) is not running")
+            continue
+        say(f"stopping bookie {bookie['id']} (pid {bookie['pid']}): SIGTERM, draining ...")
+        os.kill(bookie["pid"], signal.SIGTERM)
+    for bookie in state["bookies"]:
+        ok = _wait_gone(bookie["pid"], f"bookie {bookie['id']}") and ok
+    zookeeper = state["zookeeper"]
+    if _alive(zookeeper["pid"]):
+        say(f"stopping ZooKeeper (pid {zookeeper['pid']})")
+        os.kill(zookeeper["pid"], signal.SIGTERM)
+        ok = _wait_gone(zookeeper["pid"], "ZooKeeper") and ok
+    if ok:
+        os.remove(os.path.join(root, STATE_FILE))
+        say(f"cluster stopped; data stays in {root}")
+    return 0 if ok else 1
+
+
+def _wait_gone(pid: int, what: str) -> bool:
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.1)
+    say(f"{what} (pid {pid}) still running after {STOP_TIMEOUT_S:.0f} s")
+    return False

@@ -1,0 +1,92 @@
+"""`bookie cluster up|status|down` and the metadata views, end to end as a developer runs
+them (the README's "Cluster" section): a real ZooKeeper and three bookie daemons."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.support.servers import ROOT
+from tests.support.zookeeper import free_port
+
+
+def bookie(*argv: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bookie", *argv], cwd=ROOT, input=stdin,
+                          env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
+                          text=True, timeout=300)
+
+
+def consecutive_free_ports(count: int) -> int:
+    while True:  # bounded in practice: a free port is rarely followed by taken ones
+        base = free_port()
+        if base + count < 65536 and all(_free(base + i) for i in range(count)):
+            return base
+
+
+def _free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_up_status_write_read_list_delete_down(tmp_path):
+    home = str(tmp_path / "cluster")
+    base = consecutive_free_ports(3)
+    up = bookie("cluster", "up", "--bookies", "3", "--dir", home, "--base-port", str(base))
+    assert up.returncode == 0, up.stdout + up.stderr
+    state = json.load(open(os.path.join(home, "cluster.json")))
+    uri = state["metadataServiceUri"]
+    try:
+        assert f"metadata service: {uri}" in up.stdout
+        for i in range(3):
+            assert f"bookie 127.0.0.1:{base + i}: http://127.0.0.1:{base + i}" in up.stdout
+        status = bookie("cluster", "status", "--dir", home)
+        assert status.returncode == 0
+        rows = [line.split() for line in status.stdout.splitlines()[2:]]
+        assert [(r[0], r[1], r[2]) for r in rows] == [
+            (f"127.0.0.1:{base + i}", "writable", "writable") for i in range(3)], status.stdout
+
+        url = f"http://127.0.0.1:{base}"
+        written = bookie("ledger", "write", "--url", url, "--metadata-service-uri", uri,
+                         stdin="a\nb\nc\n")
+        assert written.returncode == 0, written.stderr
+        ledger = json.loads(written.stdout)
+        assert ledger["lastEntryId"] == 2
+        read = bookie("ledger", "read", "--url", url, "--ledger", str(ledger["ledgerId"]),
+                      "--metadata-service-uri", uri)
+        assert read.stdout == "a\nb\nc\n"
+        listed = bookie("ledger", "list", "--json", "--metadata-service-uri", uri)
+        row = json.loads(listed.stdout)
+        assert row["ledgerId"] == ledger["ledgerId"] and row["state"] == "CLOSED"
+        deleted = bookie("ledger", "delete", "--ledger", str(ledger["ledgerId"]),
+                         "--metadata-service-uri", uri)
+        assert deleted.returncode == 0 and json.loads(deleted.stdout)["deleted"] is True
+        assert bookie("ledger", "list", "--metadata-service-uri", uri).stdout == ""
+    finally:
+        down = bookie("cluster", "down", "--dir", home)
+    assert down.returncode == 0, down.stdout
+    assert "cluster stopped" in down.stdout
+    assert not any(_alive(b["pid"]) for b in state["bookies"])
+    assert not _alive(state["zookeeper"]["pid"])
+    assert not os.path.exists(os.path.join(home, "cluster.json"))
+
+
+def test_status_and_down_without_a_cluster_say_so(tmp_path):
+    for command in ("status", "down"):
+        done = bookie("cluster", command, "--dir", str(tmp_path))
+        assert done.returncode == 1 and "bookie cluster up' first" in done.stdout
