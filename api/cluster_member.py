@@ -27,13 +27,17 @@ import os
 import time
 
 from api.client.metadata_format import decode_cookie, encode_cookie, encode_service_info
-from api.client.zookeeper import ZkCookies, ZkMetadataStore, ZkRegistration
+from api.client.zookeeper import (ZkCookies, ZkMetadataStore, ZkRegistration,
+                                  count_underreplicated)
 from bookie.disk import atomic_replace
 from bookie.errors import BookieError
 from bookie.identity import instance_id
 from bookie.node import SANITY_LEDGER_ID, Bookie, BookieState
 
 COOKIE_FILE = "VERSION"  # BookKeeper's name for the cookie in current/
+#: How often the under-replicated ledger count (bookie_autorecovery_underreplicated_ledgers)
+#: is read from ZooKeeper: off the scrape, which must not wait on ZooKeeper.
+UNDERREPLICATED_REFRESH_S = 2.0
 
 
 class CookieMismatch(BookieError):
@@ -98,6 +102,8 @@ class ClusterMember:
         await asyncio.to_thread(self._write_cookie)
         await self._register()
         self.bookie.add_gc_prelude(self.delete_unlisted)
+        self._counter = self._loop.create_task(self._count_underreplicated(),
+                                               name="zk-underreplicated")
         self.bookie.add_state_listener(self._on_state)
 
     async def delete_unlisted(self) -> list[int]:
@@ -151,8 +157,20 @@ class ClusterMember:
             except Exception:  # noqa: BLE001 - reported; the session listener retries
                 log.exception("registering bookie %s in ZooKeeper failed", self.bookie_id)
 
+    async def _count_underreplicated(self) -> None:
+        while True:
+            try:
+                self.bookie.underreplicated_ledgers = await asyncio.to_thread(
+                    count_underreplicated, self.registration.client, self.registration.root)
+            except Exception as exc:  # noqa: BLE001 - a lost session: the next round retries
+                log.warning("counting under-replicated ledgers failed: %s", exc)
+            await asyncio.sleep(UNDERREPLICATED_REFRESH_S)
+
     async def stop(self) -> None:
         """SIGTERM, before draining: clients stop choosing this bookie (ZR3)."""
+        counter = getattr(self, "_counter", None)
+        if counter is not None:
+            counter.cancel()
         try:
             await asyncio.to_thread(self.registration.unregister)
         finally:

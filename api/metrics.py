@@ -17,6 +17,8 @@ registry of this app's own (so several bookies in one process never share metric
     bookie_lac_waiters                              gauge
     bookie_zk_registered                            gauge, 1 while registered in ZooKeeper
                                                     (a cluster bookie: metadata_service_uri)
+    bookie_autorecovery_underreplicated_ledgers     gauge, ledgers marked under-replicated
+                                                    in ZooKeeper (cluster; refreshed every 2 s)
     bookie_gc_running / _suspended                  gauges, 1 while a run goes / suspended
     bookie_gc_runs_total                            counter
     bookie_gc_reclaimed_bytes_total{how}            counter, how = deletion | compaction
@@ -111,6 +113,11 @@ class BookieCollector:
         if bookie.config.metadata_service_uri:
             yield GaugeMetricFamily("bookie_zk_registered", "1 while registered in ZooKeeper",
                                     value=int(bookie.registration is not None))
+            if bookie.underreplicated_ledgers is not None:
+                yield GaugeMetricFamily(
+                    "bookie_autorecovery_underreplicated_ledgers",
+                    "ledgers marked under-replicated in ZooKeeper (BookKeeper's layout)",
+                    value=bookie.underreplicated_ledgers)
 
     def _checkpoints(self):
         stats = self.bookie.stats

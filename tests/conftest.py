@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import os
 import random
+import uuid
 
 import pytest
+
+from tests.support.zookeeper import ZooKeeperServer, missing
 
 
 def pytest_addoption(parser):
@@ -55,3 +58,21 @@ async def client(server):
 
     async with BookieClient(server.url) as c:
         yield c
+
+
+# -- a real ZooKeeper (tests/cluster/, tests/deploy/'s cluster bookie) ------------------------
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory):
+    reason = missing()
+    if reason is not None:
+        pytest.fail(reason)  # never a skip: CI installs it, and a skip is not a pass
+    server = ZooKeeperServer(str(tmp_path_factory.mktemp("zookeeper"))).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zk_uri(zookeeper) -> str:
+    return f"zk://{zookeeper.hosts}/t{uuid.uuid4().hex[:12]}/ledgers"

@@ -322,3 +322,21 @@ class ZkCookies:
             return sorted(self.client.get_children(f"{self.root}/cookies"))
         except NoNodeError:
             return []
+
+
+def count_underreplicated(client: KazooClient, root: str) -> int:
+    """Ledgers marked under-replicated: ``urL<id>`` znodes below
+    ``<root>/underreplication/ledgers`` (BookKeeper's ZkLedgerUnderreplicationManager layout,
+    4-hex-digit levels), 0 when there is no such tree yet."""
+    def walk(path: str, depth: int) -> int:
+        try:
+            children = client.get_children(path)
+        except NoNodeError:
+            return 0
+        found = sum(1 for name in children if name.startswith("urL"))
+        if depth < 4:
+            found += sum(walk(f"{path}/{name}", depth + 1) for name in children
+                         if not name.startswith("urL"))
+        return found
+
+    return walk(f"{root}/underreplication/ledgers", 0)

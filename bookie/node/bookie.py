@@ -67,6 +67,8 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
         #: Where a cluster bookie is registered in ZooKeeper (api/cluster_member.py), None
         #: when it is not (standalone, not yet, or lost with the session).
         self.registration: str | None = None
+        #: Ledgers marked under-replicated in ZooKeeper, as last counted (a cluster bookie).
+        self.underreplicated_ledgers: int | None = None
         self.storage = LedgerStorage(self.disk, config)
         self.journal: Journal | None = None
         self.checkpoints: CheckpointThread | None = None

@@ -159,3 +159,48 @@ async def test_every_metric_the_dashboard_and_rules_query_is_served(server, clie
         served = served_series(await reply.text())
     wanted = metric_names(_dashboard_exprs(False) + _rule_exprs(STANDALONE_RULES))
     assert sorted(wanted - served) == []
+
+
+def test_a_cluster_bookie_serves_the_cluster_row_and_rules_metrics(tmp_path, zookeeper, zk_uri):
+    """The dashboard's cluster row and bookie-cluster-alerts.yml, against a cluster bookie
+    (a daemon registered in a real ZooKeeper): every metric they query is served, and the
+    under-replication gauge follows the markers in ZooKeeper."""
+    import time
+    import urllib.request
+
+    from kazoo.client import KazooClient
+
+    from api.client.zookeeper import parse_uri
+    from tests.support.servers import Daemon
+
+    daemon = Daemon(str(tmp_path / "data"), "--metadata-service-uri", zk_uri,
+                    "--journal-prealloc-bytes", "1MiB").start()
+    client = KazooClient(hosts=zookeeper.hosts)
+    client.start(timeout=15)
+
+    def metric(name: str) -> float | None:
+        text = urllib.request.urlopen(daemon.url + "/metrics", timeout=10).read().decode()
+        values = [float(line.split()[-1]) for line in text.splitlines()
+                  if line.startswith(name + " ")]
+        return values[0] if values else None
+
+    def poll(name: str, value: float, timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while metric(name) != value:
+            assert time.monotonic() < deadline, f"{name} never became {value}"
+            time.sleep(0.1)  # noqa: sleep-ok (bounded poll of a daemon's 2 s refresh)
+
+    try:
+        poll("bookie_autorecovery_underreplicated_ledgers", 0.0)
+        text = urllib.request.urlopen(daemon.url + "/metrics", timeout=10).read().decode()
+        wanted = metric_names(_dashboard_exprs(True) + _rule_exprs(CLUSTER_RULES))
+        assert sorted(wanted - served_series(text)) == []
+        assert metric("bookie_zk_registered") == 1.0
+        _, root = parse_uri(zk_uri)
+        client.create(f"{root}/underreplication/ledgers/0000/0000/0000/0005/urL0000000005",
+                      b"", makepath=True)  # BookKeeper's marker of ledger 5
+        poll("bookie_autorecovery_underreplicated_ledgers", 1.0)
+    finally:
+        client.stop()
+        client.close()
+        assert daemon.terminate() == 0
