@@ -76,3 +76,16 @@ def zookeeper(tmp_path_factory):
 @pytest.fixture
 def zk_uri(zookeeper) -> str:
     return f"zk://{zookeeper.hosts}/t{uuid.uuid4().hex[:12]}/ledgers"
+
+
+@pytest.fixture
+def zk(zookeeper):
+    """A kazoo client of the test's own on the session's ZooKeeper (to look at what a bookie
+    wrote there)."""
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=zookeeper.hosts)
+    client.start(timeout=15)
+    yield client
+    client.stop()
+    client.close()

@@ -10,7 +10,6 @@ import sys
 import time
 import urllib.request
 
-import pytest
 from kazoo.client import KazooClient
 
 from api.client.metadata_format import decode_service_info
@@ -29,15 +28,6 @@ def wait_for(check, timeout_s: float = 30.0):
             return found
         time.sleep(0.02)  # noqa: sleep-ok (bounded poll of another process's state)
     raise TimeoutError(f"{check.__name__} not true after {timeout_s}s")
-
-
-@pytest.fixture
-def zk(zookeeper):
-    client = KazooClient(hosts=zookeeper.hosts)
-    client.start(timeout=15)
-    yield client
-    client.stop()
-    client.close()
 
 
 def get_json(url: str) -> dict:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+from api.cluster_cli import _alive, _port_free
 from tests.support.servers import ROOT
 from tests.support.zookeeper import free_port
 
@@ -21,27 +22,8 @@ def bookie(*argv: str, stdin: str | None = None) -> subprocess.CompletedProcess:
 def consecutive_free_ports(count: int) -> int:
     while True:  # bounded in practice: a free port is rarely followed by taken ones
         base = free_port()
-        if base + count < 65536 and all(_free(base + i) for i in range(count)):
+        if base + count < 65536 and all(_port_free(base + i) for i in range(count)):
             return base
-
-
-def _free(port: int) -> bool:
-    import socket
-
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_up_status_write_read_list_delete_down(tmp_path):

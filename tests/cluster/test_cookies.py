@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-from kazoo.client import KazooClient
 
 from api.client.metadata_format import decode_cookie
 from api.client.zookeeper import parse_uri
@@ -18,15 +17,6 @@ from tests.support.servers import ROOT, Daemon
 from tests.support.zookeeper import free_port
 
 FLAGS = ("--checkpoint-interval-ms", "3600000", "--journal-prealloc-bytes", "1MiB")
-
-
-@pytest.fixture
-def zk(zookeeper):
-    client = KazooClient(hosts=zookeeper.hosts)
-    client.start(timeout=15)
-    yield client
-    client.stop()
-    client.close()
 
 
 def shell(*argv: str) -> subprocess.CompletedProcess:

@@ -67,7 +67,7 @@ async def _until(predicate, bound_s: float = 10.0) -> None:
     deadline = time.monotonic() + bound_s
     while not predicate():
         assert time.monotonic() < deadline, "condition not reached within the bound"
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0.005)  # noqa: sleep-ok (bounded poll of a datagram socket)
 
 
 async def test_a_blocked_event_loop_stops_the_watchdog_pings(tmp_path):
