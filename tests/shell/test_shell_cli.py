@@ -18,7 +18,7 @@ from tests.support.servers import ROOT
 
 COMMANDS = ["readjournal", "lastmark", "readlog", "readlogmetadata", "listfiles",
             "listledgers", "ledger", "info", "scrub", "check-index", "rebuild-index",
-            "export-index", "gc"]
+            "export-index", "gc", "cookie", "listbookies"]
 
 
 def test_every_command_is_registered():
