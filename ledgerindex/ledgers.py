@@ -25,7 +25,9 @@ Invariants:
         naming those ledgers (``begin_usage``), and the ``flush`` that writes the counters
         deletes the key in the same batch. A pending key found at load means a checkpoint
         died in between: those ledgers' counters become not known (K5), written so by the
-        next flush, and are recounted from the index.
+        next flush, and are recounted from the index. A pending ledger with no state at load
+        was created by that checkpoint: when replay creates it again its counters start not
+        known (its entries may be indexed already), and until then the key keeps its id.
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ class LedgerMetadataIndex:
         self.ledger_data_count = 0
         #: Whether the usage-pending key is on disk (M6): the next flush deletes it.
         self._usage_pending = False
+        #: Pending ids that had no state at load: a ledger the dead checkpoint created. Its
+        #: entries may be indexed already, so when replay creates it again its usage is not
+        #: known; the pending key keeps naming it until then (M6).
+        self._suspects: set[int] = set()
         self._load()
 
     @classmethod
@@ -101,7 +107,9 @@ class LedgerMetadataIndex:
         self._usage_pending = True if pending else self._usage_pending
         for ledger_id in pending:
             state = self._states.get(ledger_id)
-            if state is not None and state.exists and state.usage_known:
+            if state is None:
+                self._suspects.add(ledger_id)
+            elif state.exists and state.usage_known:
                 self._states[ledger_id] = state.with_(entry_count=keys.USAGE_UNKNOWN,
                                                       byte_count=keys.USAGE_UNKNOWN)
                 self._dirty.add(ledger_id)
@@ -182,9 +190,11 @@ class LedgerMetadataIndex:
         master_key = bytes(master_key)
         with self._lock:
             current = self._states.get(ledger_id)
-            if current is None:  # a new ledger: nothing stored yet, so its usage is known
+            if current is None:  # a new ledger: nothing stored yet, so its usage is known...
+                usage = keys.USAGE_UNKNOWN if ledger_id in self._suspects else 0
+                self._suspects.discard(ledger_id)  # ...unless a dead checkpoint indexed some
                 state = LedgerState(master_key=master_key, digest_type=int(digest_type),
-                                    entry_count=0, byte_count=0)
+                                    entry_count=usage, byte_count=usage)
             else:
                 state = _with_master_key(ledger_id, current, master_key, digest_type)
             self._set_locked(ledger_id, state)
@@ -222,7 +232,9 @@ class LedgerMetadataIndex:
     def begin_usage(self, ledger_ids) -> None:
         """Write the usage-pending key naming ``ledger_ids``, synced (M6), before the index
         batch whose entries their counters will include."""
-        value = keys.encode_usage_pending(ledger_ids)
+        with self._lock:
+            suspects = set(self._suspects)
+        value = keys.encode_usage_pending(set(ledger_ids) | suspects)
         with self._write_lock:
             self.kv.put(keys.encode_ledger_key(keys.USAGE_PENDING_LEDGER_ID), value, sync=True)
             self._usage_pending = True
@@ -255,18 +267,26 @@ class LedgerMetadataIndex:
             with self._lock:
                 taken = {i: self._states[i] for i in self._dirty}
                 self._dirty.clear()
+                suspects = set(self._suspects)
             puts = [(keys.encode_ledger_key(i), keys.encode_ledger_state(s))
                     for i, s in sorted(taken.items())]
             pending = self._usage_pending
-            deletes = [keys.encode_ledger_key(keys.USAGE_PENDING_LEDGER_ID)] if pending else []
+            # The counters written here settle the pending key, except for suspects replay
+            # has not created yet: the key keeps naming those (M6).
+            pending_key = keys.encode_ledger_key(keys.USAGE_PENDING_LEDGER_ID)
+            deletes = []
+            if pending and suspects:
+                puts.append((pending_key, keys.encode_usage_pending(suspects)))
+            elif pending:
+                deletes.append(pending_key)
             try:
                 self.kv.write_batch(puts, deletes=deletes, sync=sync)
             except BaseException:
                 with self._lock:
                     self._dirty.update(taken)
                 raise
-            self._usage_pending = self._usage_pending and not pending
-        return len(puts)
+            self._usage_pending = self._usage_pending and not pending or bool(suspects)
+        return len(taken)
 
     # --- durable at once --------------------------------------------------------------
 

@@ -107,3 +107,51 @@ def test_usage_equals_the_index_after_a_kill_mid_checkpoint(tmp_path, target, af
             assert again.ledger_usage(ledger_id) == walk(again, ledger_id)
     finally:
         again.close()
+
+
+FIRST_FLUSH = """
+import os
+from bookie.config import BookieConfig
+from bookie.disk import OsDisk
+from bookie.entry import frame_entry
+from bookie.storage import LedgerStorage
+
+storage = LedgerStorage(OsDisk(), BookieConfig(data_dir={data_dir!r}))
+storage.open()
+storage.ledgers.set_master_key(7, bytes(20), 3)
+for entry_id in range(10):
+    storage.add_entry(7, entry_id, frame_entry(7, entry_id, entry_id - 1, 0, b"e" * 50))
+original = storage.locations.add_batch
+def die(*args, **kwargs):
+    original(*args, **kwargs)
+    os._exit(9)  # the index holds the entries; the new ledger's state was never written
+storage.locations.add_batch = die
+storage.flush()
+"""
+
+
+def test_a_ledger_created_by_the_checkpoint_that_died_is_recounted(tmp_path):
+    """Its state never reached disk, its entries did: when replay creates the ledger again
+    (its LEDGER_KEY record), its counters must start not known, not at 0."""
+    data_dir = str(tmp_path / "data")
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(FIRST_FLUSH.format(
+        data_dir=data_dir))], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+        timeout=120)
+    assert done.returncode == 9, done.stderr
+    storage = LedgerStorage(OsDisk(), BookieConfig(data_dir=data_dir))
+    storage.open()
+    try:
+        assert storage.ledgers.get(7) is None and walk(storage, 7)[0] == 10
+        storage.ledgers.set_master_key(7, bytes(20), 3)  # what replay does first
+        assert storage.ledger_usage(7) is None
+        assert storage.recount_usage(7) == walk(storage, 7)
+        storage.flush()  # the state is written; the pending key is settled
+    finally:
+        storage.close()
+    again = LedgerStorage(OsDisk(), BookieConfig(data_dir=data_dir))
+    again.open()
+    try:
+        assert again.ledger_usage(7) == walk(again, 7)
+    finally:
+        again.close()
