@@ -31,7 +31,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 
-__all__ = ["KazooClient", "ZkCookies", "ZkMetadataStore", "ZkRegistration", "parse_uri"]
+__all__ = ["KazooClient", "ZkCookies", "ZkMetadataStore", "ZkRegistration", "parse_uri",
+           "writable_bookies"]
 
 from api.client import metadata_format
 from api.client.metadata import BadVersion, LedgerExists, LedgerMetadata, MetadataError
@@ -340,3 +341,12 @@ def count_underreplicated(client: KazooClient, root: str) -> int:
         return found
 
     return walk(f"{root}/underreplication/ledgers", 0)
+
+
+def writable_bookies(client: KazooClient, root: str) -> list[str]:
+    """The ids of the bookies registered writable (``available/``, not ``readonly``)."""
+    try:
+        return sorted(name for name in client.get_children(f"{root}/available")
+                      if name != "readonly")
+    except NoNodeError:
+        return []

@@ -1,0 +1,304 @@
+"""Replicated ledgers over a cluster (REPLICATION.md §3): the client's front door, a writer that
+writes each entry to Qw bookies and acknowledges it at Qa, and a reader with fallback.
+
+    async with await BookKeeper.connect("zk://127.0.0.1:2181/ledgers") as bk:
+        writer = await bk.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, password=b"pw")
+        await writer.append(b"hello")
+        await writer.close()
+        reader = await bk.open_ledger(writer.ledger_id, b"pw", recover=False)
+
+Invariants (beside DS1-DS2 of distribution.py and L1-L5 of writer.py, which hold here too):
+    EN1. No entry is acknowledged before the segment that places it is committed to the
+         metadata: completions stop while an ensemble change is being written, and an entry's
+         acknowledgement from a replaced bookie is withdrawn and the entry re-sent to the
+         replacement (BookKeeper's PendingAddOp.unsetSuccessAndSendWriteRequest).
+    EN2. Completions, and the LAC, advance in entry order only.
+    EN3. EFENCED, or metadata that is no longer OPEN, stops the writer: every pending and later
+         append fails with that error.
+Not yet here (issue 16 goes on): recovery across bookies (open with recover=True), speculative
+reads, per-bookie batching.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+
+import aiohttp
+
+from api.client.bookie_client import BookieClient
+from api.client.codec import LedgerCodec, LedgerEntry, digest_type_of
+from api.client.distribution import AckSet, bookies_of, segment_for, write_set
+from api.client.metadata import BadVersion, LedgerMetadata, MetadataState
+from api.client.zookeeper import ZkMetadataStore, writable_bookies
+from bookie.entry import DigestType
+from bookie.errors import BookieError, Fenced, IOFailure, NoEntry, NoLedger, ReadOnly
+
+log = logging.getLogger("api.client.ensemble")
+
+#: A bookie that answers no add within this is treated as failed (an ensemble change).
+ADD_TIMEOUT_S = 10.0
+READ_TIMEOUT_S = 10.0
+#: Failures after which a bookie is replaced: refused connections, timeouts, 5xx, EREADONLY.
+BOOKIE_FAILURES = (aiohttp.ClientError, asyncio.TimeoutError, OSError, IOFailure, ReadOnly)
+
+
+class NotEnoughBookies(IOFailure):
+    """Fewer writable bookies than the ensemble needs (BookKeeper's BKNotEnoughBookiesException)."""
+
+
+def _url(bookie_id: str) -> str:
+    return f"http://{bookie_id}"  # a bookie id is host:port of its HTTP endpoint (§1)
+
+
+class BookKeeper:
+    """The client's front door over a metadata service (BookKeeper's ``BookKeeper`` class)."""
+
+    def __init__(self, store: ZkMetadataStore) -> None:
+        self.store = store
+        self._clients: dict[str, BookieClient] = {}
+
+    @classmethod
+    async def connect(cls, metadata_service_uri: str) -> "BookKeeper":
+        store = ZkMetadataStore(metadata_service_uri)
+        await asyncio.to_thread(store.start)
+        return cls(store)
+
+    async def __aenter__(self) -> "BookKeeper":
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        await self.store.close()
+
+    def client(self, bookie_id: str) -> BookieClient:
+        if bookie_id not in self._clients:
+            self._clients[bookie_id] = BookieClient(_url(bookie_id))
+        return self._clients[bookie_id]
+
+    async def writable_bookies(self) -> list[str]:
+        return await asyncio.to_thread(writable_bookies, self.store.client, self.store.root)
+
+    async def create_ledger(self, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2,
+                            digest: DigestType | str = DigestType.CRC32C,
+                            password: bytes | str = b"") -> "EnsembleWriter":
+        if not ensemble >= write_quorum >= ack_quorum >= 1:
+            raise ValueError(f"need E >= Qw >= Qa >= 1, got {ensemble}/{write_quorum}/"
+                             f"{ack_quorum}")
+        available = await self.writable_bookies()
+        if len(available) < ensemble:
+            raise NotEnoughBookies(f"{len(available)} writable bookies, the ensemble needs "
+                                   f"{ensemble}")
+        secret = password.encode() if isinstance(password, str) else bytes(password)
+        metadata = await self.store.create(LedgerMetadata(
+            ledger_id=None, digest_type=digest_type_of(digest), ensemble_size=ensemble,
+            write_quorum=write_quorum, ack_quorum=ack_quorum, password=secret,
+            ensembles=((0, tuple(random.sample(available, ensemble))),)))
+        codec = LedgerCodec.for_password(metadata.ledger_id, secret, metadata.digest_type)
+        return EnsembleWriter(self, metadata, codec)
+
+    async def open_ledger(self, ledger_id: int, password: bytes | str = b"",
+                          recover: bool = True) -> "EnsembleReader":
+        if recover:
+            raise NotImplementedError("recovery across bookies comes with issue 16's next step;"
+                                      " open with recover=False to read up to the LAC")
+        metadata = await self.store.read(ledger_id)
+        secret = password.encode() if isinstance(password, str) else bytes(password)
+        return EnsembleReader(self, metadata,
+                              LedgerCodec.for_password(ledger_id, secret, metadata.digest_type))
+
+    async def delete_ledger(self, ledger_id: int) -> None:
+        """Delete the metadata (CAS); every bookie's GC then reclaims the copies (§3)."""
+        metadata = await self.store.read(ledger_id)
+        await self.store.delete(ledger_id, metadata.version)
+
+
+@dataclasses.dataclass(eq=False)
+class _Pending:
+    entry_id: int
+    data: bytes
+    acks: AckSet
+    future: asyncio.Future
+    length: int
+
+
+class EnsembleWriter:
+    """Appends to one replicated ledger. One event loop; any number of its tasks may append."""
+
+    def __init__(self, bk: BookKeeper, metadata: LedgerMetadata, codec: LedgerCodec) -> None:
+        self.bk, self.metadata, self.codec = bk, metadata, codec
+        self.ledger_id = metadata.ledger_id
+        self.lac = -1
+        self.length = 0
+        self._next = 0
+        self._pending: dict[int, _Pending] = {}
+        self._changing: asyncio.Lock = asyncio.Lock()
+        self._blocked = 0  # > 0 while an ensemble change is being committed (EN1)
+        self._error: BaseException | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    @property
+    def ensemble(self) -> tuple[str, ...]:
+        return self.metadata.ensembles[-1][1]
+
+    async def append(self, payload: bytes) -> int:
+        """Add an entry; returns its id once Qa bookies have it durable (and all before it)."""
+        if self._error is not None:
+            raise self._error
+        entry_id, self._next = self._next, self._next + 1
+        self.length += len(payload)
+        data = self.codec.frame(entry_id, self.lac, self.length, payload)
+        meta = self.metadata
+        pending = _Pending(entry_id, data, AckSet(entry_id, meta.ensemble_size,
+                                                  meta.write_quorum, meta.ack_quorum),
+                           asyncio.get_running_loop().create_future(), self.length)
+        self._pending[entry_id] = pending
+        for index in write_set(entry_id, meta.ensemble_size, meta.write_quorum):
+            self._spawn(self._send(pending, index))
+        return await asyncio.shield(pending.future)
+
+    def _spawn(self, coroutine) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, pending: _Pending, index: int) -> None:
+        bookie_id = segment_for(self.metadata.ensembles, pending.entry_id)[1][index]
+        client = self.bk.client(bookie_id)
+        try:
+            await asyncio.wait_for(client.add_entry(
+                self.ledger_id, pending.entry_id, pending.data, self.codec.master_key,
+                self.codec.digest_type.header_name), ADD_TIMEOUT_S)
+        except Fenced as exc:
+            self._fail(exc)  # EN3
+            return
+        except BOOKIE_FAILURES as exc:
+            log.warning("ledger %d entry %d: bookie %s failed (%s): ensemble change",
+                        self.ledger_id, pending.entry_id, bookie_id, exc)
+            await self._replace(index, bookie_id)
+            return
+        except BookieError as exc:
+            self._fail(exc)
+            return
+        current = segment_for(self.metadata.ensembles, pending.entry_id)[1][index]
+        if current == bookie_id:  # an ack of a bookie replaced meanwhile does not count (EN1)
+            pending.acks.ack(index)
+            self._advance()
+
+    async def _replace(self, index: int, failed: str) -> None:
+        """Ensemble change (§3): commit a new segment with a replacement, then re-send every
+        pending entry whose write set holds ``index`` (EN1)."""
+        async with self._changing:
+            if self._error is not None or self.ensemble[index] != failed:
+                return  # already replaced by an earlier failure of the same bookie
+            self._blocked += 1
+            try:
+                await self._commit_replacement(index, failed)
+            except BaseException as exc:  # noqa: BLE001 - the writer cannot go on
+                self._fail(exc if isinstance(exc, BookieError) else IOFailure(
+                    f"ensemble change of ledger {self.ledger_id} failed: {exc!r}"))
+                return
+            finally:
+                self._blocked -= 1
+        meta = self.metadata
+        for pending in list(self._pending.values()):
+            if index in write_set(pending.entry_id, meta.ensemble_size, meta.write_quorum):
+                pending.acks.acked.discard(index)  # withdrawn: re-sent to the replacement
+                self._spawn(self._send(pending, index))
+        self._advance()
+
+    async def _commit_replacement(self, index: int, failed: str) -> None:
+        while True:
+            current = self.metadata
+            if current.state is not MetadataState.OPEN:
+                raise Fenced(f"ledger {self.ledger_id} is {current.state.value}")
+            candidates = [b for b in await self.bk.writable_bookies()
+                          if b not in self.ensemble and b != failed]
+            if not candidates:
+                raise NotEnoughBookies(f"no writable bookie to replace {failed} in ledger "
+                                       f"{self.ledger_id}")
+            ensemble = list(self.ensemble)
+            ensemble[index] = random.choice(candidates)
+            first = self.lac + 1
+            segments = list(current.ensembles)
+            if segments[-1][0] == first:
+                segments[-1] = (first, tuple(ensemble))
+            else:
+                segments.append((first, tuple(ensemble)))
+            try:
+                self.metadata = await self.bk.store.write(
+                    dataclasses.replace(current, ensembles=tuple(segments)))
+                log.info("ledger %d: bookie %s replaced by %s from entry %d", self.ledger_id,
+                         failed, ensemble[index], first)
+                return
+            except BadVersion:
+                self.metadata = await self.bk.store.read(self.ledger_id)  # re-check, retry
+
+    def _advance(self) -> None:
+        """EN2: complete in entry order, never while a change is being committed (EN1)."""
+        while not self._blocked:
+            pending = self._pending.get(self.lac + 1)
+            if pending is None or not pending.acks.complete:
+                return
+            del self._pending[pending.entry_id]
+            self.lac = pending.entry_id
+            if not pending.future.done():
+                pending.future.set_result(pending.entry_id)
+
+    def _fail(self, error: BaseException) -> None:
+        if self._error is None:
+            self._error = error
+        for pending in self._pending.values():
+            if not pending.future.done():
+                pending.future.set_exception(self._error)
+                pending.future.exception()  # retrieved: its appender sees it
+
+    async def close(self) -> int:
+        """Wait for every pending append, then CAS the metadata to CLOSED at the LAC (§3)."""
+        waiting = [p.future for p in self._pending.values()]
+        if waiting:
+            await asyncio.gather(*waiting, return_exceptions=True)
+        if self._error is not None:
+            raise self._error
+        while True:
+            current = self.metadata
+            closed = dataclasses.replace(current, state=MetadataState.CLOSED,
+                                         last_entry_id=self.lac, length=self.length)
+            try:
+                self.metadata = await self.bk.store.write(closed)
+                return self.lac
+            except BadVersion:
+                self.metadata = await self.bk.store.read(self.ledger_id)
+                if self.metadata.state is not MetadataState.OPEN:
+                    raise Fenced(f"ledger {self.ledger_id} is {self.metadata.state.value}")
+
+
+class EnsembleReader:
+    """Reads one replicated ledger through its metadata: each entry from its write set, one
+    replica after another on error; the first that verifies wins."""
+
+    def __init__(self, bk: BookKeeper, metadata: LedgerMetadata, codec: LedgerCodec) -> None:
+        self.bk, self.metadata, self.codec = bk, metadata, codec
+        self.ledger_id = metadata.ledger_id
+
+    async def read_entry(self, entry_id: int) -> LedgerEntry:
+        last: BaseException = NoEntry(f"entry {self.ledger_id}/{entry_id}: no replica")
+        for bookie_id in bookies_of(self.metadata.ensembles, entry_id,
+                                    self.metadata.write_quorum):
+            try:
+                data = await asyncio.wait_for(
+                    self.bk.client(bookie_id).read_entry(self.ledger_id, entry_id),
+                    READ_TIMEOUT_S)
+                return self.codec.decode(data, entry_id)
+            except (NoEntry, NoLedger, *BOOKIE_FAILURES) as exc:
+                last = exc  # the next replica
+        raise last
+
+    async def read_range(self, first: int, last: int) -> list[LedgerEntry]:
+        return [await self.read_entry(e) for e in range(first, last + 1)]

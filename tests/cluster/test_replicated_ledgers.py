@@ -1,0 +1,91 @@
+"""Replicated ledgers (REPLICATION.md §3, issue 16's first step): entries on exactly their
+write set, acknowledged at Qa, read back through the metadata; an ensemble change when a
+bookie of the ensemble is killed, committed before any affected entry is acknowledged."""
+
+from __future__ import annotations
+
+import pytest
+
+from api.client import BookieClient
+from api.client.distribution import AckSet, bookies_of, write_set
+from api.client.ensemble import BookKeeper
+from api.client.metadata import MetadataState
+from bookie.errors import NoEntry
+from tests.support.servers import Daemon
+
+FLAGS = ("--checkpoint-interval-ms", "3600000", "--journal-prealloc-bytes", "1MiB")
+
+
+def test_the_round_robin_schedule_and_ack_sets():
+    assert [write_set(e, 3, 2) for e in range(4)] == [[0, 1], [1, 2], [2, 0], [0, 1]]
+    assert write_set(7, 5, 5) == [2, 3, 4, 0, 1]
+    with pytest.raises(ValueError):
+        write_set(0, 2, 3)
+    acks = AckSet(1, 3, 2, 2)  # write set {1, 2}
+    assert not acks.ack(0) and not acks.ack(1) and not acks.ack(1)  # outside; once each
+    assert acks.ack(2)
+    ensembles = ((0, ("a", "b", "c")), (5, ("a", "d", "c")))
+    assert bookies_of(ensembles, 4, 2) == ["b", "c"] and bookies_of(ensembles, 5, 2) == ["c", "a"]
+    assert bookies_of(ensembles, 7, 2) == ["d", "c"]
+
+
+@pytest.fixture
+def bookies(tmp_path, zk_uri):
+    daemons = [Daemon(str(tmp_path / f"b{i}" / "data"), *FLAGS, "--metadata-service-uri",
+                      zk_uri).start() for i in range(4)]
+    yield daemons
+    for daemon in daemons:
+        if daemon.proc is not None and daemon.proc.poll() is None:
+            assert daemon.terminate() == 0
+
+
+async def stored_on(bookie_id: str, ledger_id: int, entry_id: int) -> bool:
+    async with BookieClient(f"http://{bookie_id}") as client:
+        try:
+            await client.read_entry(ledger_id, entry_id)
+            return True
+        except NoEntry:
+            return False
+        except Exception:  # noqa: BLE001 - NoLedger: the bookie never saw the ledger
+            return False
+
+
+async def test_entries_live_on_exactly_their_write_set_and_read_back(bookies, zk_uri):
+    async with await BookKeeper.connect(zk_uri) as bk:
+        writer = await bk.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, password=b"pw")
+        ids = [await writer.append(f"entry {i}".encode()) for i in range(12)]
+        assert ids == list(range(12)) and writer.lac == 11
+        assert await writer.close() == 11
+        metadata = await bk.store.read(writer.ledger_id)
+        assert metadata.state is MetadataState.CLOSED and metadata.last_entry_id == 11
+        ensemble = metadata.ensembles[0][1]
+        everyone = [d.url.rsplit("/", 1)[-1] for d in bookies]
+        for entry_id in range(12):
+            holders = bookies_of(metadata.ensembles, entry_id, 2)
+            for bookie_id in everyone:
+                expected = bookie_id in holders
+                assert await stored_on(bookie_id, writer.ledger_id, entry_id) == expected
+        assert len(set(ensemble)) == 3
+        reader = await bk.open_ledger(writer.ledger_id, b"pw", recover=False)
+        entries = await reader.read_range(0, 11)
+        assert [e.payload for e in entries] == [f"entry {i}".encode() for i in range(12)]
+
+
+async def test_a_killed_bookie_is_replaced_and_every_acked_entry_reads_back(bookies, zk_uri):
+    async with await BookKeeper.connect(zk_uri) as bk:
+        writer = await bk.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, password=b"pw")
+        for i in range(10):
+            await writer.append(f"before {i}".encode())
+        victim_id = writer.ensemble[1]
+        victim = next(d for d in bookies if d.url.endswith(victim_id))
+        victim.kill9()
+        acked = [await writer.append(f"after {i}".encode()) for i in range(20)]
+        assert acked == list(range(10, 30))
+        await writer.close()
+        metadata = await bk.store.read(writer.ledger_id)
+        assert len(metadata.ensembles) == 2 and victim_id not in metadata.ensembles[-1][1]
+        assert metadata.ensembles[-1][0] <= 10  # the new segment starts at the LAC + 1 then
+        reader = await bk.open_ledger(writer.ledger_id, b"pw", recover=False)
+        payloads = [e.payload for e in await reader.read_range(0, 29)]
+        assert payloads == [f"before {i}".encode() for i in range(10)] + [
+            f"after {i}".encode() for i in range(20)]
