@@ -15,8 +15,12 @@ Invariants (beside DS1-DS2 of distribution.py and L1-L5 of writer.py, which hold
     EN2. Completions, and the LAC, advance in entry order only.
     EN3. EFENCED, or metadata that is no longer OPEN, stops the writer: every pending and later
          append fails with that error.
-Not yet here (issue 16 goes on): recovery across bookies (open with recover=True), speculative
-reads, per-bookie batching.
+    EN4. Recovery (``open_ledger``, REPLICATION.md §3) never truncates on uncertainty: it
+         proceeds only when every write set has at most Qa-1 bookies that did not fence, reads
+         only from bookies that fenced, calls an entry missing only after Qw-Qa+1 of them said
+         ENOENTRY, and otherwise fails with RecoveryUndecided (retry later).
+Not yet here (issue 16 goes on): speculative reads, per-bookie batching, ensemble changes
+during recovery's write-back.
 """
 
 from __future__ import annotations
@@ -43,6 +47,11 @@ ADD_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 10.0
 #: Failures after which a bookie is replaced: refused connections, timeouts, 5xx, EREADONLY.
 BOOKIE_FAILURES = (aiohttp.ClientError, asyncio.TimeoutError, OSError, IOFailure, ReadOnly)
+
+
+class RecoveryUndecided(IOFailure):
+    """EN4: recovery could not decide where the ledger ends; nothing was changed but the
+    state IN_RECOVERY and the fences. Retry later."""
 
 
 class NotEnoughBookies(IOFailure):
@@ -105,13 +114,16 @@ class BookKeeper:
 
     async def open_ledger(self, ledger_id: int, password: bytes | str = b"",
                           recover: bool = True) -> "EnsembleReader":
-        if recover:
-            raise NotImplementedError("recovery across bookies comes with issue 16's next step;"
-                                      " open with recover=False to read up to the LAC")
+        """A reader; with ``recover`` (the default) an OPEN ledger is recovered and closed
+        first (its writer may be dead: EN4), so the reader sees its final end."""
         metadata = await self.store.read(ledger_id)
         secret = password.encode() if isinstance(password, str) else bytes(password)
-        return EnsembleReader(self, metadata,
-                              LedgerCodec.for_password(ledger_id, secret, metadata.digest_type))
+        codec = LedgerCodec.for_password(ledger_id, secret, metadata.digest_type)
+        if recover and metadata.state is not MetadataState.CLOSED:
+            from api.client.ensemble_recovery import Recovery  # noqa: PLC0415 (a cycle)
+
+            metadata = await Recovery(self, metadata, codec).run()
+        return EnsembleReader(self, metadata, codec)
 
     async def delete_ledger(self, ledger_id: int) -> None:
         """Delete the metadata (CAS); every bookie's GC then reclaims the copies (§3)."""

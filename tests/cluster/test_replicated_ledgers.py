@@ -8,9 +8,9 @@ import pytest
 
 from api.client import BookieClient
 from api.client.distribution import AckSet, bookies_of, write_set
-from api.client.ensemble import BookKeeper
+from api.client.ensemble import BookKeeper, RecoveryUndecided
 from api.client.metadata import MetadataState
-from bookie.errors import NoEntry
+from bookie.errors import Fenced, NoEntry
 from tests.support.servers import Daemon
 
 FLAGS = ("--checkpoint-interval-ms", "3600000", "--journal-prealloc-bytes", "1MiB")
@@ -89,3 +89,35 @@ async def test_a_killed_bookie_is_replaced_and_every_acked_entry_reads_back(book
         payloads = [e.payload for e in await reader.read_range(0, 29)]
         assert payloads == [f"before {i}".encode() for i in range(10)] + [
             f"after {i}".encode() for i in range(20)]
+
+
+async def test_recovery_closes_a_dead_writers_ledger_at_its_last_acknowledged_entry(bookies,
+                                                                                      zk_uri):
+    async with await BookKeeper.connect(zk_uri) as bk:
+        writer = await bk.create_ledger(ensemble=3, write_quorum=3, ack_quorum=2, password=b"pw")
+        for i in range(15):
+            await writer.append(f"e{i}".encode())  # acknowledged; the writer then "dies"
+        async with await BookKeeper.connect(zk_uri) as other:  # another process's client
+            reader = await other.open_ledger(writer.ledger_id, b"pw")  # recovers first
+            assert reader.metadata.state is MetadataState.CLOSED
+            assert reader.metadata.last_entry_id == 14  # S2: >= every acknowledged entry
+            assert reader.metadata.length == sum(len(f"e{i}") for i in range(15))
+            entries = await reader.read_range(0, 14)
+            assert [e.payload for e in entries] == [f"e{i}".encode() for i in range(15)]
+            again = await other.open_ledger(writer.ledger_id, b"pw")  # CLOSED: as it is
+            assert again.metadata.last_entry_id == 14
+        with pytest.raises(Fenced):  # the old writer is fenced out (S2)
+            await writer.append(b"late")
+
+
+async def test_recovery_refuses_to_decide_without_enough_fenced_bookies(bookies, zk_uri):
+    async with await BookKeeper.connect(zk_uri) as bk:
+        writer = await bk.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, password=b"pw")
+        for i in range(5):
+            await writer.append(b"x")
+        for bookie_id in writer.ensemble[:2]:  # two of three gone: Qa of a write set unknown
+            next(d for d in bookies if d.url.endswith(bookie_id)).kill9()
+        with pytest.raises(RecoveryUndecided):
+            await bk.open_ledger(writer.ledger_id, b"pw")
+        metadata = await bk.store.read(writer.ledger_id)
+        assert metadata.state is MetadataState.IN_RECOVERY  # S5: not truncated, not closed

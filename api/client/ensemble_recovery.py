@@ -1,0 +1,153 @@
+"""Recovery of a replicated ledger whose writer may be dead (REPLICATION.md §3; EN4 in
+api/client/ensemble.py; BookKeeper's LedgerRecoveryOp).
+
+    1. CAS OPEN -> IN_RECOVERY (a concurrent recovery finds it so and goes on)
+    2. fence every bookie of the last segment; coverage: no write set with Qa bookies that
+       did not fence
+    3. start at max(highest LAC, first entry of the last segment - 1)
+    4. entry by entry from the fenced bookies: present / missing (Qw-Qa+1 ENOENTRY) /
+       undecided (RecoveryUndecided: never truncate)
+    5. write every present entry back to its write set as a recovery add (Qa must take it)
+    6. CAS IN_RECOVERY -> CLOSED at the last present entry (an already CLOSED ledger: done)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+
+from api.client.codec import LedgerCodec, LedgerEntry
+from api.client.distribution import write_set
+from api.client.ensemble import (ADD_TIMEOUT_S, BOOKIE_FAILURES, READ_TIMEOUT_S, BookKeeper,
+                                 EnsembleReader, RecoveryUndecided)
+from api.client.metadata import BadVersion, LedgerMetadata, MetadataState
+from bookie.errors import BookieError, NoEntry, NoLedger
+
+log = logging.getLogger("api.client.ensemble")
+
+
+class Recovery:
+    """REPLICATION.md §3's recovery of a ledger whose writer may be dead (LedgerRecoveryOp)."""
+
+    def __init__(self, bk: BookKeeper, metadata: LedgerMetadata, codec: LedgerCodec) -> None:
+        self.bk, self.metadata, self.codec = bk, metadata, codec
+        self.ledger_id = metadata.ledger_id
+
+    async def run(self) -> LedgerMetadata:
+        await self._mark_in_recovery()
+        if self.metadata.state is MetadataState.CLOSED:
+            return self.metadata  # another recovery finished first
+        first, ensemble = self.metadata.ensembles[-1]
+        fenced = await self._fence(ensemble)
+        self._check_coverage(ensemble, fenced)
+        lacs = [reply["lac"] for reply in fenced.values()]
+        start = max(max(lacs, default=-1), first - 1)
+        length = await self._length_at(start)
+        present: list[LedgerEntry] = []
+        entry_id = start + 1
+        while True:
+            entry = await self._decide(entry_id, ensemble, fenced)
+            if entry is None:
+                break
+            present.append(entry)
+            entry_id += 1
+        for entry in present:
+            await self._write_back(entry, ensemble)
+            length = entry.length
+        last = present[-1].entry_id if present else start
+        return await self._close(last, length)
+
+    async def _mark_in_recovery(self) -> None:
+        while self.metadata.state is MetadataState.OPEN:
+            try:
+                self.metadata = await self.bk.store.write(
+                    dataclasses.replace(self.metadata, state=MetadataState.IN_RECOVERY))
+            except BadVersion:
+                self.metadata = await self.bk.store.read(self.ledger_id)
+
+    async def _fence(self, ensemble) -> dict[int, dict]:
+        """Fence every bookie of the last segment; index -> reply for those that fenced."""
+        async def one(index: int, bookie_id: str):
+            try:
+                return index, await asyncio.wait_for(
+                    self.bk.client(bookie_id).fence(self.ledger_id, self.codec.master_key),
+                    READ_TIMEOUT_S)
+            except (BookieError, *BOOKIE_FAILURES) as exc:
+                log.warning("recovery of ledger %d: fence on %s failed: %s", self.ledger_id,
+                            bookie_id, exc)
+                return index, None
+        replies = await asyncio.gather(*(one(i, b) for i, b in enumerate(ensemble)))
+        return {index: reply for index, reply in replies if reply is not None}
+
+    def _check_coverage(self, ensemble, fenced: dict[int, dict]) -> None:
+        """No write set may hold Qa or more bookies that did not fence: such a set could
+        still gather Qa acknowledgements for the old writer (EN4)."""
+        meta = self.metadata
+        for entry_id in range(len(ensemble)):
+            unknown = [i for i in write_set(entry_id, len(ensemble), meta.write_quorum)
+                       if i not in fenced]
+            if len(unknown) >= meta.ack_quorum:
+                raise RecoveryUndecided(
+                    f"ledger {self.ledger_id}: bookies {[ensemble[i] for i in unknown]} did "
+                    f"not fence; their write set could still be acknowledged")
+
+    async def _length_at(self, entry_id: int) -> int:
+        if entry_id < 0:
+            return 0
+        reader = EnsembleReader(self.bk, self.metadata, self.codec)
+        return (await reader.read_entry(entry_id)).length
+
+    async def _decide(self, entry_id: int, ensemble, fenced: dict[int, dict]):
+        """The entry if present, None if missing; RecoveryUndecided otherwise (EN4)."""
+        meta = self.metadata
+        missing = 0
+        for index in write_set(entry_id, len(ensemble), meta.write_quorum):
+            if index not in fenced:
+                continue  # only bookies that durably fenced are asked
+            try:
+                data = await asyncio.wait_for(
+                    self.bk.client(ensemble[index]).read_entry(self.ledger_id, entry_id),
+                    READ_TIMEOUT_S)
+                return self.codec.decode(data, entry_id)
+            except (NoEntry, NoLedger):
+                missing += 1
+            except (BookieError, *BOOKIE_FAILURES) as exc:
+                log.warning("recovery of ledger %d: entry %d on %s: %s", self.ledger_id,
+                            entry_id, ensemble[index], exc)
+        if missing >= meta.write_quorum - meta.ack_quorum + 1:
+            return None
+        raise RecoveryUndecided(f"ledger {self.ledger_id}: entry {entry_id} neither found nor "
+                                f"missing on enough bookies ({missing} said ENOENTRY)")
+
+    async def _write_back(self, entry: LedgerEntry, ensemble) -> None:
+        """Re-add a present entry to its whole write set as a recovery add (it passes the
+        fence); Qa of them must take it."""
+        meta = self.metadata
+        data = self.codec.frame(entry.entry_id, entry.lac, entry.length, entry.payload)
+
+        async def one(index: int) -> bool:
+            try:
+                await asyncio.wait_for(self.bk.client(ensemble[index]).add_entry(
+                    self.ledger_id, entry.entry_id, data, self.codec.master_key,
+                    self.codec.digest_type.header_name, recovery=True), ADD_TIMEOUT_S)
+                return True
+            except (BookieError, *BOOKIE_FAILURES):
+                return False
+        done = await asyncio.gather(*(one(i) for i in write_set(
+            entry.entry_id, len(ensemble), meta.write_quorum)))
+        if sum(done) < meta.ack_quorum:
+            raise RecoveryUndecided(f"ledger {self.ledger_id}: entry {entry.entry_id} written "
+                                    f"back to {sum(done)} bookies, fewer than Qa")
+
+    async def _close(self, last: int, length: int) -> LedgerMetadata:
+        while True:
+            current = self.metadata
+            if current.state is MetadataState.CLOSED:
+                return current  # a concurrent recovery closed it: the same end (converge)
+            try:
+                self.metadata = await self.bk.store.write(dataclasses.replace(
+                    current, state=MetadataState.CLOSED, last_entry_id=last, length=length))
+                return self.metadata
+            except BadVersion:
+                self.metadata = await self.bk.store.read(self.ledger_id)
