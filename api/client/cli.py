@@ -23,6 +23,7 @@ from api.client.bookie_client import BookieClient
 from api.client.ledger import (LedgerClosedError, LedgerReader, LedgerWriter, WriterOptions,
                                recover_ledger)
 from api.client.metadata import FileMetadataStore, MetadataError
+from api.client import cli_replicated as replicated
 from api.client.metadata_service import open_metadata_store
 from bookie.errors import BookieError
 
@@ -102,6 +103,12 @@ def _add_write(commands) -> None:
                        help="append to an existing ledger (no other writer may hold it)")
     write.add_argument("--batch", type=int, default=100, metavar="N",
                        help="most queued entries sent in one request (default 100)")
+    write.add_argument("--ensemble", type=int, metavar="E",
+                       help="a replicated ledger on E bookies of the cluster "
+                       "(--metadata-service-uri zk://...): each entry on --write-quorum of "
+                       "them, acknowledged at --ack-quorum (REPLICATION.md)")
+    write.add_argument("--write-quorum", type=int, metavar="QW", help="default: E")
+    write.add_argument("--ack-quorum", type=int, metavar="QA", help="default: QW")
 
 
 def _add_read_and_tail(commands) -> None:
@@ -207,6 +214,9 @@ def _consume(future: asyncio.Future) -> None:
 async def cmd_write(args) -> int:
     if args.raw is not None and args.raw < 1:
         raise ValueError("--raw needs a size of at least 1 byte")
+    if args.ensemble:
+        return await replicated.write(args, _store(args),
+                                      _records(sys.stdin.buffer, args.raw), _print_json)
     if args.ledger is None and (args.append or _store(args) is None):
         raise ValueError("--ledger is needed (unless --metadata allocates an id for a new "
                          "ledger)")
@@ -239,6 +249,8 @@ def _emit(payload: bytes, raw: bool) -> None:
 
 
 async def cmd_read(args) -> int:
+    if await replicated.metadata_of(args, _store(args)) is not None:
+        return await replicated.read(args, False, _emit, _print_json)
     async with await LedgerReader.open(args.url, args.ledger, args.password, args.digest,
                                        metadata_store=_store(args)) as reader:
         if args.last_only:
@@ -265,6 +277,8 @@ async def cmd_tail(args) -> int:
 
 
 async def cmd_recover(args) -> int:
+    if await replicated.metadata_of(args, _store(args)) is not None:
+        return await replicated.read(args, True, _emit, _print_json)
     result = await recover_ledger(args.url, args.ledger, args.password, args.digest,
                                   metadata_store=_store(args))
     _print_json({"ledgerId": result.ledger_id, "lastEntryId": result.lac,

@@ -312,5 +312,17 @@ class EnsembleReader:
                 last = exc  # the next replica
         raise last
 
+    async def read_lac(self) -> int:
+        """The highest LAC the last segment's bookies report (-1: none); entries up to it are
+        acknowledged, so readable from their write sets."""
+        lacs = []
+        for bookie_id in self.metadata.ensembles[-1][1]:
+            try:
+                lacs.append(await asyncio.wait_for(
+                    self.bk.client(bookie_id).read_lac(self.ledger_id), READ_TIMEOUT_S))
+            except (NoLedger, *BOOKIE_FAILURES):
+                continue
+        return max(lacs, default=-1)
+
     async def read_range(self, first: int, last: int) -> list[LedgerEntry]:
         return [await self.read_entry(e) for e in range(first, last + 1)]

@@ -55,6 +55,19 @@ def test_up_status_write_read_list_delete_down(tmp_path):
         listed = bookie("ledger", "list", "--json", "--metadata-service-uri", uri)
         row = json.loads(listed.stdout)
         assert row["ledgerId"] == ledger["ledgerId"] and row["state"] == "CLOSED"
+        replicated = bookie("ledger", "write", "--metadata-service-uri", uri, "--ensemble", "3",
+                            "--write-quorum", "2", "--ack-quorum", "2", stdin="x\ny\nz\n")
+        assert replicated.returncode == 0, replicated.stderr
+        made = json.loads(replicated.stdout)
+        assert made["lastEntryId"] == 2 and len(made["ensembles"][0][1]) == 3
+        back = bookie("ledger", "read", "--ledger", str(made["ledgerId"]),
+                      "--metadata-service-uri", uri)
+        assert back.returncode == 0 and back.stdout == "x\ny\nz\n", back.stderr
+        recovered = bookie("ledger", "recover", "--ledger", str(made["ledgerId"]),
+                           "--metadata-service-uri", uri)
+        assert json.loads(recovered.stdout)["state"] == "CLOSED"
+        assert bookie("ledger", "delete", "--ledger", str(made["ledgerId"]),
+                      "--metadata-service-uri", uri).returncode == 0
         deleted = bookie("ledger", "delete", "--ledger", str(ledger["ledgerId"]),
                          "--metadata-service-uri", uri)
         assert deleted.returncode == 0 and json.loads(deleted.stdout)["deleted"] is True

@@ -1,0 +1,68 @@
+"""`bookie ledger` on a replicated ledger of a cluster (REPLICATION.md §3): write with
+--ensemble/--write-quorum/--ack-quorum, read and recover through the ledger's metadata. The
+rest of the CLI is api/client/cli.py, which calls these for a zk:// metadata service."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from api.client.ensemble import BookKeeper
+
+
+def cluster_uri(args) -> str | None:
+    uri = args.metadata_service_uri
+    return uri if uri and uri.startswith(("zk://", "zk+hierarchical://")) else None
+
+
+async def metadata_of(args, store):
+    """The ledger's metadata if it is a replicated one in a cluster, else None."""
+    if cluster_uri(args) is None or args.ledger is None:
+        return None
+    metadata = await store.read(args.ledger)
+    return metadata if metadata.ensembles else None
+
+
+async def write(args, store, records, print_json) -> int:
+    """Append ``records`` (an async iterator) to a new replicated ledger, then close it."""
+    if cluster_uri(args) is None:
+        raise ValueError("--ensemble needs --metadata-service-uri zk://host:port/ledgers")
+    qw = args.write_quorum or args.ensemble
+    async with await BookKeeper.connect(cluster_uri(args)) as bk:
+        writer = await bk.create_ledger(args.ensemble, qw, args.ack_quorum or qw,
+                                        args.digest, args.password)
+        in_flight = asyncio.Semaphore(256)  # bounded: appends wait past 256 unacknowledged
+
+        async def append(record: bytes) -> None:
+            try:
+                await writer.append(record)
+            finally:
+                in_flight.release()
+
+        tasks = []
+        async for record in records:
+            await in_flight.acquire()
+            tasks.append(asyncio.ensure_future(append(record)))
+        await asyncio.gather(*tasks)
+        last = await writer.close()
+        print_json({"ledgerId": writer.ledger_id, "lastEntryId": last, "length": writer.length,
+                    "ensembles": [[f, list(m)] for f, m in writer.metadata.ensembles]})
+    return 0
+
+
+async def read(args, recover: bool, emit, print_json) -> int:
+    """Entries from --from to --to (default: the end of a closed ledger, else the LAC), or,
+    with ``recover``, recover the ledger and print where it ends."""
+    async with await BookKeeper.connect(cluster_uri(args)) as bk:
+        reader = await bk.open_ledger(args.ledger, args.password, recover=recover)
+        meta = reader.metadata
+        if recover:
+            print_json({"ledgerId": args.ledger, "lastEntryId": meta.last_entry_id,
+                        "length": meta.length, "state": meta.state.value})
+            return 0
+        last = args.to if args.to is not None else (
+            meta.last_entry_id if meta.closed else await reader.read_lac())
+        for entry_id in range(args.first, last + 1):
+            emit((await reader.read_entry(entry_id)).payload, args.raw)
+        sys.stdout.buffer.flush()
+    return 0
