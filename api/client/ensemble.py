@@ -65,15 +65,20 @@ def _url(bookie_id: str) -> str:
 class BookKeeper:
     """The client's front door over a metadata service (BookKeeper's ``BookKeeper`` class)."""
 
-    def __init__(self, store: ZkMetadataStore) -> None:
+    def __init__(self, store: ZkMetadataStore, add_timeout_s: float = ADD_TIMEOUT_S,
+                 read_timeout_s: float = READ_TIMEOUT_S) -> None:
         self.store = store
+        self.add_timeout_s = add_timeout_s
+        self.read_timeout_s = read_timeout_s
         self._clients: dict[str, BookieClient] = {}
 
     @classmethod
-    async def connect(cls, metadata_service_uri: str) -> "BookKeeper":
+    async def connect(cls, metadata_service_uri: str, **timeouts) -> "BookKeeper":
+        """``add_timeout_s``/``read_timeout_s``: how long a bookie may keep an add or a read
+        unanswered before it counts as failed (default 10 s each)."""
         store = ZkMetadataStore(metadata_service_uri)
         await asyncio.to_thread(store.start)
-        return cls(store)
+        return cls(store, **timeouts)
 
     async def __aenter__(self) -> "BookKeeper":
         return self
@@ -186,7 +191,7 @@ class EnsembleWriter:
         try:
             await asyncio.wait_for(client.add_entry(
                 self.ledger_id, pending.entry_id, pending.data, self.codec.master_key,
-                self.codec.digest_type.header_name), ADD_TIMEOUT_S)
+                self.codec.digest_type.header_name), self.bk.add_timeout_s)
         except Fenced as exc:
             self._fail(exc)  # EN3
             return
@@ -306,7 +311,7 @@ class EnsembleReader:
             try:
                 data = await asyncio.wait_for(
                     self.bk.client(bookie_id).read_entry(self.ledger_id, entry_id),
-                    READ_TIMEOUT_S)
+                    self.bk.read_timeout_s)
                 return self.codec.decode(data, entry_id)
             except (NoEntry, NoLedger, *BOOKIE_FAILURES) as exc:
                 last = exc  # the next replica
@@ -319,7 +324,7 @@ class EnsembleReader:
         for bookie_id in self.metadata.ensembles[-1][1]:
             try:
                 lacs.append(await asyncio.wait_for(
-                    self.bk.client(bookie_id).read_lac(self.ledger_id), READ_TIMEOUT_S))
+                    self.bk.client(bookie_id).read_lac(self.ledger_id), self.bk.read_timeout_s))
             except (NoLedger, *BOOKIE_FAILURES):
                 continue
         return max(lacs, default=-1)

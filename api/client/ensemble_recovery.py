@@ -19,8 +19,7 @@ import logging
 
 from api.client.codec import LedgerCodec, LedgerEntry
 from api.client.distribution import write_set
-from api.client.ensemble import (ADD_TIMEOUT_S, BOOKIE_FAILURES, READ_TIMEOUT_S, BookKeeper,
-                                 EnsembleReader, RecoveryUndecided)
+from api.client.ensemble import BOOKIE_FAILURES, BookKeeper, EnsembleReader, RecoveryUndecided
 from api.client.metadata import BadVersion, LedgerMetadata, MetadataState
 from bookie.errors import BookieError, NoEntry, NoLedger
 
@@ -72,7 +71,7 @@ class Recovery:
             try:
                 return index, await asyncio.wait_for(
                     self.bk.client(bookie_id).fence(self.ledger_id, self.codec.master_key),
-                    READ_TIMEOUT_S)
+                    self.bk.read_timeout_s)
             except (BookieError, *BOOKIE_FAILURES) as exc:
                 log.warning("recovery of ledger %d: fence on %s failed: %s", self.ledger_id,
                             bookie_id, exc)
@@ -108,7 +107,7 @@ class Recovery:
             try:
                 data = await asyncio.wait_for(
                     self.bk.client(ensemble[index]).read_entry(self.ledger_id, entry_id),
-                    READ_TIMEOUT_S)
+                    self.bk.read_timeout_s)
                 return self.codec.decode(data, entry_id)
             except (NoEntry, NoLedger):
                 missing += 1
@@ -130,7 +129,7 @@ class Recovery:
             try:
                 await asyncio.wait_for(self.bk.client(ensemble[index]).add_entry(
                     self.ledger_id, entry.entry_id, data, self.codec.master_key,
-                    self.codec.digest_type.header_name, recovery=True), ADD_TIMEOUT_S)
+                    self.codec.digest_type.header_name, recovery=True), self.bk.add_timeout_s)
                 return True
             except (BookieError, *BOOKIE_FAILURES):
                 return False
