@@ -7,7 +7,10 @@ api/client/ensemble.py; BookKeeper's LedgerRecoveryOp).
     3. start at max(highest LAC, first entry of the last segment - 1)
     4. entry by entry from the fenced bookies: present / missing (Qw-Qa+1 ENOENTRY) /
        undecided (RecoveryUndecided: never truncate)
-    5. write every present entry back to its write set as a recovery add (Qa must take it)
+    5. write every present entry back to its write set as a recovery add; a bookie that fails
+       it is replaced by an ensemble change (a new segment from that entry, CAS), as
+       BookKeeper's recovery writes through an ordinary handle (BK #1067: one hanging bookie
+       must not stall recovery)
     6. CAS IN_RECOVERY -> CLOSED at the last present entry (an already CLOSED ledger: done)
 """
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import random
 
 from api.client.codec import LedgerCodec, LedgerEntry
 from api.client.distribution import write_set
@@ -52,7 +56,7 @@ class Recovery:
             present.append(entry)
             entry_id += 1
         for entry in present:
-            await self._write_back(entry, ensemble)
+            ensemble = await self._write_back(entry, ensemble)
             length = entry.length
         last = present[-1].entry_id if present else start
         return await self._close(last, length)
@@ -119,25 +123,61 @@ class Recovery:
         raise RecoveryUndecided(f"ledger {self.ledger_id}: entry {entry_id} neither found nor "
                                 f"missing on enough bookies ({missing} said ENOENTRY)")
 
-    async def _write_back(self, entry: LedgerEntry, ensemble) -> None:
+    async def _write_back(self, entry: LedgerEntry, ensemble) -> tuple[str, ...]:
         """Re-add a present entry to its whole write set as a recovery add (it passes the
-        fence); Qa of them must take it."""
+        fence); the bookies that fail it are replaced first (step 5). Returns the ensemble
+        the following entries go to."""
         meta = self.metadata
         data = self.codec.frame(entry.entry_id, entry.lac, entry.length, entry.payload)
+        indices = write_set(entry.entry_id, len(ensemble), meta.write_quorum)
+        done = await self._add_to(ensemble, indices, entry.entry_id, data)
+        failed = [i for i, ok in zip(indices, done) if not ok]
+        if failed:
+            ensemble = await self._replace(ensemble, failed, entry.entry_id)
+            again = await self._add_to(ensemble, failed, entry.entry_id, data)
+            done = [ok for ok in done if ok] + again
+        if sum(done) < meta.ack_quorum:
+            raise RecoveryUndecided(f"ledger {self.ledger_id}: entry {entry.entry_id} written "
+                                    f"back to {sum(done)} bookies, fewer than Qa")
+        return ensemble
 
+    async def _add_to(self, ensemble, indices, entry_id: int, data: bytes) -> list[bool]:
         async def one(index: int) -> bool:
             try:
                 await asyncio.wait_for(self.bk.client(ensemble[index]).add_entry(
-                    self.ledger_id, entry.entry_id, data, self.codec.master_key,
+                    self.ledger_id, entry_id, data, self.codec.master_key,
                     self.codec.digest_type.header_name, recovery=True), self.bk.add_timeout_s)
                 return True
             except (BookieError, *BOOKIE_FAILURES):
                 return False
-        done = await asyncio.gather(*(one(i) for i in write_set(
-            entry.entry_id, len(ensemble), meta.write_quorum)))
-        if sum(done) < meta.ack_quorum:
-            raise RecoveryUndecided(f"ledger {self.ledger_id}: entry {entry.entry_id} written "
-                                    f"back to {sum(done)} bookies, fewer than Qa")
+        return list(await asyncio.gather(*(one(i) for i in indices)))
+
+    async def _replace(self, ensemble, failed: list[int], entry_id: int) -> tuple[str, ...]:
+        """An ensemble change during recovery: a segment from ``entry_id`` with the failed
+        indices replaced, committed (CAS, state IN_RECOVERY) before anything is written."""
+        while True:
+            current = self.metadata
+            candidates = [b for b in await self.bk.writable_bookies() if b not in ensemble]
+            if len(candidates) < len(failed):
+                raise RecoveryUndecided(f"ledger {self.ledger_id}: no bookie to replace "
+                                        f"{[ensemble[i] for i in failed]} during recovery")
+            chosen = list(ensemble)
+            for index, bookie_id in zip(failed, random.sample(candidates, len(failed))):
+                chosen[index] = bookie_id
+            segments = list(current.ensembles)
+            if segments[-1][0] == entry_id:
+                segments[-1] = (entry_id, tuple(chosen))
+            else:
+                segments.append((entry_id, tuple(chosen)))
+            try:
+                self.metadata = await self.bk.store.write(
+                    dataclasses.replace(current, ensembles=tuple(segments)))
+                return tuple(chosen)
+            except BadVersion:
+                self.metadata = await self.bk.store.read(self.ledger_id)
+                if self.metadata.state is MetadataState.CLOSED:
+                    raise RecoveryUndecided(f"ledger {self.ledger_id} was closed by another "
+                                            f"recovery meanwhile") from None
 
     async def _close(self, last: int, length: int) -> LedgerMetadata:
         while True:
