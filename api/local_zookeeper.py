@@ -36,8 +36,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def four_letter(port: int, word: bytes, timeout_s: float = 2.0) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+def four_letter(port: int, word: bytes, timeout_s: float = 2.0,
+                host: str = "127.0.0.1") -> bytes:
+    with socket.create_connection((host, port), timeout=timeout_s) as sock:
         sock.sendall(word)
         chunks = []
         while True:
@@ -48,15 +49,17 @@ def four_letter(port: int, word: bytes, timeout_s: float = 2.0) -> bytes:
 
 
 class ZooKeeperServer:
-    def __init__(self, root: str, port: int = 0, detached: bool = False) -> None:
+    def __init__(self, root: str, port: int = 0, detached: bool = False,
+                 host: str = "127.0.0.1") -> None:
         self.root = root
         self.port = port
+        self.host = host  # another address only for test networks a drill made (ip netns)
         self.detached = detached  # outlives this process (bookie cluster up)
         self.proc: subprocess.Popen | None = None
 
     @property
     def hosts(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, timeout_s: float = 60.0) -> "ZooKeeperServer":
         reason = missing()
@@ -68,7 +71,7 @@ class ZooKeeperServer:
         with open(config, "w") as handle:
             handle.write(
                 f"tickTime=200\ndataDir={self.root}/data\nclientPort={self.port}\n"
-                "clientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
+                f"clientPortAddress={self.host}\nadmin.enableServer=false\n"
                 "minSessionTimeout=400\nmaxSessionTimeout=60000\n"
                 "4lw.commands.whitelist=ruok,srvr\n")
         log = open(os.path.join(self.root, "zookeeper.log"), "ab")
@@ -86,7 +89,7 @@ class ZooKeeperServer:
                 raise RuntimeError(f"ZooKeeper exited {self.proc.returncode}; "
                                    f"log {self.root}/zookeeper.log")
             try:
-                if four_letter(self.port, b"ruok") == b"imok":
+                if four_letter(self.port, b"ruok", host=self.host) == b"imok":
                     return
             except OSError:
                 pass  # not listening yet

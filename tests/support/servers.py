@@ -63,9 +63,13 @@ class Daemon:
 
     def __init__(self, data_dir: str, *extra: str, env: dict | None = None,
                  crash_at: tuple[int, str] | None = None,
-                 crash_events: tuple[str, ...] | None = None) -> None:
+                 crash_events: tuple[str, ...] | None = None,
+                 prefix: tuple[str, ...] = ()) -> None:
         """``crash_at`` (k, glob): SIGKILL at the k-th matching event of ``crash_events``
-        (default ``crashing_disk.EVENTS``; ``ALL_EVENTS`` adds unlinks)."""
+        (default ``crashing_disk.EVENTS``; ``ALL_EVENTS`` adds unlinks). ``prefix``: argv
+        before python, e.g. ("ip", "netns", "exec", NS) to run it in a test network (it
+        execs, so the PID stays the bookie's)."""
+        self.prefix = tuple(prefix)
         self.data_dir = data_dir
         self.crash_at = crash_at
         self.crash_events = crash_events
@@ -83,7 +87,7 @@ class Daemon:
             "-m", "tests.support.crash_serve", str(self.crash_at[0]), self.crash_at[1],
             *([",".join(self.crash_events)] if self.crash_events else [])]
         self.proc = subprocess.Popen(
-            [sys.executable, *entry, "serve", "--data-dir", self.data_dir,
+            [*self.prefix, sys.executable, *entry, "serve", "--data-dir", self.data_dir,
              "--host", "127.0.0.1", "--port", "0", *self.extra],
             stdout=subprocess.PIPE, stderr=log, env=env, cwd=ROOT)
         line = self.proc.stdout.readline().decode()
