@@ -45,6 +45,9 @@ log = logging.getLogger("api.client.ensemble")
 #: A bookie that answers no add within this is treated as failed (an ensemble change).
 ADD_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 10.0
+#: A writer's per-bookie pipeline: entries sent in one POST batch, batches in flight at once.
+BATCH_ENTRIES_MAX = 64
+BATCHES_IN_FLIGHT_MAX = 4
 #: Failures after which a bookie is replaced: refused connections, timeouts, 5xx, EREADONLY.
 BOOKIE_FAILURES = (aiohttp.ClientError, asyncio.TimeoutError, OSError, IOFailure, ReadOnly)
 
@@ -136,6 +139,34 @@ class BookKeeper:
         await self.store.delete(ledger_id, metadata.version)
 
 
+class _BookieQueue:
+    """Entries bound for one bookie: sent as POST batches, a few in flight at once (the
+    per-bookie pipeline); entries that arrive while batches fly form the next batch."""
+
+    def __init__(self, writer: "EnsembleWriter", bookie_id: str) -> None:
+        self.writer, self.bookie_id = writer, bookie_id
+        self.waiting: list[tuple["_Pending", int]] = []
+        self.in_flight = 0
+
+    def put(self, pending: "_Pending", index: int) -> None:
+        self.waiting.append((pending, index))
+        self.pump()
+
+    def pump(self) -> None:
+        while self.waiting and self.in_flight < BATCHES_IN_FLIGHT_MAX:
+            batch = self.waiting[:BATCH_ENTRIES_MAX]
+            del self.waiting[:BATCH_ENTRIES_MAX]
+            self.in_flight += 1
+            self.writer._spawn(self._send(batch))
+
+    async def _send(self, batch) -> None:
+        try:
+            await self.writer._send_batch(self.bookie_id, batch)
+        finally:
+            self.in_flight -= 1
+            self.pump()
+
+
 @dataclasses.dataclass(eq=False)
 class _Pending:
     entry_id: int
@@ -159,6 +190,16 @@ class EnsembleWriter:
         self._blocked = 0  # > 0 while an ensemble change is being committed (EN1)
         self._error: BaseException | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._queues: dict[str, _BookieQueue] = {}
+
+    def _queue(self, bookie_id: str) -> _BookieQueue:
+        if bookie_id not in self._queues:
+            self._queues[bookie_id] = _BookieQueue(self, bookie_id)
+        return self._queues[bookie_id]
+
+    def _send(self, pending: "_Pending", index: int) -> None:
+        bookie_id = segment_for(self.metadata.ensembles, pending.entry_id)[1][index]
+        self._queue(bookie_id).put(pending, index)
 
     @property
     def ensemble(self) -> tuple[str, ...]:
@@ -177,7 +218,7 @@ class EnsembleWriter:
                            asyncio.get_running_loop().create_future(), self.length)
         self._pending[entry_id] = pending
         for index in write_set(entry_id, meta.ensemble_size, meta.write_quorum):
-            self._spawn(self._send(pending, index))
+            self._send(pending, index)
         return await asyncio.shield(pending.future)
 
     def _spawn(self, coroutine) -> None:
@@ -185,28 +226,28 @@ class EnsembleWriter:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _send(self, pending: _Pending, index: int) -> None:
-        bookie_id = segment_for(self.metadata.ensembles, pending.entry_id)[1][index]
-        client = self.bk.client(bookie_id)
+    async def _send_batch(self, bookie_id: str, batch) -> None:
+        """One POST batch to one bookie; its acks count only for entries that bookie still
+        holds in the metadata (EN1); a failure replaces the bookie."""
         try:
-            await asyncio.wait_for(client.add_entry(
-                self.ledger_id, pending.entry_id, pending.data, self.codec.master_key,
+            await asyncio.wait_for(self.bk.client(bookie_id).add_batch(
+                self.ledger_id, [pending.data for pending, _ in batch], self.codec.master_key,
                 self.codec.digest_type.header_name), self.bk.add_timeout_s)
         except Fenced as exc:
             self._fail(exc)  # EN3
             return
         except BOOKIE_FAILURES as exc:
-            log.warning("ledger %d entry %d: bookie %s failed (%s): ensemble change",
-                        self.ledger_id, pending.entry_id, bookie_id, exc)
-            await self._replace(index, bookie_id)
+            log.warning("ledger %d entries %d..: bookie %s failed (%s): ensemble change",
+                        self.ledger_id, batch[0][0].entry_id, bookie_id, exc)
+            await self._replace(batch[0][1], bookie_id)
             return
         except BookieError as exc:
             self._fail(exc)
             return
-        current = segment_for(self.metadata.ensembles, pending.entry_id)[1][index]
-        if current == bookie_id:  # an ack of a bookie replaced meanwhile does not count (EN1)
-            pending.acks.ack(index)
-            self._advance()
+        for pending, index in batch:
+            if segment_for(self.metadata.ensembles, pending.entry_id)[1][index] == bookie_id:
+                pending.acks.ack(index)
+        self._advance()
 
     async def _replace(self, index: int, failed: str) -> None:
         """Ensemble change (§3): commit a new segment with a replacement, then re-send every
@@ -224,10 +265,13 @@ class EnsembleWriter:
             finally:
                 self._blocked -= 1
         meta = self.metadata
+        dropped = self._queues.pop(failed, None)
+        if dropped is not None:
+            dropped.waiting.clear()  # re-sent below, to the replacement
         for pending in list(self._pending.values()):
             if index in write_set(pending.entry_id, meta.ensemble_size, meta.write_quorum):
                 pending.acks.acked.discard(index)  # withdrawn: re-sent to the replacement
-                self._spawn(self._send(pending, index))
+                self._send(pending, index)
         self._advance()
 
     async def _commit_replacement(self, index: int, failed: str) -> None:
