@@ -268,6 +268,8 @@ async def cmd_read(args) -> int:
 
 
 async def cmd_tail(args) -> int:
+    if await replicated.metadata_of(args, _store(args)) is not None:
+        return await replicated.tail(args, _emit)
     async with await LedgerReader.open(args.url, args.ledger, args.password, args.digest,
                                        metadata_store=_store(args)) as reader:
         async for entry in reader.tail(args.first, args.until):

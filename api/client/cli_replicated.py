@@ -66,3 +66,16 @@ async def read(args, recover: bool, emit, print_json) -> int:
             emit((await reader.read_entry(entry_id)).payload, args.raw)
         sys.stdout.buffer.flush()
     return 0
+
+
+async def tail(args, emit) -> int:
+    """Follow a replicated ledger: each entry once, in order, as the LAC passes it; stops at
+    --until or at the end of the ledger once closed."""
+    async with await BookKeeper.connect(cluster_uri(args)) as bk:
+        reader = await bk.open_ledger(args.ledger, args.password, recover=False)
+        async for entry in reader.tail(args.first):
+            emit(entry.payload, args.raw)
+            sys.stdout.buffer.flush()
+            if args.until is not None and entry.entry_id >= args.until:
+                break
+    return 0

@@ -30,26 +30,23 @@ import dataclasses
 import logging
 import random
 
-import aiohttp
-
 from api.client.bookie_client import BookieClient
-from api.client.codec import LedgerCodec, LedgerEntry, digest_type_of
-from api.client.distribution import AckSet, bookies_of, segment_for, write_set
+from api.client.codec import LedgerCodec, digest_type_of
+from api.client.distribution import AckSet, segment_for, write_set
+from api.client.ensemble_reader import (BOOKIE_FAILURES, READ_TIMEOUT_S, SPECULATIVE_READ_S,
+                                        EnsembleReader)
 from api.client.metadata import BadVersion, LedgerMetadata, MetadataState
 from api.client.zookeeper import ZkMetadataStore, writable_bookies
 from bookie.entry import DigestType
-from bookie.errors import BookieError, Fenced, IOFailure, NoEntry, NoLedger, ReadOnly
+from bookie.errors import BookieError, Fenced, IOFailure
 
 log = logging.getLogger("api.client.ensemble")
 
 #: A bookie that answers no add within this is treated as failed (an ensemble change).
 ADD_TIMEOUT_S = 10.0
-READ_TIMEOUT_S = 10.0
 #: A writer's per-bookie pipeline: entries sent in one POST batch, batches in flight at once.
 BATCH_ENTRIES_MAX = 64
 BATCHES_IN_FLIGHT_MAX = 4
-#: Failures after which a bookie is replaced: refused connections, timeouts, 5xx, EREADONLY.
-BOOKIE_FAILURES = (aiohttp.ClientError, asyncio.TimeoutError, OSError, IOFailure, ReadOnly)
 
 
 class RecoveryUndecided(IOFailure):
@@ -69,10 +66,12 @@ class BookKeeper:
     """The client's front door over a metadata service (BookKeeper's ``BookKeeper`` class)."""
 
     def __init__(self, store: ZkMetadataStore, add_timeout_s: float = ADD_TIMEOUT_S,
-                 read_timeout_s: float = READ_TIMEOUT_S) -> None:
+                 read_timeout_s: float = READ_TIMEOUT_S,
+                 speculative_read_s: float = SPECULATIVE_READ_S) -> None:
         self.store = store
         self.add_timeout_s = add_timeout_s
         self.read_timeout_s = read_timeout_s
+        self.speculative_read_s = speculative_read_s
         self._clients: dict[str, BookieClient] = {}
 
     @classmethod
@@ -338,40 +337,3 @@ class EnsembleWriter:
                 self.metadata = await self.bk.store.read(self.ledger_id)
                 if self.metadata.state is not MetadataState.OPEN:
                     raise Fenced(f"ledger {self.ledger_id} is {self.metadata.state.value}")
-
-
-class EnsembleReader:
-    """Reads one replicated ledger through its metadata: each entry from its write set, one
-    replica after another on error; the first that verifies wins."""
-
-    def __init__(self, bk: BookKeeper, metadata: LedgerMetadata, codec: LedgerCodec) -> None:
-        self.bk, self.metadata, self.codec = bk, metadata, codec
-        self.ledger_id = metadata.ledger_id
-
-    async def read_entry(self, entry_id: int) -> LedgerEntry:
-        last: BaseException = NoEntry(f"entry {self.ledger_id}/{entry_id}: no replica")
-        for bookie_id in bookies_of(self.metadata.ensembles, entry_id,
-                                    self.metadata.write_quorum):
-            try:
-                data = await asyncio.wait_for(
-                    self.bk.client(bookie_id).read_entry(self.ledger_id, entry_id),
-                    self.bk.read_timeout_s)
-                return self.codec.decode(data, entry_id)
-            except (NoEntry, NoLedger, *BOOKIE_FAILURES) as exc:
-                last = exc  # the next replica
-        raise last
-
-    async def read_lac(self) -> int:
-        """The highest LAC the last segment's bookies report (-1: none); entries up to it are
-        acknowledged, so readable from their write sets."""
-        lacs = []
-        for bookie_id in self.metadata.ensembles[-1][1]:
-            try:
-                lacs.append(await asyncio.wait_for(
-                    self.bk.client(bookie_id).read_lac(self.ledger_id), self.bk.read_timeout_s))
-            except (NoLedger, *BOOKIE_FAILURES):
-                continue
-        return max(lacs, default=-1)
-
-    async def read_range(self, first: int, last: int) -> list[LedgerEntry]:
-        return [await self.read_entry(e) for e in range(first, last + 1)]

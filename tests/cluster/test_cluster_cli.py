@@ -63,6 +63,9 @@ def test_up_status_write_read_list_delete_down(tmp_path):
         back = bookie("ledger", "read", "--ledger", str(made["ledgerId"]),
                       "--metadata-service-uri", uri)
         assert back.returncode == 0 and back.stdout == "x\ny\nz\n", back.stderr
+        tailed = bookie("ledger", "tail", "--ledger", str(made["ledgerId"]),
+                        "--metadata-service-uri", uri)  # closed: it ends by itself
+        assert tailed.returncode == 0 and tailed.stdout == "x\ny\nz\n", tailed.stderr
         recovered = bookie("ledger", "recover", "--ledger", str(made["ledgerId"]),
                            "--metadata-service-uri", uri)
         assert json.loads(recovered.stdout)["state"] == "CLOSED"

@@ -4,6 +4,9 @@ bookie of the ensemble is killed, committed before any affected entry is acknowl
 
 from __future__ import annotations
 
+import asyncio
+import signal
+
 import pytest
 
 from api.client import BookieClient
@@ -121,3 +124,40 @@ async def test_recovery_refuses_to_decide_without_enough_fenced_bookies(bookies,
             await bk.open_ledger(writer.ledger_id, b"pw")
         metadata = await bk.store.read(writer.ledger_id)
         assert metadata.state is MetadataState.IN_RECOVERY  # S5: not truncated, not closed
+
+
+async def test_a_silent_replica_does_not_hold_a_read_speculative_reads(bookies, zk_uri):
+    """The first replica of every entry is paused (SIGSTOP) and reads wait an hour for an
+    answer: without the speculative read to the next replica this test could not finish."""
+    async with await BookKeeper.connect(zk_uri, read_timeout_s=3600,
+                                        speculative_read_s=0.2) as bk:
+        writer = await bk.create_ledger(ensemble=3, write_quorum=3, ack_quorum=2, password=b"p")
+        for i in range(6):
+            await writer.append(f"s{i}".encode())
+        await writer.close()
+        reader = await bk.open_ledger(writer.ledger_id, b"p", recover=False)
+        silent = next(d for d in bookies if d.url.endswith(reader.metadata.ensembles[0][1][0]))
+        silent.proc.send_signal(signal.SIGSTOP)
+        try:
+            for entry_id in range(0, 6, 3):  # entries whose write set starts at the silent one
+                assert (await reader.read_entry(entry_id)).payload == f"s{entry_id}".encode()
+        finally:
+            silent.proc.send_signal(signal.SIGCONT)
+
+
+async def test_a_tail_follows_the_lac_across_the_ensemble_to_the_closed_end(bookies, zk_uri):
+    async with await BookKeeper.connect(zk_uri) as bk:
+        writer = await bk.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, password=b"t")
+        reader = await bk.open_ledger(writer.ledger_id, b"t", recover=False)
+        seen: list[bytes] = []
+
+        async def follow() -> None:
+            async for entry in reader.tail(0):
+                seen.append(entry.payload)
+
+        follower = asyncio.ensure_future(follow())
+        for i in range(20):
+            await writer.append(f"t{i}".encode())
+        await writer.close()
+        await asyncio.wait_for(follower, 60)  # ends by itself at the closed end
+        assert seen == [f"t{i}".encode() for i in range(20)]  # each once, in order (S4)
