@@ -118,3 +118,29 @@ async def test_bk2908_a_wiped_bookie_cannot_truncate_a_ledger(bookies, zk_uri):
         assert reader.metadata.last_entry_id == 9
         assert [e.payload for e in await reader.read_range(0, 9)] == [
             f"e{i}".encode() for i in range(10)]
+
+
+async def test_bk4651_concurrent_bookie_failures_with_adds_in_flight(tmp_path, zk_uri, bookies):
+    """Two bookies of the ensemble die at once with adds in flight: two ensemble changes, the
+    second built on the first's committed metadata; every acked entry reads back (3/3/3:
+    losing two copies stays below the tolerance)."""
+    extra = Daemon(str(tmp_path / "b-extra" / "data"), *FLAGS, "--metadata-service-uri",
+                   zk_uri, "--port", str(free_port())).start()
+    try:
+        async with await BookKeeper.connect(zk_uri, **FAST) as bk:
+            writer = await written(bk, 10, quorums=(3, 3, 3))
+            victims = [daemon_of(bookies, b) for b in writer.ensemble[:2]]
+            appends = [asyncio.ensure_future(writer.append(f"e{10 + i}".encode()))
+                       for i in range(20)]
+            for victim in victims:
+                victim.kill9()
+            assert await asyncio.gather(*appends) == list(range(10, 30))
+            await writer.close()
+            metadata = await bk.store.read(writer.ledger_id)
+            gone = {v.url.rsplit("/", 1)[-1] for v in victims}
+            assert not gone & set(metadata.ensembles[-1][1])
+            reader = await bk.open_ledger(writer.ledger_id, b"pw", recover=False)
+            assert [e.payload for e in await reader.read_range(0, 29)] == [
+                f"e{i}".encode() for i in range(30)]
+    finally:
+        extra.terminate()
