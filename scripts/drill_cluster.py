@@ -60,6 +60,7 @@ class Ledger:
         self.lacs: list[int] = []
         self.writer = None
         self.closed = False
+        self.tailed: list[tuple[int, bytes]] = []  # what a tailing reader was shown
 
 
 class Drill:
@@ -118,11 +119,21 @@ class Drill:
                 ledger.writer = await bk.create_ledger(e, qw, qa, password=b"drill")
                 ledger.ledger_id = ledger.writer.ledger_id
             self.ledgers += len(ledgers)
+            tail_bk = await BookKeeper.connect(self.uri, **TIMEOUTS)  # another client
+            tails = [asyncio.create_task(self._tail(tail_bk, ledger)) for ledger in ledgers]
             writers = [asyncio.create_task(self._write(ledger)) for ledger in ledgers]
             undo = await self._inject(fault, ledgers, writers)
             await asyncio.gather(*writers, return_exceptions=True)
             await undo()
             await self._end(bk, ledgers, fault)
+            done, late = await asyncio.wait(tails, timeout=120)
+            for task in late:
+                task.cancel()
+            await tail_bk.close()
+            for ledger, task in zip(ledgers, tails):
+                if task in late or task.exception() is not None:
+                    why = "still running" if task in late else repr(task.exception())
+                    self.violations.append(f"tail of ledger {ledger.ledger_id}: {why}")
         bad = await self._check(ledgers)
         return f"fault={fault} ledgers={len(ledgers)} acked={sum(len(l.acked) for l in ledgers)}" \
                f" bad={bad}"
@@ -137,6 +148,12 @@ class Drill:
                 return
             ledger.acked[entry_id] = payload
             ledger.lacs.append(ledger.writer.lac)
+
+    async def _tail(self, bk, ledger: Ledger) -> None:
+        """A reader following the ledger from entry 0 until its closed end (S3, S4)."""
+        reader = await bk.open_ledger(ledger.ledger_id, b"drill", recover=False)
+        async for entry in reader.tail(0):
+            ledger.tailed.append((entry.entry_id, entry.payload))
 
     async def _inject(self, fault: str, ledgers, writers):
         # Strike while appends are in flight: after a few of the writers' entries.
@@ -252,6 +269,12 @@ class Drill:
                 self.violations.append(f"S3 ledger {lid} entry {entry_id}: readers differ")
             if entry_id in ledger.acked and got_a != ledger.acked[entry_id]:
                 self.violations.append(f"S1 ledger {lid} entry {entry_id}: other bytes")
+            if entry_id < len(ledger.tailed) and ledger.tailed[entry_id][1] != got_a:
+                self.violations.append(f"S3 ledger {lid} entry {entry_id}: the tail saw "
+                                       f"other bytes")
+        if [e for e, _ in ledger.tailed] != list(range(end + 1)):
+            self.violations.append(f"S4 ledger {lid}: the tail showed entries "
+                                   f"{[e for e, _ in ledger.tailed][:12]}... for an end of {end}")
 
     # -- the end -------------------------------------------------------------------------
 
@@ -296,7 +319,14 @@ async def run(args, root: str) -> int:
     return 1 if drill.violations else 0
 
 
+def _stop_on_sigterm(signum, frame) -> None:
+    """SIGTERM ends the drill like Ctrl-C: the finally blocks stop every bookie and
+    ZooKeeper it started and remove its network namespaces."""
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=1800)

@@ -83,14 +83,23 @@ class EnsembleReader:
         while True:
             lac = await self._poll_lac(next_id - 1)
             while next_id <= lac:
-                yield await self.read_entry(next_id)
+                yield await self._read_fresh(next_id)
                 next_id += 1
             if lac < next_id:  # nothing new: is the ledger closed?
                 self.metadata = await self.bk.store.read(self.ledger_id)
                 if self.metadata.closed:
                     for entry_id in range(next_id, self.metadata.last_entry_id + 1):
-                        yield await self.read_entry(entry_id)
+                        yield await self._read_fresh(entry_id)
                     return
+
+    async def _read_fresh(self, entry_id: int) -> LedgerEntry:
+        """A tail's read: on failure the metadata is read again (an ensemble change may have
+        placed the entry elsewhere since this reader opened) and the read retried once."""
+        try:
+            return await self.read_entry(entry_id)
+        except (NoEntry, NoLedger, *BOOKIE_FAILURES):
+            self.metadata = await self.bk.store.read(self.ledger_id)
+            return await self.read_entry(entry_id)
 
     async def _poll_lac(self, known: int) -> int:
         """The LAC long poll on every bookie of the last segment: the first answer above
