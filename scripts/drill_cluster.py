@@ -10,7 +10,8 @@ E/Qw/Qa = 3/2/2 and 3/3/2 while one fault, never more than the quorums tolerate,
     kill      kill -9 of a bookie (restarted at the end of the round, same data dir)
     pause     SIGSTOP of a bookie for 0.5-2 s, then SIGCONT (a partition it does not notice)
     zk        a ZooKeeper restart (same port and data dir)
-    writer    a writer dies mid-append; another client recovers its ledger
+    writer    a writer process is killed with SIGKILL mid-stream (appends in flight); this
+              process recovers its ledger
     recover2  two clients recover one ledger at once
     partition a bookie's network link goes down for 1-3 s, then up (each bookie runs in a
               network namespace of the drill's own on a bridge: tests/support/netns.py;
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import os
 import random
 import shutil
@@ -51,6 +53,41 @@ FLAGS = ("--checkpoint-interval-ms", "2000", "--journal-prealloc-bytes", "1MiB",
          "--gc-interval-ms", "0")
 TIMEOUTS = {"add_timeout_s": 2.0, "read_timeout_s": 2.0}
 
+#: The writer of the "writer" fault, a process of its own: it creates a 3/2/2 ledger, prints
+#: its id, then appends --entries entries (64 in flight) and prints each acknowledged id.
+CHILD_WRITER = """
+import asyncio, sys
+sys.path.insert(0, sys.argv[3])
+from api.client.ensemble import BookKeeper
+from scripts.drill_cluster import payload_of
+
+async def main(uri, count):
+    async with await BookKeeper.connect(uri, add_timeout_s=2.0, read_timeout_s=2.0) as bk:
+        writer = await bk.create_ledger(3, 2, 2, password=b"drill")
+        print("ledger", writer.ledger_id, flush=True)
+        gate = asyncio.Semaphore(64)
+        async def one(entry_id):
+            try:
+                print("acked", await writer.append(payload_of(writer.ledger_id, entry_id)),
+                      flush=True)
+            finally:
+                gate.release()
+        tasks = []
+        for entry_id in range(count):
+            await gate.acquire()
+            tasks.append(asyncio.ensure_future(one(entry_id)))
+        await asyncio.gather(*tasks)
+        await asyncio.Event().wait()  # never closes: it is killed
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+"""
+
+
+def payload_of(ledger_id: int, entry_id: int) -> bytes:
+    """The child writer's bytes, known to the drill without being told them."""
+    seed = hashlib.sha256(f"{ledger_id}:{entry_id}".encode()).digest()
+    return (seed * 64)[:10 + (entry_id * 37) % 1990]
+
 
 class Ledger:
     def __init__(self, quorums) -> None:
@@ -61,6 +98,7 @@ class Ledger:
         self.writer = None
         self.closed = False
         self.tailed: list[tuple[int, bytes]] = []  # what a tailing reader was shown
+        self.child = None  # the writer process of the "writer" fault
 
 
 class Drill:
@@ -120,8 +158,13 @@ class Drill:
                 ledger.ledger_id = ledger.writer.ledger_id
             self.ledgers += len(ledgers)
             tail_bk = await BookKeeper.connect(self.uri, **TIMEOUTS)  # another client
+            if fault == "writer":  # ledger 0 is written by a process of its own, then killed
+                await ledgers[0].writer.close()
+                ledgers[0] = Ledger((3, 2, 2))
+                await self._child_writer(ledgers[0])
+            writers = [asyncio.create_task(self._write(ledger)) for ledger in ledgers
+                       if ledger.writer is not None]
             tails = [asyncio.create_task(self._tail(tail_bk, ledger)) for ledger in ledgers]
-            writers = [asyncio.create_task(self._write(ledger)) for ledger in ledgers]
             undo = await self._inject(fault, ledgers, writers)
             await asyncio.gather(*writers, return_exceptions=True)
             await undo()
@@ -148,6 +191,33 @@ class Drill:
                 return
             ledger.acked[entry_id] = payload
             ledger.lacs.append(ledger.writer.lac)
+
+    async def _child_writer(self, ledger: Ledger):
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", CHILD_WRITER, self.uri, str(self.args.entries), ROOT,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+            env=dict(os.environ, PYTHONPATH=ROOT))
+        line = (await asyncio.wait_for(child.stdout.readline(), 60)).decode().split()
+        ledger.ledger_id = int(line[1])
+        ledger.child = child
+        self.ledgers += 1
+        return child
+
+    async def _kill_child_writer(self, ledger: Ledger) -> None:
+        """SIGKILL once a random number of its appends were acknowledged: later ones are
+        in flight. What it printed before dying is what it was acknowledged."""
+        child, kill_after = ledger.child, self.rng.randint(5, max(6, self.args.entries // 2))
+        while len(ledger.acked) < kill_after:
+            line = await asyncio.wait_for(child.stdout.readline(), 60)
+            if not line:
+                break
+            entry_id = int(line.split()[1])
+            ledger.acked[entry_id] = payload_of(ledger.ledger_id, entry_id)
+        child.kill()
+        for line in (await child.stdout.read()).decode().splitlines():  # printed before death
+            entry_id = int(line.split()[1])
+            ledger.acked[entry_id] = payload_of(ledger.ledger_id, entry_id)
+        await child.wait()
 
     async def _tail(self, bk, ledger: Ledger) -> None:
         """A reader following the ledger from entry 0 until its closed end (S3, S4)."""
@@ -189,8 +259,7 @@ class Drill:
             await asyncio.to_thread(self.zookeeper.start)
             return nothing
         if fault == "writer":
-            writers[0].cancel()  # the writer process dies: its pending appends go unanswered
-            ledgers[0].writer = None
+            await self._kill_child_writer(ledgers[0])
             return nothing
         if fault == "recover2":
             ledgers[0].writer = None  # left open: two clients recover it at the end
