@@ -13,7 +13,7 @@ from api.client import BookieClient
 from api.client.distribution import AckSet, bookies_of, write_set
 from api.client.ensemble import BookKeeper, RecoveryUndecided
 from api.client.metadata import MetadataState
-from bookie.errors import Fenced, NoEntry
+from bookie.errors import Fenced, NoEntry, NoLedger
 from tests.support.servers import Daemon
 
 FLAGS = ("--checkpoint-interval-ms", "3600000", "--journal-prealloc-bytes", "1MiB")
@@ -72,6 +72,9 @@ async def test_entries_live_on_exactly_their_write_set_and_read_back(bookies, zk
         reader = await bk.open_ledger(writer.ledger_id, b"pw", recover=False)
         entries = await reader.read_range(0, 11)
         assert [e.payload for e in entries] == [f"entry {i}".encode() for i in range(12)]
+        await bk.delete_ledger(writer.ledger_id)  # the metadata goes; bookies' GC follows
+        with pytest.raises(NoLedger):
+            await bk.store.read(writer.ledger_id)
 
 
 async def test_a_killed_bookie_is_replaced_and_every_acked_entry_reads_back(bookies, zk_uri):
