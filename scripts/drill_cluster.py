@@ -209,15 +209,21 @@ class Drill:
         child, kill_after = ledger.child, self.rng.randint(5, max(6, self.args.entries // 2))
         while len(ledger.acked) < kill_after:
             line = await asyncio.wait_for(child.stdout.readline(), 60)
-            if not line:
+            if not line.endswith(b"\n"):
                 break
-            entry_id = int(line.split()[1])
-            ledger.acked[entry_id] = payload_of(ledger.ledger_id, entry_id)
+            self._child_acked(ledger, line)
         child.kill()
-        for line in (await child.stdout.read()).decode().splitlines():  # printed before death
-            entry_id = int(line.split()[1])
-            ledger.acked[entry_id] = payload_of(ledger.ledger_id, entry_id)
+        rest = await child.stdout.read()  # printed before it died
+        for line in rest.split(b"\n")[:-1]:  # a line the kill cut short was never told
+            self._child_acked(ledger, line + b"\n")
         await child.wait()
+
+    @staticmethod
+    def _child_acked(ledger: Ledger, line: bytes) -> None:
+        words = line.split()
+        if len(words) == 2 and words[0] == b"acked" and words[1].isdigit():
+            entry_id = int(words[1])
+            ledger.acked[entry_id] = payload_of(ledger.ledger_id, entry_id)
 
     async def _tail(self, bk, ledger: Ledger) -> None:
         """A reader following the ledger from entry 0 until its closed end (S3, S4)."""
