@@ -30,6 +30,7 @@ from typing import Callable
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
+from kazoo.retry import KazooRetry
 
 __all__ = ["KazooClient", "ZkCookies", "ZkMetadataStore", "ZkRegistration", "parse_uri",
            "writable_bookies"]
@@ -42,6 +43,10 @@ from bookie.errors import NoLedger
 LAYOUT = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1\n"
 SCHEMES = ("zk", "zk+hierarchical")
 CONNECT_TIMEOUT_S = 15.0
+#: Reads ride out a ZooKeeper restart or a dropped connection (kazoo's ConnectionLoss) for up
+#: to 30 s; writes are not retried here: a compare-and-set whose answer was lost may have
+#: happened, and its caller re-reads and re-checks instead (ZK2).
+READ_RETRY = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0, deadline=30.0)
 
 
 def parse_uri(uri: str) -> tuple[str, str]:
@@ -156,7 +161,7 @@ class ZkMetadataStore:
     def _read(self, ledger_id: int) -> LedgerMetadata:
         self.start()
         try:
-            data, stat = self.client.get(ledger_path(self.root, ledger_id))
+            data, stat = READ_RETRY.copy()(self.client.get, ledger_path(self.root, ledger_id))
         except NoNodeError:
             raise NoLedger(f"ledger {ledger_id} has no metadata in {self.uri}") from None
         return metadata_format.decode(data, ledger_id, stat.version + 1)
@@ -194,7 +199,7 @@ class ZkMetadataStore:
 
     def _walk(self, path: str, parts: list[str], found: list[int]) -> None:
         try:
-            children = self.client.get_children(path)
+            children = READ_RETRY.copy()(self.client.get_children, path)
         except NoNodeError:
             return  # deleted meanwhile
         for name in children:
@@ -346,7 +351,8 @@ def count_underreplicated(client: KazooClient, root: str) -> int:
 def writable_bookies(client: KazooClient, root: str) -> list[str]:
     """The ids of the bookies registered writable (``available/``, not ``readonly``)."""
     try:
-        return sorted(name for name in client.get_children(f"{root}/available")
+        return sorted(name for name in READ_RETRY.copy()(client.get_children,
+                                                         f"{root}/available")
                       if name != "readonly")
     except NoNodeError:
         return []
