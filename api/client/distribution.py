@@ -38,6 +38,18 @@ def bookies_of(ensembles, entry_id: int, write_quorum: int) -> list[str]:
     return [members[i] for i in write_set(entry_id, len(members), write_quorum)]
 
 
+def with_segment(ensembles, first: int, members) -> tuple:
+    """The ensembles with a segment placing entries from ``first`` on ``members``: it replaces
+    the last segment if that one starts there too (no entry was placed by it), else it is
+    appended (an ensemble change, §3)."""
+    segments = list(ensembles)
+    if segments[-1][0] == first:
+        segments[-1] = (first, tuple(members))
+    else:
+        segments.append((first, tuple(members)))
+    return tuple(segments)
+
+
 class AckSet:
     """DS2 for one entry."""
 

@@ -32,7 +32,7 @@ import random
 
 from api.client.bookie_client import BookieClient
 from api.client.codec import LedgerCodec, digest_type_of
-from api.client.distribution import AckSet, segment_for, write_set
+from api.client.distribution import AckSet, segment_for, with_segment, write_set
 from api.client.ensemble_reader import (BOOKIE_FAILURES, READ_TIMEOUT_S, SPECULATIVE_READ_S,
                                         EnsembleReader)
 from api.client.metadata import BadVersion, LedgerMetadata, MetadataState
@@ -286,14 +286,9 @@ class EnsembleWriter:
             ensemble = list(self.ensemble)
             ensemble[index] = random.choice(candidates)
             first = self.lac + 1
-            segments = list(current.ensembles)
-            if segments[-1][0] == first:
-                segments[-1] = (first, tuple(ensemble))
-            else:
-                segments.append((first, tuple(ensemble)))
             try:
-                self.metadata = await self.bk.store.write(
-                    dataclasses.replace(current, ensembles=tuple(segments)))
+                self.metadata = await self.bk.store.write(dataclasses.replace(
+                    current, ensembles=with_segment(current.ensembles, first, ensemble)))
                 log.info("ledger %d: bookie %s replaced by %s from entry %d", self.ledger_id,
                          failed, ensemble[index], first)
                 return

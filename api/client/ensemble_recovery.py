@@ -22,7 +22,7 @@ import logging
 import random
 
 from api.client.codec import LedgerCodec, LedgerEntry
-from api.client.distribution import write_set
+from api.client.distribution import with_segment, write_set
 from api.client.ensemble import BOOKIE_FAILURES, BookKeeper, EnsembleReader, RecoveryUndecided
 from api.client.metadata import BadVersion, LedgerMetadata, MetadataState
 from bookie.errors import BookieError, NoEntry, NoLedger
@@ -164,14 +164,9 @@ class Recovery:
             chosen = list(ensemble)
             for index, bookie_id in zip(failed, random.sample(candidates, len(failed))):
                 chosen[index] = bookie_id
-            segments = list(current.ensembles)
-            if segments[-1][0] == entry_id:
-                segments[-1] = (entry_id, tuple(chosen))
-            else:
-                segments.append((entry_id, tuple(chosen)))
             try:
-                self.metadata = await self.bk.store.write(
-                    dataclasses.replace(current, ensembles=tuple(segments)))
+                self.metadata = await self.bk.store.write(dataclasses.replace(
+                    current, ensembles=with_segment(current.ensembles, entry_id, chosen)))
                 return tuple(chosen)
             except BadVersion:
                 self.metadata = await self.bk.store.read(self.ledger_id)

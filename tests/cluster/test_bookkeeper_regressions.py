@@ -129,7 +129,7 @@ async def test_bk4651_concurrent_bookie_failures_with_adds_in_flight(tmp_path, z
     try:
         async with await BookKeeper.connect(zk_uri, **FAST) as bk:
             writer = await written(bk, 10, quorums=(3, 3, 3))
-            victims = [daemon_of(bookies, b) for b in writer.ensemble[:2]]
+            victims = [daemon_of([*bookies, extra], b) for b in writer.ensemble[:2]]
             appends = [asyncio.ensure_future(writer.append(f"e{10 + i}".encode()))
                        for i in range(20)]
             for victim in victims:
