@@ -58,6 +58,7 @@ class ClusterMember:
         self.cookies = ZkCookies(self.registration.client, self.registration.root)
         self.metadata = ZkMetadataStore(uri, client=self.registration.client)
         self._missing: dict[int, float] = {}  # ledger id -> when metadata first lacked it
+        self.autorecovery = None  # api.autorecovery.service.AutoRecovery, when enabled
 
     def _changed(self, path: str | None) -> None:
         """From any thread: what /ready, /v1/bookie/info and the metrics say."""
@@ -105,6 +106,11 @@ class ClusterMember:
         self._counter = self._loop.create_task(self._count_underreplicated(),
                                                name="zk-underreplicated")
         self.bookie.add_state_listener(self._on_state)
+        if self.bookie.config.autorecovery_daemon_enabled:
+            from api.autorecovery.service import AutoRecovery  # noqa: PLC0415
+
+            self.autorecovery = await AutoRecovery(self.uri, self.bookie_id,
+                                                   self.bookie.config).start()
 
     async def delete_unlisted(self) -> list[int]:
         """Before each GC run: delete the local ledgers metadata has not listed for the grace
@@ -168,6 +174,9 @@ class ClusterMember:
 
     async def stop(self) -> None:
         """SIGTERM, before draining: clients stop choosing this bookie (ZR3)."""
+        if self.autorecovery is not None:
+            await self.autorecovery.stop()
+            self.autorecovery = None
         counter = getattr(self, "_counter", None)
         if counter is not None:
             counter.cancel()

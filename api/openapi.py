@@ -137,6 +137,13 @@ _LEDGER_PATHS = {
         "post": _op("Make every earlier add of the ledger durable",
                     {"200": _json("durable", {"lastEntryId": _I64}),
                      **_errors(400, 403, 404, 500, 503)}, [_LEDGER, _KEY])},
+    "/v1/ledgers/{ledger}/entry-ids": {
+        "get": _op("The ids of the entries this bookie stores for the ledger, as ranges "
+                   "(autorecovery's replica check)",
+                   {"200": _json("stored ids", {"ledgerId": _I64, "ranges": {
+                       "type": "array", "items": {"type": "array", "items": _I64,
+                                                  "minItems": 2, "maxItems": 2}}}),
+                    **_errors(400, 404, 500, 503)}, [_LEDGER])},
     "/v1/ledgers/{ledger}": {
         "get": _op("Ledger summary", {"200": _json("summary", {
             "ledgerId": _I64, "fenced": {"type": "boolean"}, "lac": _I64,

@@ -142,6 +142,13 @@ async def ledger_info(request: web.Request) -> web.Response:
     return web.json_response(await request.app[BOOKIE].ledger_info(ledger_id))
 
 
+@routes.get(r"/v1/ledgers/{ledger}/entry-ids")
+async def entry_id_ranges(request: web.Request) -> web.Response:
+    ledger_id = wire.parse_ledger_id(request.match_info["ledger"])
+    ranges = await request.app[BOOKIE].entry_id_ranges(ledger_id)
+    return web.json_response({"ledgerId": ledger_id, "ranges": ranges})
+
+
 @routes.delete(r"/v1/ledgers/{ledger}")
 async def delete_ledger(request: web.Request) -> web.Response:
     require_admin(request)

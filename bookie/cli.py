@@ -57,6 +57,22 @@ def build_parser() -> argparse.ArgumentParser:
                                 "SIGTERM drains in-flight adds, checkpoints and exits 0.")
     serve.add_argument("--config", help="TOML settings file (or BOOKIE_CONFIG)")
     add_setting_flags(serve)
+    recovery = commands.add_parser(
+        "autorecovery", help="run autorecovery on its own: the auditor election and a "
+        "replication worker (REPLICATION.md §4)",
+        description="Join the auditor election and run a replication worker against the "
+        "cluster at --metadata-service-uri, until SIGTERM. Cluster bookies run the same "
+        "inside (autorecovery_daemon_enabled); run this where bookies do not. Reads the "
+        "autorecovery settings (lost_bookie_recovery_delay_s, "
+        "open_ledger_rereplication_grace_period_s, rereplication_rate_bytes, "
+        "replicas_check_interval_s) like serve.")
+    recovery.add_argument("--config", help="TOML settings file (or BOOKIE_CONFIG)")
+    recovery.add_argument("--without-worker", action="store_true",
+                          help="only the auditor election (no replication worker)")
+    recovery.add_argument("--id", dest="holder_id", default=None,
+                          help="this process's name in votes and locks "
+                          "(default HOSTNAME:autorecovery-PID)")
+    add_setting_flags(recovery)
     commands.add_parser("shell", add_help=False,
                         help="offline tools on a stopped bookie's files (bookie shell --help)")
     commands.add_parser("ledger", add_help=False,
@@ -217,6 +233,18 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_BAD_CONFIG
         setup_logging(config)
         return asyncio.run(serve(config))
+    if args.command == "autorecovery":
+        config = _load(args)
+        if config is None:
+            return EXIT_BAD_CONFIG
+        setup_logging(config)
+        import socket  # noqa: PLC0415
+
+        from api.autorecovery.service import run_standalone  # noqa: PLC0415
+
+        holder = args.holder_id or f"{socket.gethostname()}:autorecovery-{os.getpid()}"
+        return asyncio.run(run_standalone(config, holder, sys.stdout,
+                                          worker=not args.without_worker))
     if args.command == "config" and args.config_command == "show":
         try:
             config, sources = load_config(args.config, vars(args))

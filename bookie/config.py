@@ -99,6 +99,24 @@ SETTINGS: tuple[Setting, ...] = (
             "a cluster bookie deletes a local ledger its metadata no longer lists once it has "
             "been missing this long (seen at GC runs); 0 = at the first GC that misses it",
             0, 30 * 86_400_000),
+    Setting("autorecovery_daemon_enabled", bool, True,
+            "a cluster bookie also runs autorecovery: a vote in the auditor election and a "
+            "replication worker (autoRecoveryDaemonEnabled)"),
+    Setting("lost_bookie_recovery_delay_s", int, 30,
+            "how long a bookie may be gone before the auditor marks its ledgers "
+            "under-replicated; the first auditor stores it in ZooKeeper, where it is then "
+            "read (lostBookieRecoveryDelay)", 0, 30 * 86_400),
+    Setting("open_ledger_rereplication_grace_period_s", int, 30,
+            "how long an open ledger whose last segment lost a bookie is left to its writer "
+            "before autorecovery fences and closes it (openLedgerRereplicationGracePeriod)",
+            0, 30 * 86_400),
+    Setting("rereplication_rate_bytes", int, 32 * MiB,
+            "bytes per second a replication worker may copy; 0 = unthrottled "
+            "(replicationRateByBytes)", 0, 1 << 40),
+    Setting("replicas_check_interval_s", int, 86_400,
+            "how often the auditor asks every bookie which entries it holds and marks ledgers "
+            "missing copies; 0 = never (auditorPeriodicReplicasCheckInterval)",
+            0, 365 * 86_400),
     Setting("minor_compaction_threshold", float, 0.2,
             "minor compaction rewrites logs whose live fraction is below this; 0 = off",
             0.0, 1.0),
@@ -149,6 +167,11 @@ class BookieConfig:
     request_bodies_max_bytes: int = 256 * MiB
     gc_interval_ms: int = 900_000
     gc_metadata_grace_ms: int = 3_600_000
+    autorecovery_daemon_enabled: bool = True
+    lost_bookie_recovery_delay_s: int = 30
+    open_ledger_rereplication_grace_period_s: int = 30
+    rereplication_rate_bytes: int = 32 * MiB
+    replicas_check_interval_s: int = 86_400
     minor_compaction_threshold: float = 0.2
     minor_compaction_interval_ms: int = 3_600_000
     major_compaction_threshold: float = 0.8

@@ -170,6 +170,9 @@ class LedgerStorage:
             raise error
         return self.entry_logger.read_entry(moved, ledger_id, entry_id)
 
+    def indexed_entry_ids(self, ledger_id: int) -> list[int]:
+        return [entry_id for entry_id, _ in self.locations.entries(ledger_id)]
+
     def last_entry_id(self, ledger_id: int) -> int | None:
         cached = self.cache.last_entry_id(ledger_id)
         stored = self.locations.last_entry_id(ledger_id)

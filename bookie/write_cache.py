@@ -79,6 +79,12 @@ class WriteCache:
         last = max(a, f)
         return last if last >= 0 else None
 
+    def entry_ids(self, ledger_id: int) -> list[int]:
+        """The ledger's cached entry ids, both halves."""
+        with self._lock:
+            return [*self._active.entries.get(ledger_id, {}),
+                    *self._flushing.entries.get(ledger_id, {})]
+
     def uncounted_sizes(self, ledger_id: int) -> dict[int, int]:
         """{entryId: length} of the ledger's cached entries not in its usage counters (W3)."""
         with self._lock:

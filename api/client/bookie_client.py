@@ -127,6 +127,11 @@ class BookieClient:
     async def ledger_info(self, ledger_id: int) -> dict:
         return await self._request("GET", f"/v1/ledgers/{ledger_id}")
 
+    async def entry_id_ranges(self, ledger_id: int) -> list[list[int]]:
+        """``[[first, last], ...]`` of the entry ids the bookie stores for the ledger."""
+        reply = await self._request("GET", f"/v1/ledgers/{ledger_id}/entry-ids")
+        return [[int(a), int(b)] for a, b in reply["ranges"]]
+
     async def list_ledgers(self, start: int = 0, limit: int | None = None) -> dict:
         params = {"start": str(start)}
         if limit is not None:

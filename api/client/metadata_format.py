@@ -92,6 +92,17 @@ def _descriptor() -> descriptor_pb2.FileDescriptorProto:
     _field(cookie, "journalDir", 2, _F.TYPE_STRING, req)
     _field(cookie, "ledgerDirs", 3, _F.TYPE_STRING, req)
     _field(cookie, "instanceId", 4, _F.TYPE_STRING)
+    # Autorecovery's znodes under underreplication/ (DataFormats.proto), all in text format.
+    layout = file.message_type.add(name="LedgerRereplicationLayoutFormat")
+    _field(layout, "type", 1, _F.TYPE_STRING, req)
+    _field(layout, "version", 2, _F.TYPE_INT32, req)
+    marker = file.message_type.add(name="UnderreplicatedLedgerFormat")
+    _field(marker, "replica", 1, _F.TYPE_STRING, _F.LABEL_REPEATED)
+    _field(marker, "ctime", 2, _F.TYPE_INT64)
+    for name in ("LockDataFormat", "AuditorVoteFormat"):
+        _field(file.message_type.add(name=name), "bookieId", 1, _F.TYPE_STRING)
+    check = file.message_type.add(name="ReplicasCheckFormat")
+    _field(check, "replicasCheckCTime", 1, _F.TYPE_INT64)
     return file
 
 
@@ -104,6 +115,32 @@ BookieServiceInfoFormat = message_factory.GetMessageClass(
 
 
 CookieFormat = message_factory.GetMessageClass(_POOL.FindMessageTypeByName("bookie.CookieFormat"))
+
+
+def _text_message(name: str):
+    return message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"bookie.{name}"))
+
+
+LedgerRereplicationLayoutFormat = _text_message("LedgerRereplicationLayoutFormat")
+UnderreplicatedLedgerFormat = _text_message("UnderreplicatedLedgerFormat")
+LockDataFormat = _text_message("LockDataFormat")
+AuditorVoteFormat = _text_message("AuditorVoteFormat")
+ReplicasCheckFormat = _text_message("ReplicasCheckFormat")
+
+
+def to_text(message) -> bytes:
+    """A message in protobuf text format, as BookKeeper's ``toTextFormat`` writes znodes."""
+    return text_format.MessageToString(message).encode()
+
+
+def from_text(cls, data: bytes):
+    """Parse ``cls`` from text format; MetadataFormatError naming the message otherwise."""
+    message = cls()
+    try:
+        text_format.Parse(bytes(data).decode("utf-8", "replace"), message)
+    except text_format.ParseError as error:
+        raise MetadataFormatError(f"{cls.DESCRIPTOR.name}: {error}") from None
+    return message
 #: BookKeeper's Cookie.CURRENT_COOKIE_LAYOUT_VERSION: the first line of a cookie.
 COOKIE_VERSION = 5
 

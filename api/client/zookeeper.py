@@ -32,7 +32,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 from kazoo.retry import KazooRetry
 
-__all__ = ["KazooClient", "ZkCookies", "ZkMetadataStore", "ZkRegistration", "parse_uri",
+__all__ = ["KazooClient", "ZkCookies", "alive_bookies", "ZkMetadataStore", "ZkRegistration", "parse_uri",
            "writable_bookies"]
 
 from api.client import metadata_format
@@ -197,6 +197,31 @@ class ZkMetadataStore:
         self._walk(self.root, [], found)
         return sorted(found)
 
+    def slices(self) -> list[list[str]]:
+        """The ledger tree's second-level znodes as [level1, level2]: disjoint slices of the
+        id space (10^4 ids each below 2^31-1), each walkable on its own (the replica check
+        job's tasks)."""
+        self.start()
+        found = []
+        for first in self._children(self.root):
+            if is_level(first, 0):
+                found.extend([first, second] for second in
+                             self._children(f"{self.root}/{first}") if is_level(second, 1))
+        return found
+
+    def ledger_ids_below(self, parts: list[str]) -> list[int]:
+        """The ledger ids in one slice (``slices``), ascending."""
+        self.start()
+        found: list[int] = []
+        self._walk("/".join((self.root, *parts)), list(parts), found)
+        return sorted(found)
+
+    def _children(self, path: str) -> list[str]:
+        try:
+            return READ_RETRY.copy()(self.client.get_children, path)
+        except NoNodeError:
+            return []
+
     def _walk(self, path: str, parts: list[str], found: list[int]) -> None:
         try:
             children = READ_RETRY.copy()(self.client.get_children, path)
@@ -356,3 +381,14 @@ def writable_bookies(client: KazooClient, root: str) -> list[str]:
                       if name != "readonly")
     except NoNodeError:
         return []
+
+
+def alive_bookies(client: KazooClient, root: str) -> set[str]:
+    """Every registered bookie, writable or read-only (a read-only bookie is alive: its
+    copies are readable), as autorecovery counts them."""
+    alive = set(writable_bookies(client, root))
+    try:
+        alive.update(READ_RETRY.copy()(client.get_children, f"{root}/available/readonly"))
+    except NoNodeError:
+        pass
+    return alive

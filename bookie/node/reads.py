@@ -57,6 +57,17 @@ class LedgerReads:
             size += len(data)
         return found
 
+    async def entry_id_ranges(self, ledger_id: int) -> list[list[int]]:
+        """The ids stored for a ledger as ``[[first, last], ...]`` runs. The cache is read
+        before the index: an entry a checkpoint moves meanwhile leaves the cache only once
+        the index has it, so it is seen in one or the other."""
+        self._check_serving()
+        self._existing_state(ledger_id)
+        cached = self.storage.cache.entry_ids(ledger_id)
+        indexed = await self._loop.run_in_executor(self._reads, self.storage.indexed_entry_ids,
+                                                   ledger_id)
+        return _runs(sorted(set(cached).union(indexed)))
+
     def last_entry_id(self, ledger_id: int) -> int:
         self._existing_state(ledger_id)
         return self._runtime_of(ledger_id).last_entry_id
@@ -92,3 +103,13 @@ class LedgerReads:
             usage = await self._loop.run_in_executor(self._reads, self.storage.ledger_usage,
                                                      ledger_id)
         return usage if usage is not None else (0, 0)
+
+
+def _runs(ids: list[int]) -> list[list[int]]:
+    runs: list[list[int]] = []
+    for entry_id in ids:
+        if runs and runs[-1][1] == entry_id - 1:
+            runs[-1][1] = entry_id
+        else:
+            runs.append([entry_id, entry_id])
+    return runs

@@ -3,7 +3,8 @@ that ``spark-submit`` runs (it cannot run ``-m``):
 
     spark-submit --master spark://127.0.0.1:7077 bookie/pipeline/__main__.py scrub /data
 
-Jobs: scrub, usage, export, index-check (jobs.py). Progress goes to stderr while Spark
+Jobs: scrub, usage, export, index-check (jobs.py); replicas (replicas.py: the cluster's
+replica check, over ZooKeeper and the bookies' HTTP, no PATH). Progress goes to stderr while Spark
 runs, a summary to stdout (``--json`` for one JSON object). Exit codes: 0 nothing found,
 1 problems found (bad entries, unreadable trailers, index mismatches), 2 bad arguments or a
 failed run.
@@ -32,15 +33,16 @@ EXIT_OK, EXIT_PROBLEMS, EXIT_FAILED = 0, 1, 2
 PROGRESS_INTERVAL_S = 2.0
 #: Report rows printed in text mode; --json and --out carry all of them.
 PRINTED_ROWS_MAX = 20
-JOBS = ("scrub", "usage", "export", "index-check")
+JOBS = ("scrub", "usage", "export", "index-check", "replicas")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bookie.pipeline", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("job", choices=JOBS)
-    parser.add_argument("paths", nargs="+", metavar="PATH",
-                        help="data dirs, ledger dirs or files; local or pyarrow.fs URIs")
+    parser.add_argument("paths", nargs="*", metavar="PATH",
+                        help="data dirs, ledger dirs or files; local or pyarrow.fs URIs "
+                        "(every job but replicas)")
     parser.add_argument("--out", help="output dir (local or URI); required by export")
     parser.add_argument("--master", help="Spark master (default: spark-submit's, else "
                                          "local[*])")
@@ -60,8 +62,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--ledgers-index", metavar="DIR",
                         help="scrub: the ledgers RocksDB, for the ledgers whose digests "
                              "cannot be checked (default: each local data dir's)")
+    parser.add_argument("--metadata-service-uri", metavar="zk://HOST:PORT/ledgers",
+                        help="replicas: the cluster's ZooKeeper")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="replicas: report missing copies without marking the ledgers")
+    parser.add_argument("--tasks", type=int, help="replicas: Spark tasks (default: 4 per "
+                        "core); the ledger tree's slices are shared among them")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
+    if args.job == "replicas" and not args.metadata_service_uri:
+        parser.error("replicas needs --metadata-service-uri zk://HOST:PORT/ledgers")
+    if args.job != "replicas" and not args.paths:
+        parser.error(f"{args.job} needs at least one PATH")
     if args.job == "export" and not args.out:
         parser.error("export needs --out DIR")
     if args.job == "index-check" and not args.index:
@@ -72,6 +84,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def run_job(spark, args: argparse.Namespace) -> jobs.JobResult:
+    if args.job == "replicas":
+        from bookie.pipeline.replicas import run_replicas  # noqa: PLC0415 (cluster only)
+
+        return run_replicas(spark, args.metadata_service_uri, mark=not args.dry_run,
+                            tasks=args.tasks)
     if args.job == "scrub":
         unverified = jobs.unverifiable_ledgers(args.paths, args.ledgers_index)
         return jobs.run_scrub(spark, args.paths, args.out, journals=args.journals,

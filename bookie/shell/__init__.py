@@ -14,6 +14,9 @@ Commands, one module each (or a few grouped):
     rebuild-index                           rebuild.py
     export-index                            export.py
     gc                                      gc.py (engine: bookie/gc.py)
+    cookie, listbookies                     cookie.py (ZooKeeper)
+    listunderreplicated, decommission,
+    autorecovery                            autorecovery_cmd.py (ZooKeeper; api/autorecovery/)
 
 This is an entry point: nothing imports it but ``bookie.cli`` (DESIGN.md §5).
 """
@@ -25,12 +28,13 @@ import logging
 import sys
 
 from bookie.errors import IOFailure
-from bookie.shell import (check_index, cookie, export, gc, journals, logs, overview, rebuild,
-                          scrub_cmd)
+from bookie.shell import (autorecovery_cmd, check_index, cookie, export, gc, journals, logs,
+                          overview, rebuild, scrub_cmd)
 from bookie.shell.datadir import UsageError
 from bookie.shell.output import EXIT_ERROR, EXIT_OK, Output
 
-_MODULES = (journals, logs, overview, scrub_cmd, check_index, rebuild, export, gc, cookie)
+_MODULES = (journals, logs, overview, scrub_cmd, check_index, rebuild, export, gc, cookie,
+            autorecovery_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

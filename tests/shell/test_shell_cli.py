@@ -18,7 +18,8 @@ from tests.support.servers import ROOT
 
 COMMANDS = ["readjournal", "lastmark", "readlog", "readlogmetadata", "listfiles",
             "listledgers", "ledger", "info", "scrub", "check-index", "rebuild-index",
-            "export-index", "gc", "cookie", "listbookies"]
+            "export-index", "gc", "cookie", "listbookies", "listunderreplicated",
+            "decommission", "autorecovery"]
 
 
 def test_every_command_is_registered():

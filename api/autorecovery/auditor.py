@@ -1,0 +1,176 @@
+"""The auditor (BookKeeper's Auditor, REPLICATION.md §4): one per cluster, while elected.
+
+Each round (on a change of ``available/`` or ``available/readonly/``, or every
+AUDIT_INTERVAL_S) it reads who is alive (writable or read-only), notes since when each
+bookie it knows of is gone, and once one has been gone ``lostBookieRecoveryDelay`` seconds
+(ZooKeeper's value, the setting stored there first) marks every ledger whose ensembles name
+it. Bookies being decommissioned count as lost at once. The replica check runs every
+``replicas_check_interval_s`` (its last run is in ZooKeeper, so a new auditor keeps the
+rhythm).
+
+Invariants:
+    AU1. Marking is idempotent (UR1): a new auditor that takes over mid-marking marks the
+         same ledgers again and loses nothing; it learns the gone bookies from the
+         metadata (referenced, not alive), and starts their delay when it takes over.
+    AU2. Nothing is marked while autorecovery is disabled (BookKeeper skips its audits).
+    AU3. A bookie is forgotten once no ledger's metadata names it any more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+
+from api.autorecovery.replica_check import check_ledgers
+from api.client.ensemble import BookKeeper
+from api.client.fragments import referenced_bookies
+from api.client.underreplication import Underreplication
+from api.client.zookeeper import alive_bookies
+from bookie.errors import NoLedger
+
+log = logging.getLogger("api.autorecovery")
+AUDIT_INTERVAL_S = 1.0
+#: While lost bookies are still referenced, the metadata is scanned again this often (new
+#: markers for ledgers a writer moved meanwhile are cheap: UR1 writes nothing twice).
+RESCAN_INTERVAL_S = 5.0
+#: Fault injection for the failover test only (tests/cluster/test_autorecovery.py): a pause
+#: after each marker, so that the auditor's process can be killed mid-marking for sure.
+MARK_PAUSE_S = float(os.environ.get("BKTEST_AUDITOR_MARK_PAUSE_S", "0"))
+
+
+class Auditor:
+    def __init__(self, bk: BookKeeper, ur: Underreplication, delay_default_s: int,
+                 replicas_check_interval_s: int, wake: asyncio.Event) -> None:
+        self.bk, self.ur = bk, ur
+        self.delay_default_s = delay_default_s
+        self.replicas_check_interval_s = replicas_check_interval_s
+        self.wake = wake
+        self.gone_since: dict[str, float] = {}
+        self.known: set[str] = set()  # bookies seen alive or named by metadata
+        self.marked_rounds = 0
+        self._last_scan = 0.0
+        self._lost_scanned: frozenset = frozenset()
+
+    async def run(self, still_elected) -> None:
+        """Audit until ``still_elected()`` (a coroutine function) says otherwise."""
+        await asyncio.to_thread(self.ur.lost_bookie_delay_s, self.delay_default_s)
+        self._stopped = False
+        await asyncio.to_thread(self._watch, asyncio.get_running_loop())
+        await self._learn_gone_from_metadata()
+        try:
+            await self._rounds(still_elected)
+        finally:
+            self._stopped = True  # the watches end at their next event
+
+    async def _rounds(self, still_elected) -> None:
+        while await still_elected():
+            self.wake.clear()
+            try:
+                await self.audit_once()
+                await self._maybe_check_replicas()
+            except Exception:  # noqa: BLE001 - a lost session, a restart: next round
+                log.exception("audit round failed; retrying")
+            try:
+                await asyncio.wait_for(self.wake.wait(), AUDIT_INTERVAL_S)
+            except asyncio.TimeoutError:
+                pass
+
+    def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Membership changes wake the loop at once (kazoo's thread -> the loop)."""
+        def changed(children) -> bool:
+            loop.call_soon_threadsafe(self.wake.set)
+            return not self._stopped
+        root = self.bk.store.root
+        for path in (f"{root}/available", f"{root}/available/readonly"):
+            self.bk.store.client.ensure_path(path)
+            self.bk.store.client.ChildrenWatch(path, changed)
+
+    async def _alive(self) -> set[str]:
+        return await asyncio.to_thread(alive_bookies, self.bk.store.client, self.bk.store.root)
+
+    async def _learn_gone_from_metadata(self) -> None:
+        """AU1: after a failover, the bookies metadata names that are not alive are gone
+        from now on (this auditor never saw them leave)."""
+        alive = await self._alive()
+        now = time.monotonic()
+        self.known = set(alive)
+        for bookie_id in (await self._references()):
+            if bookie_id not in alive:
+                self.gone_since.setdefault(bookie_id, now)
+
+    async def _references(self) -> dict[str, set[int]]:
+        """bookie id -> the ledgers whose ensembles name it (one metadata scan)."""
+        found: dict[str, set[int]] = {}
+        for ledger_id in await self.bk.store.ledger_ids():
+            try:
+                metadata = await self.bk.store.read(ledger_id)
+            except NoLedger:
+                continue  # deleted meanwhile
+            for bookie_id in referenced_bookies(metadata):
+                found.setdefault(bookie_id, set()).add(ledger_id)
+        self._last_scan = time.monotonic()
+        return found
+
+    async def audit_once(self) -> int:
+        """One round; returns the number of markers written."""
+        alive = await self._alive()
+        now = time.monotonic()
+        for bookie_id in alive:
+            self.gone_since.pop(bookie_id, None)
+        for bookie_id in self.known - alive:  # seen alive before, gone now
+            self.gone_since.setdefault(bookie_id, now)
+        self.known |= alive
+        decommissioning = await asyncio.to_thread(self.ur.decommissioning)
+        delay = await asyncio.to_thread(self.ur.lost_bookie_delay_s)
+        lost = {b for b, since in self.gone_since.items() if now - since >= delay}
+        lost |= decommissioning
+        if not lost or not await asyncio.to_thread(self.ur.enabled):  # AU2
+            return 0
+        if lost == self._lost_scanned and now - self._last_scan < RESCAN_INTERVAL_S:
+            return 0
+        references = await self._references()
+        self._lost_scanned = frozenset(lost)
+        marked = 0
+        for bookie_id in sorted(lost):
+            ledgers = references.get(bookie_id, set())
+            if not ledgers and bookie_id not in decommissioning:
+                self.gone_since.pop(bookie_id, None)  # AU3
+                self.known.discard(bookie_id)
+                continue
+            for ledger_id in sorted(ledgers):
+                if await asyncio.to_thread(self.ur.mark, ledger_id, [bookie_id]):
+                    marked += 1
+                    if MARK_PAUSE_S:
+                        await asyncio.sleep(MARK_PAUSE_S)  # noqa: sleep-ok (fault injection)
+            if ledgers:
+                log.info("auditor: bookie %s is %s; %d ledgers name it (%d newly marked)",
+                         bookie_id, "being decommissioned" if bookie_id in decommissioning
+                         else "lost", len(ledgers), marked)
+        # bookies only named by metadata that this auditor never saw alive
+        for bookie_id in references:
+            if bookie_id not in alive:
+                self.gone_since.setdefault(bookie_id, now)
+        return marked
+
+    async def _maybe_check_replicas(self) -> None:
+        interval = self.replicas_check_interval_s
+        if interval <= 0 or not await asyncio.to_thread(self.ur.enabled):
+            return
+        last = await asyncio.to_thread(self.ur.replicas_check_ctime_ms)
+        if last is not None and time.time() * 1000 - last < interval * 1000:
+            return
+        await self.check_replicas()
+
+    async def check_replicas(self):
+        alive = await self._alive()
+
+        async def mark(ledger_id: int, bookies) -> None:
+            await asyncio.to_thread(self.ur.mark, ledger_id, bookies)
+        result = await check_ledgers(self.bk, await self.bk.store.ledger_ids(), alive, mark)
+        await asyncio.to_thread(self.ur.set_replicas_check_ctime_ms, int(time.time() * 1000))
+        log.info("replica check: %d ledgers in %.1f s, %d missing copies (%s)",
+                 result.ledgers, result.seconds, len(result.missing),
+                 sorted(result.missing)[:20])
+        return result

@@ -1,0 +1,218 @@
+"""A replication worker (BookKeeper's ReplicationWorker + LedgerFragmentReplicator,
+REPLICATION.md §4): takes the lock of a marked ledger and puts its missing copies back.
+
+For each closed fragment (segment x bookie index) whose bookie is *bad* (not registered,
+writable or read-only; being decommissioned; or named by the marker, for the closed
+fragments only), it reads the fragment's entries from the surviving replicas, each one's
+digest verified, writes them to a new bookie chosen by placement (writable, not in the
+segment) as recovery adds, then compare-and-sets the new bookie into that segment. An
+OPEN ledger whose last segment holds a lost bookie waits
+``open_ledger_rereplication_grace_period_s`` from when it was marked (its writer may still
+change its ensemble itself), then is recovered (fenced, closed: EN4) and replicated. The
+marker goes once no closed fragment names a bad bookie; a failed attempt releases the lock
+and backs off, doubling up to BACKOFF_MAX_S.
+
+Invariants:
+    RW1. A segment names the new bookie only after every entry of the fragment is durable
+         on it (the recovery adds were acknowledged): a reader sent there finds them.
+    RW2. The replacement is a compare-and-set that re-checks the segment still names the
+         bad bookie at that index: two workers (a lock lost with a session) never both
+         replace it, and a writer's concurrent ensemble change is kept.
+    RW3. An entry is copied only from a replica whose copy verifies against the ledger's
+         digest; with none, the attempt fails (retried later), nothing is replaced.
+    RW4. Only closed fragments are copied: a fragment whose end is not known (an open last
+         segment) is recovered first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+import time
+
+from api.autorecovery.throttle import Throttle
+from api.client.codec import LedgerCodec
+from api.client.distribution import write_set
+from api.client.ensemble import BOOKIE_FAILURES, BookKeeper, NotEnoughBookies
+from api.client.fragments import Fragment, fragments
+from api.client.metadata import BadVersion, LedgerMetadata
+from api.client.underreplication import Underreplication
+from api.client.zookeeper import alive_bookies
+from bookie.errors import BookieError, IOFailure, NoLedger
+
+log = logging.getLogger("api.autorecovery")
+POLL_INTERVAL_S = 1.0
+BACKOFF_FIRST_S, BACKOFF_MAX_S = 1.0, 60.0
+#: A copy is sent as POST batches of at most this many entries or bytes.
+COPY_BATCH_ENTRIES, COPY_BATCH_BYTES = 64, 1 << 20
+
+
+@dataclasses.dataclass
+class WorkerStats:
+    ledgers_replicated: int = 0
+    fragments_replaced: int = 0
+    entries_copied: int = 0
+    bytes_copied: int = 0
+    failures: int = 0
+
+
+class ReplicationWorker:
+    def __init__(self, bk: BookKeeper, ur: Underreplication, grace_s: float,
+                 throttle: Throttle, wake: asyncio.Event) -> None:
+        self.bk, self.ur = bk, ur
+        self.grace_s = grace_s
+        self.throttle = throttle
+        self.wake = wake
+        self.stats = WorkerStats()
+        self._retry: dict[int, tuple[float, float]] = {}  # ledger -> (not before, backoff)
+
+    async def run(self) -> None:
+        while True:
+            try:
+                worked = await self.run_once()
+            except Exception:  # noqa: BLE001 - a lost session, a restart: next round
+                log.exception("replication worker round failed; retrying")
+                worked = False
+            if not worked:
+                self.wake.clear()
+                try:
+                    await asyncio.wait_for(self.wake.wait(), POLL_INTERVAL_S)
+                except asyncio.TimeoutError:
+                    pass
+
+    async def run_once(self) -> bool:
+        """Take one marked ledger and work on it; False if there was none to take."""
+        if not await asyncio.to_thread(self.ur.enabled):
+            return False
+        now = time.monotonic()
+        skip = frozenset(i for i, (at, _) in self._retry.items() if at > now)
+        taken = await asyncio.to_thread(self.ur.poll, skip)
+        if taken is None:
+            return False
+        ledger_id, replicas, ctime_ms, version = taken
+        try:
+            outcome = await self.replicate(ledger_id, set(replicas), ctime_ms)
+        except Exception as exc:  # noqa: BLE001 - released and retried after a backoff
+            log.warning("re-replication of ledger %d failed: %s", ledger_id, exc)
+            self.stats.failures += 1
+            outcome = None
+        if outcome is True:
+            if await asyncio.to_thread(self.ur.mark_replicated, ledger_id, version):
+                self.stats.ledgers_replicated += 1
+                log.info("ledger %d is fully replicated again", ledger_id)
+            self._retry.pop(ledger_id, None)
+            return True
+        await asyncio.to_thread(self.ur.release, ledger_id)
+        backoff = self._retry.get(ledger_id, (0.0, BACKOFF_FIRST_S / 2))[1] * 2
+        wait = outcome if isinstance(outcome, float) else min(backoff, BACKOFF_MAX_S)
+        self._retry[ledger_id] = (time.monotonic() + wait, min(backoff, BACKOFF_MAX_S))
+        return True
+
+    async def replicate(self, ledger_id: int, replicas: set[str], ctime_ms: int):
+        """True once nothing closed names a bad bookie; a float: look again in that many
+        seconds (an open ledger in its grace period). Raises on a failed attempt."""
+        try:
+            metadata = await self.bk.store.read(ledger_id)
+        except NoLedger:
+            return True  # deleted: nothing to put back
+        alive = await asyncio.to_thread(alive_bookies, self.bk.store.client, self.bk.store.root)
+        leaving = await asyncio.to_thread(self.ur.decommissioning)
+
+        def bad(bookie_id: str) -> bool:
+            return bookie_id not in alive or bookie_id in leaving or bookie_id in replicas
+
+        codec = LedgerCodec.for_password(ledger_id, metadata.password, metadata.digest_type)
+        if not metadata.closed and any(b not in alive or b in leaving
+                                       for b in metadata.ensembles[-1][1]):
+            waited = time.time() - ctime_ms / 1000.0
+            if waited < self.grace_s:
+                return float(max(0.1, self.grace_s - waited))
+            from api.client.ensemble_recovery import Recovery  # noqa: PLC0415 (a cycle)
+
+            log.info("ledger %d: open %.0f s after its bookie was lost; recovering it",
+                     ledger_id, waited)
+            metadata = await Recovery(self.bk, metadata, codec).run()  # RW4
+        for fragment in fragments(metadata):
+            if fragment.last is not None and bad(fragment.bookie_id):
+                metadata = await self._replace(metadata, fragment, codec, alive, leaving)
+        left = [f for f in fragments(await self.bk.store.read(ledger_id))
+                if f.last is not None and bad(f.bookie_id)]
+        if left:
+            raise IOFailure(f"ledger {ledger_id}: fragments still on {left[0].bookie_id}")
+        return True
+
+    async def _replace(self, metadata: LedgerMetadata, fragment: Fragment, codec: LedgerCodec,
+                       alive: set[str], leaving: set[str]) -> LedgerMetadata:
+        first, members = metadata.ensembles[fragment.segment]
+        writable = await self.bk.writable_bookies()
+        candidates = [b for b in writable if b not in members and b not in leaving]
+        if not candidates:
+            raise NotEnoughBookies(f"ledger {metadata.ledger_id}: no writable bookie outside "
+                                   f"{list(members)} to take {fragment.bookie_id}'s copies")
+        target = random.choice(candidates)
+        entries = fragment.entries(metadata.ensemble_size, metadata.write_quorum)
+        await self._copy(metadata, fragment, members, entries, target, codec, alive, leaving)
+        while True:  # RW2
+            current = await self.bk.store.read(metadata.ledger_id)
+            segment_first, now_members = current.ensembles[fragment.segment]
+            if segment_first != first or now_members[fragment.index] != fragment.bookie_id:
+                return current  # replaced by someone else meanwhile
+            chosen = list(now_members)
+            chosen[fragment.index] = target
+            ensembles = list(current.ensembles)
+            ensembles[fragment.segment] = (first, tuple(chosen))
+            try:
+                updated = await self.bk.store.write(
+                    dataclasses.replace(current, ensembles=tuple(ensembles)))
+            except BadVersion:
+                continue
+            self.stats.fragments_replaced += 1
+            log.info("ledger %d segment %d: %s replaced by %s (%d entries copied)",
+                     metadata.ledger_id, first, fragment.bookie_id, target, len(entries))
+            return updated
+
+    async def _copy(self, metadata, fragment, members, entries, target, codec, alive,
+                    leaving) -> None:
+        """RW1, RW3: every entry verified from a surviving replica, then durable on target."""
+        batch: list[bytes] = []
+        size = 0
+        for entry_id in entries:
+            indices = write_set(entry_id, metadata.ensemble_size, metadata.write_quorum)
+            sources = [members[i] for i in indices if i != fragment.index
+                       and members[i] in alive]
+            if fragment.bookie_id in alive:
+                sources.append(fragment.bookie_id)  # decommissioned or marked: still readable
+            data = await self._read_verified(metadata.ledger_id, entry_id, sources, codec)
+            await self.throttle.take(len(data))
+            batch.append(data)
+            size += len(data)
+            if len(batch) >= COPY_BATCH_ENTRIES or size >= COPY_BATCH_BYTES:
+                await self._send(metadata.ledger_id, target, batch, codec)
+                batch, size = [], 0
+        if batch:
+            await self._send(metadata.ledger_id, target, batch, codec)
+
+    async def _read_verified(self, ledger_id: int, entry_id: int, sources,
+                             codec: LedgerCodec) -> bytes:
+        errors = []
+        for bookie_id in sources:
+            try:
+                data = await asyncio.wait_for(
+                    self.bk.client(bookie_id).read_entry(ledger_id, entry_id),
+                    self.bk.read_timeout_s)
+                codec.decode(data, entry_id)  # RW3: raises DigestMismatch
+                return data
+            except (BookieError, *BOOKIE_FAILURES) as exc:
+                errors.append(f"{bookie_id}: {exc}")
+        raise IOFailure(f"entry {ledger_id}/{entry_id}: no surviving replica has a valid "
+                        f"copy ({'; '.join(errors) or 'no replica alive'})")
+
+    async def _send(self, ledger_id: int, target: str, batch: list[bytes],
+                    codec: LedgerCodec) -> None:
+        await asyncio.wait_for(self.bk.client(target).add_batch(
+            ledger_id, batch, codec.master_key, codec.digest_type.header_name, recovery=True),
+            self.bk.add_timeout_s)
+        self.stats.entries_copied += len(batch)
+        self.stats.bytes_copied += sum(len(d) for d in batch)

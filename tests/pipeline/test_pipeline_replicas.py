@@ -1,0 +1,83 @@
+"""``python -m bookie.pipeline replicas`` (issue 17): the replica check as a Spark job over a
+real cluster (ZooKeeper, bookie daemons), one task per share of the ledger tree's slices."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from api.client import BookieClient
+from api.client.codec import LedgerCodec
+from api.client.ensemble import BookKeeper, EnsembleWriter
+from api.client.metadata import LedgerMetadata
+from api.client.underreplication import Underreplication
+from bookie.pipeline.__main__ import parse_args
+from bookie.pipeline.replicas import run_replicas
+from tests.support.servers import Daemon
+
+FLAGS = ("--checkpoint-interval-ms", "3600000", "--journal-prealloc-bytes", "1MiB",
+         "--autorecovery-daemon-enabled", "false")
+
+
+@pytest.fixture
+def bookies(tmp_path, zk_uri):
+    daemons = [Daemon(str(tmp_path / f"b{i}" / "data"), *FLAGS, "--metadata-service-uri",
+                      zk_uri).start() for i in range(3)]
+    yield daemons
+    for daemon in daemons:
+        assert daemon.terminate() == 0
+
+
+#: Explicit ids in different slices of the id space, one in the long (19-digit) layout.
+IDS = (1, 10_001, 20_002, 2**31 + 5, 30_003)
+
+
+async def make_ledgers(zk_uri: str) -> None:
+    async with await BookKeeper.connect(zk_uri) as bk:
+        ensemble = tuple(await bk.writable_bookies())
+        for ledger_id in IDS:
+            metadata = await bk.store.create(LedgerMetadata(
+                ledger_id=ledger_id, ensemble_size=3, write_quorum=2, ack_quorum=2,
+                password=b"pw", ensembles=((0, ensemble),)))
+            writer = EnsembleWriter(bk, metadata, LedgerCodec.for_password(
+                ledger_id, b"pw", metadata.digest_type))
+            for i in range(12):
+                await writer.append(b"entry %d" % i)
+            await writer.close()
+
+
+def test_the_replicas_job_marks_exactly_the_ledgers_missing_copies(spark, bookies, zk_uri):
+    asyncio.run(make_ledgers(zk_uri))
+    damaged = IDS[3]
+
+    async def damage() -> tuple[int, str]:
+        async with await BookKeeper.connect(zk_uri) as bk:
+            holder = (await bk.store.read(damaged)).ensembles[0][1][1]
+            async with BookieClient(f"http://{holder}") as client:
+                await client.delete_ledger(damaged)
+            return holder
+    holder = asyncio.run(damage())
+    dry = run_replicas(spark, zk_uri, mark=False)
+    assert dry.problems == 1 and dry.summary["ledgers"] == 5 and dry.summary["marked"] == 0
+    assert dry.summary["slices"] == 5  # each id in a slice of its own
+    assert [(r["ledgerId"], r["bookieId"]) for r in dry.rows] == [(damaged, holder)]
+    assert dry.rows[0]["missing"] == 8  # E=3, Qw=2: 2/3 of 12 entries
+    result = run_replicas(spark, zk_uri, tasks=3)
+    assert result.problems == 1 and result.summary["marked"] == 1
+
+    async def marker():
+        async with await BookKeeper.connect(zk_uri) as bk:
+            ur = Underreplication(bk.store.client, bk.store.root)
+            return await asyncio.to_thread(ur.marked), await asyncio.to_thread(ur.marker,
+                                                                               damaged)
+    marked, found = asyncio.run(marker())
+    assert marked == [damaged] and found[0] == [holder]
+
+
+def test_the_replicas_job_needs_a_metadata_service_and_no_path():
+    with pytest.raises(SystemExit):
+        parse_args(["replicas"])
+    with pytest.raises(SystemExit):
+        parse_args(["scrub"])
+    assert parse_args(["replicas", "--metadata-service-uri", "zk://h:1/ledgers"]).paths == []
