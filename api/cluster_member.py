@@ -111,6 +111,7 @@ class ClusterMember:
 
             self.autorecovery = await AutoRecovery(self.uri, self.bookie_id,
                                                    self.bookie.config).start()
+            self.bookie.autorecovery = self.autorecovery  # its figures in /metrics
 
     async def delete_unlisted(self) -> list[int]:
         """Before each GC run: delete the local ledgers metadata has not listed for the grace
@@ -175,6 +176,7 @@ class ClusterMember:
     async def stop(self) -> None:
         """SIGTERM, before draining: clients stop choosing this bookie (ZR3)."""
         if self.autorecovery is not None:
+            self.bookie.autorecovery = None
             await self.autorecovery.stop()
             self.autorecovery = None
         counter = getattr(self, "_counter", None)

@@ -18,6 +18,9 @@ registry of this app's own (so several bookies in one process never share metric
     bookie_zk_registered                            gauge, 1 while registered in ZooKeeper
                                                     (a cluster bookie: metadata_service_uri)
     bookie_autorecovery_underreplicated_ledgers     gauge, ledgers marked under-replicated
+    bookie_autorecovery_auditor                     gauge, 1 while this bookie audits
+    bookie_autorecovery_{ledgers_replicated,fragments_replaced,entries_copied,bytes_copied,
+                         failures}_total            counters of this bookie's worker
                                                     in ZooKeeper (cluster; refreshed every 2 s)
     bookie_gc_running / _suspended                  gauges, 1 while a run goes / suspended
     bookie_gc_runs_total                            counter
@@ -118,6 +121,19 @@ class BookieCollector:
                     "bookie_autorecovery_underreplicated_ledgers",
                     "ledgers marked under-replicated in ZooKeeper (BookKeeper's layout)",
                     value=bookie.underreplicated_ledgers)
+            service = getattr(bookie, "autorecovery", None)
+            if service is not None:
+                yield GaugeMetricFamily("bookie_autorecovery_auditor",
+                                        "1 while this bookie's autorecovery is the auditor",
+                                        value=int(service.elected))
+                stats = service.worker.stats if service.worker is not None else None
+                for name, doc in (("ledgers_replicated", "ledgers this worker made whole"),
+                                  ("fragments_replaced", "fragments copied and replaced"),
+                                  ("entries_copied", "entries copied to new bookies"),
+                                  ("bytes_copied", "bytes copied to new bookies"),
+                                  ("failures", "failed re-replication attempts")):
+                    yield CounterMetricFamily(f"bookie_autorecovery_{name}", doc,
+                                              value=getattr(stats, name) if stats else 0)
 
     def _checkpoints(self):
         stats = self.bookie.stats

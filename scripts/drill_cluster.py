@@ -16,6 +16,11 @@ E/Qw/Qa = 3/2/2 and 3/3/2 while one fault, never more than the quorums tolerate,
     partition a bookie's network link goes down for 1-3 s, then up (each bookie runs in a
               network namespace of the drill's own on a bridge: tests/support/netns.py;
               without root the fault is skipped and the summary says why)
+    lose      kill -9 of a bookie for good: a new bookie (a new id, an empty data dir) takes
+              its place, and before the next round autorecovery (inside the bookies:
+              REPLICATION.md §4) must have copied every fragment it held to live bookies,
+              checked bookie by bookie; over a run the drill loses more bookies than any
+              quorum tolerates at once
     none      no fault
 
 After the round every ledger is closed by its writer or recovered, then checked: S1 every
@@ -42,15 +47,24 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from api.client.codec import LedgerCodec  # noqa: E402
+from api.client.distribution import bookies_of  # noqa: E402
 from api.client.ensemble import BookKeeper, RecoveryUndecided  # noqa: E402
+from api.client.fragments import referenced_bookies  # noqa: E402
+from api.client.underreplication import Underreplication  # noqa: E402
+from bookie.errors import NoLedger  # noqa: E402
 from api.local_zookeeper import ZooKeeperServer, free_port  # noqa: E402
 from tests.support import netns  # noqa: E402
 from tests.support.servers import Daemon  # noqa: E402
 
-FAULTS = ("kill", "pause", "zk", "writer", "recover2", "partition", "none")
+FAULTS = ("kill", "pause", "zk", "writer", "recover2", "partition", "lose", "none")
 QUORUMS = ((3, 2, 2), (3, 3, 2))
 FLAGS = ("--checkpoint-interval-ms", "2000", "--journal-prealloc-bytes", "1MiB",
-         "--gc-interval-ms", "0")
+         "--gc-interval-ms", "0", "--lost-bookie-recovery-delay-s", "3",
+         "--open-ledger-rereplication-grace-period-s", "5", "--rereplication-rate-bytes", "0",
+         "--replicas-check-interval-s", "5")
+#: How long autorecovery may take to restore a lost bookie's copies before it is a violation.
+REREPLICATION_DEADLINE_S = 180.0
 TIMEOUTS = {"add_timeout_s": 2.0, "read_timeout_s": 2.0}
 
 #: The writer of the "writer" fault, a process of its own: it creates a 3/2/2 ledger, prints
@@ -115,6 +129,9 @@ class Drill:
         self.faults = {name: 0 for name in FAULTS}
         self.acked = 0
         self.ledgers = 0
+        self.everything: list[Ledger] = []  # every ledger of the run, for re-replication
+        self.lost_bookies: list[str] = []
+        self.rereplication_s: list[float] = []
 
     # -- the cluster ---------------------------------------------------------------------
 
@@ -124,12 +141,14 @@ class Drill:
         self.zookeeper.start()
         self.uri = f"zk://{self.zookeeper.hosts}/ledgers"
         for i in range(self.args.bookies):
-            where = () if self.network is None else (
-                "--host", self.network.address(i))
-            daemon = Daemon(os.path.join(self.root, f"bookie-{i}", "data"), *FLAGS,
-                            "--metadata-service-uri", self.uri, "--port", str(free_port()),
-                            *where, prefix=self.network.prefix(i) if self.network else ())
-            self.bookies.append(daemon.start())
+            self.bookies.append(self._new_bookie(i, f"bookie-{i}").start())
+
+    def _new_bookie(self, index: int, name: str) -> Daemon:
+        """A bookie in slot ``index`` (its network namespace), a new port: a new id."""
+        where = () if self.network is None else ("--host", self.network.address(index))
+        return Daemon(os.path.join(self.root, name, "data"), *FLAGS,
+                      "--metadata-service-uri", self.uri, "--port", str(free_port()),
+                      *where, prefix=self.network.prefix(index) if self.network else ())
 
     def stop(self) -> None:
         try:
@@ -148,7 +167,8 @@ class Drill:
     # -- a round -------------------------------------------------------------------------
 
     async def round(self, number: int) -> str:
-        fault = self.rng.choice(FAULTS)
+        every = self.args.lose_every
+        fault = "lose" if every and number % every == 0 else self.rng.choice(FAULTS)
         self.faults[fault] += 1
         ledgers = [Ledger(QUORUMS[i % 2]) for i in range(self.args.writers)]
         async with await BookKeeper.connect(self.uri, **TIMEOUTS) as bk:
@@ -178,6 +198,9 @@ class Drill:
                     why = "still running" if task in late else repr(task.exception())
                     self.violations.append(f"tail of ledger {ledger.ledger_id}: {why}")
         bad = await self._check(ledgers)
+        self.everything.extend(ledgers)
+        if fault == "lose":
+            bad += await self._await_rereplication(self.lost_bookies[-1])
         return f"fault={fault} ledgers={len(ledgers)} acked={sum(len(l.acked) for l in ledgers)}" \
                f" bad={bad}"
 
@@ -245,6 +268,16 @@ class Drill:
             async def restart() -> None:
                 await asyncio.to_thread(victim.start)
             return restart
+        if fault == "lose":
+            index = self.rng.randrange(len(self.bookies))
+            victim = self.bookies[index]
+            victim.kill9()
+            self.lost_bookies.append(victim.url.rsplit("/", 1)[-1])
+
+            async def replace() -> None:  # a new member, never the lost one again
+                fresh = self._new_bookie(index, f"bookie-{index}-new{len(self.lost_bookies)}")
+                self.bookies[index] = await asyncio.to_thread(fresh.start)
+            return replace
         if fault == "pause":
             victim = self.rng.choice(self.bookies)
             victim.proc.send_signal(signal.SIGSTOP)
@@ -351,6 +384,68 @@ class Drill:
             self.violations.append(f"S4 ledger {lid}: the tail showed entries "
                                    f"{[e for e, _ in ledger.tailed][:12]}... for an end of {end}")
 
+    # -- autorecovery ----------------------------------------------------------------------
+
+    async def _await_rereplication(self, lost: str) -> int:
+        """After a bookie was lost for good: every ledger of the run stops naming it, a
+        replica check (the auditor's, every 5 s) ends after that, and no marker is left,
+        within REREPLICATION_DEADLINE_S; then each entry of the ledgers that named it is on
+        every bookie of its write set, verified bookie by bookie (S1).
+
+        The replica check is part of "full replication": a 3/3/2 entry acknowledged by two
+        bookies while the third was killed (a kill round) has two copies until the check
+        finds the third missing and a worker copies it."""
+        before = len(self.violations)
+        started = time.monotonic()
+        async with await BookKeeper.connect(self.uri, **TIMEOUTS) as bk:
+            ur = Underreplication(bk.store.client, bk.store.root)
+            named = None
+            moved_at_ms = None  # when no ledger named the lost bookie any more
+            while True:
+                naming = [ledger for ledger in self.everything
+                          if lost in await self._named(bk, ledger.ledger_id)]
+                named = naming if named is None else named
+                if not naming and moved_at_ms is None:
+                    moved_at_ms = time.time() * 1000
+                checked = await asyncio.to_thread(ur.replicas_check_ctime_ms) or 0
+                marked = await asyncio.to_thread(ur.marked)
+                if moved_at_ms is not None and checked > moved_at_ms and not marked:
+                    break
+                if time.monotonic() - started > REREPLICATION_DEADLINE_S:
+                    self.violations.append(
+                        f"autorecovery: {len(naming)} ledgers still name lost bookie {lost}, "
+                        f"{len(marked)} marked, after {REREPLICATION_DEADLINE_S:.0f} s")
+                    return len(self.violations) - before
+                await asyncio.sleep(0.5)  # noqa: sleep-ok (bounded poll of autorecovery)
+            self.rereplication_s.append(time.monotonic() - started)
+            for ledger in named:
+                await self._check_copies(bk, ledger)
+        return len(self.violations) - before
+
+    @staticmethod
+    async def _named(bk, ledger_id: int) -> set[str]:
+        try:
+            return referenced_bookies(await bk.store.read(ledger_id))
+        except NoLedger:
+            return set()
+
+    async def _check_copies(self, bk, ledger: Ledger) -> None:
+        lid = ledger.ledger_id
+        metadata = await bk.store.read(lid)
+        codec = LedgerCodec.for_password(lid, b"drill", metadata.digest_type)
+        for entry_id in range(metadata.last_entry_id + 1):
+            for holder in bookies_of(metadata.ensembles, entry_id, metadata.write_quorum):
+                try:
+                    entry = codec.decode(await bk.client(holder).read_entry(lid, entry_id),
+                                         entry_id)
+                except Exception as exc:  # noqa: BLE001 - named below
+                    self.violations.append(f"S1 ledger {lid} entry {entry_id}: no copy on "
+                                           f"{holder} after autorecovery: {exc!r}")
+                    continue
+                if entry_id in ledger.acked and entry.payload != ledger.acked[entry_id]:
+                    self.violations.append(f"S1 ledger {lid} entry {entry_id}: other bytes on "
+                                           f"{holder} after autorecovery")
+
     # -- the end -------------------------------------------------------------------------
 
     def check_wiped_bookie_refused(self) -> None:
@@ -390,6 +485,8 @@ async def run(args, root: str) -> int:
         "skipped(" + drill.partitions.replace(" ", "-") + ")"
     print(f"rounds={rounds} acked={drill.acked} lost={lost} violations={len(drill.violations)}"
           f" ledgers={drill.ledgers} faults={faults} partitions={partitions}"
+          f" lost_bookies={len(drill.lost_bookies)}"
+          f" rereplication_s_max={max(drill.rereplication_s, default=0):.1f}"
           f" seconds={time.monotonic() - started:.0f} seed={args.seed}", flush=True)
     return 1 if drill.violations else 0
 
@@ -409,6 +506,9 @@ def main(argv=None) -> int:
     parser.add_argument("--bookies", type=int, default=5)
     parser.add_argument("--writers", type=int, default=3)
     parser.add_argument("--entries", type=int, default=100)
+    parser.add_argument("--lose-every", type=int, default=0, metavar="K",
+                        help="every K-th round loses a bookie for good (beside the random "
+                             "faults, which include it too)")
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--no-partitions", dest="partitions", action="store_false",
                         help="no network namespaces (partition rounds then do nothing)")

@@ -45,7 +45,8 @@ from bookie.errors import BookieError, IOFailure, NoLedger
 log = logging.getLogger("api.autorecovery")
 POLL_INTERVAL_S = 1.0
 BACKOFF_FIRST_S, BACKOFF_MAX_S = 1.0, 60.0
-#: A copy is sent as POST batches of at most this many entries or bytes.
+#: A copy reads this many entries at once, then sends them as POST batches of at most
+#: COPY_BATCH_BYTES.
 COPY_BATCH_ENTRIES, COPY_BATCH_BYTES = 64, 1 << 20
 
 
@@ -175,24 +176,31 @@ class ReplicationWorker:
 
     async def _copy(self, metadata, fragment, members, entries, target, codec, alive,
                     leaving) -> None:
-        """RW1, RW3: every entry verified from a surviving replica, then durable on target."""
-        batch: list[bytes] = []
-        size = 0
-        for entry_id in entries:
+        """RW1, RW3: every entry verified from a surviving replica, then durable on target.
+        Entries go in chunks: a chunk's reads run at once, then one POST batch (or a few,
+        for large entries)."""
+        def sources_of(entry_id: int) -> list[str]:
             indices = write_set(entry_id, metadata.ensemble_size, metadata.write_quorum)
             sources = [members[i] for i in indices if i != fragment.index
                        and members[i] in alive]
             if fragment.bookie_id in alive:
-                sources.append(fragment.bookie_id)  # decommissioned or marked: still readable
-            data = await self._read_verified(metadata.ledger_id, entry_id, sources, codec)
-            await self.throttle.take(len(data))
-            batch.append(data)
-            size += len(data)
-            if len(batch) >= COPY_BATCH_ENTRIES or size >= COPY_BATCH_BYTES:
+                sources.append(fragment.bookie_id)  # decommissioned or marked: readable
+            return sources
+        for at in range(0, len(entries), COPY_BATCH_ENTRIES):
+            chunk = entries[at:at + COPY_BATCH_ENTRIES]
+            datas = await asyncio.gather(*(self._read_verified(
+                metadata.ledger_id, entry_id, sources_of(entry_id), codec) for entry_id in chunk))
+            batch: list[bytes] = []
+            size = 0
+            for data in datas:
+                await self.throttle.take(len(data))
+                batch.append(data)
+                size += len(data)
+                if size >= COPY_BATCH_BYTES:
+                    await self._send(metadata.ledger_id, target, batch, codec)
+                    batch, size = [], 0
+            if batch:
                 await self._send(metadata.ledger_id, target, batch, codec)
-                batch, size = [], 0
-        if batch:
-            await self._send(metadata.ledger_id, target, batch, codec)
 
     async def _read_verified(self, ledger_id: int, entry_id: int, sources,
                              codec: LedgerCodec) -> bytes:

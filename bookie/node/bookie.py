@@ -69,6 +69,7 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
         self.registration: str | None = None
         #: Ledgers marked under-replicated in ZooKeeper, as last counted (a cluster bookie).
         self.underreplicated_ledgers: int | None = None
+        self.autorecovery = None  # a cluster bookie's AutoRecovery service, for /metrics
         self.storage = LedgerStorage(self.disk, config)
         self.journal: Journal | None = None
         self.checkpoints: CheckpointThread | None = None

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
@@ -141,6 +142,14 @@ async def test_a_bookie_killed_for_good_gets_its_copies_back(tmp_path, zk_uri, c
         assert await fully_replicated(bk, {**written, open_ledger: expected}, {victim_id}) == []
         ur = Underreplication(bk.store.client, bk.store.root)
         assert await asyncio.to_thread(ur.marked) == []  # every marker went
+    copied = auditors = 0
+    for daemon in bookies:
+        if daemon is not victim:
+            text = urllib.request.urlopen(daemon.url + "/metrics", timeout=10).read().decode()
+            copied += sum(float(line.split()[-1]) for line in text.splitlines()
+                          if line.startswith("bookie_autorecovery_bytes_copied_total "))
+            auditors += "bookie_autorecovery_auditor 1.0" in text
+    assert copied > 0 and auditors == 1  # the workers' figures; one auditor among the living
     for daemon in bookies:
         if daemon is not victim:
             assert daemon.terminate() == 0
