@@ -55,8 +55,10 @@ async def add_batch(request: web.Request) -> web.Response:
     budget, limit = request.app[BODY_BUDGET], wire.BATCH_BODY_MAX
     with budget.reserve(budget.announced(request, limit)):
         body = await budget.read(request, limit)
+        # The body is the entries' journal records (B1 = FORMATS.md's data record): the
+        # journal takes it whole, decode_batch having checked every frame to its end.
         ids = await bookie.add_batch(ledger_id, _batch_pairs(bookie, ledger_id, body),
-                                     **options)
+                                     records=bytes(body), **options)
     return web.json_response({"ledgerId": ledger_id, "entryIds": ids})
 
 

@@ -191,6 +191,23 @@ def entry_digest_ok(entry, digest_type: DigestType, key: bytes | None = None) ->
     return digest_mismatch(entry, digest_type, key) is None
 
 
+def first_bad_digest(entries, digest_type: DigestType, key: bytes | None = None) -> int:
+    """The index of the first entry whose digest does not match its bytes, -1 if none: a
+    batch's digests in one tight loop (the batch add). Shapes must have been checked."""
+    if digest_type is DigestType.CRC32C:
+        crc, stored_of, end = _crc32c.crc32c, _I32.unpack_from, METADATA_LENGTH + 4
+        for index, entry in enumerate(entries):
+            view = memoryview(entry)
+            if crc(view[end:], crc(view[:METADATA_LENGTH])) != \
+                    stored_of(entry, METADATA_LENGTH)[0]:
+                return index
+        return -1
+    for index, entry in enumerate(entries):
+        if not entry_digest_ok(entry, digest_type, key):
+            return index
+    return -1
+
+
 def verify_entry(entry, digest_type: DigestType, key: bytes | None = None) -> None:
     """Raise BadDigest (with both digests named) if the entry's digest does not match."""
     check_entry_shape(entry, digest_type)

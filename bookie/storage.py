@@ -75,6 +75,10 @@ class LedgerStorage:
     def add_entry(self, ledger_id: int, entry_id: int, data: bytes) -> None:
         self.cache.put(ledger_id, entry_id, data)
 
+    def add_run(self, ledger_id: int, entries) -> None:
+        """(entryId, bytes) of one ledger into the write cache at once (a batch add)."""
+        self.cache.put_run(ledger_id, entries)
+
     def delete_ledger(self, ledger_id: int) -> None:
         """R3: the tombstone is synced now; cached entries vanish now; locations at flush."""
         self.ledgers.mark_deleted(ledger_id)
@@ -124,13 +128,17 @@ class LedgerStorage:
         batch: list[tuple[int, int, int]] = []
         sizes: dict[int, dict[int, int]] = {}
         total = 0
-        add = self.entry_logger.add_entry
-        for ledger_id, entry_id, data in self.cache.flushing_sorted():
+        add_run = self.entry_logger.add_run
+        for ledger_id, run in self.cache.flushing_runs():
             if ledger_id in deletes or self.ledgers.is_deleted(ledger_id):
                 continue
-            batch.append((ledger_id, entry_id, add(ledger_id, data)))
-            sizes.setdefault(ledger_id, {})[entry_id] = len(data)
-            total += len(data)
+            datas = [data for _, data in run]
+            locations = add_run(ledger_id, datas)
+            batch.extend((ledger_id, entry_id, location)
+                         for (entry_id, _), location in zip(run, locations))
+            lengths = [len(data) for data in datas]
+            sizes[ledger_id] = dict(zip((entry_id for entry_id, _ in run), lengths))
+            total += sum(lengths)
         return batch, total, sizes
 
     # -- reads --------------------------------------------------------------------------

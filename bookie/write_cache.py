@@ -61,6 +61,23 @@ class WriteCache:
         with self._lock:
             self._active.put(ledger_id, entry_id, data)
 
+    def put_run(self, ledger_id: int, entries) -> None:
+        """Several (entryId, bytes) of one ledger under one lock (a batch add)."""
+        with self._lock:
+            half = self._active
+            ledger = half.entries.get(ledger_id)
+            if ledger is None:
+                ledger = half.entries[ledger_id] = {}
+            added = 0
+            for entry_id, data in entries:
+                old = ledger.get(entry_id)
+                ledger[entry_id] = data
+                added += len(data) - (len(old) if old is not None else 0)
+            half.bytes += added
+            last = max(entry_id for entry_id, _ in entries)
+            if last > half.last_entry.get(ledger_id, -1):
+                half.last_entry[ledger_id] = last
+
     def get(self, ledger_id: int, entry_id: int) -> bytes | None:
         # Reading the two references without the lock is safe: a swap between the two
         # lookups moves the entry from active to flushing, where the second lookup finds it.
@@ -123,6 +140,16 @@ class WriteCache:
             assert not self._flushing.entries, "swap() while a flush is still in progress"
             self._flushing, self._active = self._active, _Half()
             return self._flushing.bytes
+
+    def flushing_runs(self) -> Iterator[tuple[int, list[tuple[int, bytes]]]]:
+        """The flushing half as (ledgerId, [(entryId, bytes), ...]) runs, both ascending
+        (checkpoint step 3, a ledger's run appended at once)."""
+        half = self._flushing
+        for ledger_id in sorted(half.entries):
+            ledger = half.entries.get(ledger_id)
+            if ledger is None:  # dropped by a delete while we iterate
+                continue
+            yield ledger_id, sorted(ledger.items())
 
     def flushing_sorted(self) -> Iterator[tuple[int, int, bytes]]:
         """The flushing half in (ledgerId, entryId) order (checkpoint step 3)."""

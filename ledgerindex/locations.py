@@ -56,15 +56,16 @@ class EntryLocationIndex:
 
         Every triple is checked before anything is written (LO2). Returns the count written.
         """
-        puts = []
-        for ledger_id, entry_id, location in items:
-            _check_ids(ledger_id, entry_id)
-            if location <= 0:
+        items = list(items)
+        for ledger_id, entry_id, location in items:  # LO2: all checked first
+            if not (0 <= ledger_id <= keys.LEDGER_ID_MAX and 0 <= entry_id <= keys.ENTRY_ID_MAX
+                    and location > 0):
+                _check_ids(ledger_id, entry_id)
                 raise ValueError(
                     f"location {location} of entry {ledger_id}/{entry_id} is not positive")
-            puts.append((keys.encode_location_key(ledger_id, entry_id),
-                         keys.encode_location_value(location)))
-        return self.kv.write_batch(puts, sync=sync)
+        key, value = keys.encode_location_key, keys.encode_location_value
+        return self.kv.write_batch([(key(ledger_id, entry_id), value(location))
+                                    for ledger_id, entry_id, location in items], sync=sync)
 
     def item_windows(self, size: int) -> Iterator[tuple]:
         """The whole index in key order, ``size`` entries at a time, decoded in bulk:

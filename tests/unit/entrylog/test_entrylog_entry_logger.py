@@ -313,3 +313,27 @@ def test_a_read_racing_delete_log_caches_no_handle_to_the_deleted_file(tmp_path)
     assert 0 not in logger._readers
     assert [f for f in open_files_under(str(tmp_path)) if f.endswith("/0.log")] == []
     logger.close()
+
+
+def test_add_run_gives_the_locations_and_bytes_add_entry_would_rolls_included(tmp_path):
+    """A checkpoint appends a ledger's sorted run at once (issue 18): the same locations,
+    the same rolls (EL1: never an empty log; a big first entry still fits) and the same
+    files as one add_entry per entry."""
+    runs = [(1, [make_entry(1, e, b"p" * (100 + 37 * e)) for e in range(40)]),
+            (2, [make_entry(2, 0, b"q" * 5000)]),  # bigger than a log's room: its own log
+            (3, [make_entry(3, e, b"r" * 500) for e in range(9)])]
+    for name in ("one", "run", "bad"):
+        (tmp_path / name).mkdir()
+    one, run = opened(tmp_path / "one", max_bytes=4096), opened(tmp_path / "run", max_bytes=4096)
+    one_locations = [one.add_entry(ledger, entry) for ledger, entries in runs
+                     for entry in entries]
+    run_locations = [loc for ledger, entries in runs for loc in run.add_run(ledger, entries)]
+    assert run_locations == one_locations
+    assert len({loc >> 32 for loc in run_locations}) > 3  # it rolled, mid-run too
+    one.close()
+    run.close()
+    for log_id in one.log_ids():
+        name = fmt.log_file_name(log_id)
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "run" / name).read_bytes()
+    with pytest.raises(BadRequest):
+        opened(tmp_path / "bad").add_run(1, [b"short"])
