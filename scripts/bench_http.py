@@ -39,9 +39,25 @@ from aiohttp import web
 async def handle(request):
     body = await request.read()
     return web.json_response({"ledgerId": 1, "entryId": len(body)})
+import struct, crc32c
+FRAME = struct.Struct(">i")
+async def handle_split(request):
+    # The least any bookie must do per entry (issue 18's second baseline): split the
+    # batch's frames and compute each entry's CRC32C (header, then payload after the digest).
+    body = await request.read()
+    view, offset, ids = memoryview(body), 0, 0
+    crc = crc32c.crc32c
+    while offset < len(body):
+        (length,) = FRAME.unpack_from(body, offset)
+        entry = view[offset + 4:offset + 4 + length]
+        crc(entry[36:], crc(entry[:32]))
+        offset += 4 + length
+        ids += 1
+    return web.json_response({"ledgerId": 1, "entryIds": list(range(ids))})
 app = web.Application(client_max_size=64 << 20)
 app.router.add_put("/v1/ledgers/{ledger}/entries/{entry}", handle)
-app.router.add_post("/v1/ledgers/{ledger}/entries", handle)
+app.router.add_post("/v1/ledgers/{ledger}/entries",
+                    handle_split if len(sys.argv) > 2 and sys.argv[2] == "split" else handle)
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=lambda *a: print(
     "bookie listening on http://127.0.0.1:" + sys.argv[1], flush=True), access_log=None)
 """
@@ -196,33 +212,58 @@ async def run(args) -> None:
     tmp = tempfile.mkdtemp(prefix="bench-http-")
     port = _free_port()
     bare, bare_url = start_server([sys.executable, "-c", BARE_SERVER, str(port)])
+    split_port = _free_port()
+    split, split_url = start_server([sys.executable, "-c", BARE_SERVER, str(split_port),
+                                     "split"])
     bookie, bookie_url = start_server([sys.executable, "-m", "bookie", "serve", "--data-dir",
                                        os.path.join(tmp, "data"), "--port", "0"])
     try:
         await wait_ready(bare_url)
+        await wait_ready(split_url)
         await wait_ready(bookie_url)
-        await report(args, (bare_url, bare.pid), (bookie_url, bookie.pid))
+        await report(args, (bare_url, bare.pid), (bookie_url, bookie.pid),
+                     (split_url, split.pid))
+        print(f"peak RSS: bookie {_peak_rss_mib(bookie.pid):.0f} MiB, bare "
+              f"{_peak_rss_mib(bare.pid):.0f} MiB (bound: write_cache_max_bytes 256 MiB + "
+              f"journal_queue_max_bytes 64 MiB + request_bodies_max_bytes 256 MiB + the "
+              f"interpreter and RocksDB)", flush=True)
     finally:
-        for proc in (bookie, bare):
+        for proc in (bookie, bare, split):
             proc.terminate()
             proc.wait(60)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-async def report(args, bare: tuple[str, int], bookie: tuple[str, int]) -> None:
+async def report(args, bare: tuple[str, int], bookie: tuple[str, int],
+                 split: tuple[str, int]) -> None:
     """One line per point; cpu: the server's (all threads) and the load generator's CPU
-    microseconds per request, to show which side set the rate."""
+    microseconds per request, to show which side set the rate. For batches, a second
+    baseline: the bare endpoint that also splits the frames and CRCs each entry."""
     print(f"{'clients':>7} {'batch':>5} | {'bare/s':>9} {'p50ms':>6} {'p99ms':>6} {'cpu':>4} | "
-          f"{'bookie/s':>9} {'p50ms':>6} {'p99ms':>6} {'cpu':>4} | ratio | load cpu")
+          f"{'bookie/s':>9} {'p50ms':>6} {'p99ms':>6} {'cpu':>4} | ratio | load cpu | "
+          f"split+crc/s  ratio")
     ledger = 1
     for batch in args.batches:
         for clients in args.clients:
             base = await measure(*bare, clients, batch, args.seconds, ledger)
             real = await measure(*bookie, clients, batch, args.seconds, ledger)
+            extra = ""
+            if batch > 1:
+                floor = await measure(*split, clients, batch, args.seconds, ledger)
+                extra = f" | {floor['rate']:>11.0f}  {real['rate'] / floor['rate']:.2f}x"
             ledger += 100_000
             print(f"{clients:>7} {batch:>5} | {_point(base)} | {_point(real)} | "
                   f"{real['rate'] / base['rate']:.2f}x | {base['load_us']:.0f}/"
-                  f"{real['load_us']:.0f} us", flush=True)
+                  f"{real['load_us']:.0f} us{extra}", flush=True)
+
+
+def _peak_rss_mib(pid: int) -> float:
+    """VmHWM of a process (proc(5)): its peak resident set."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def _point(m: dict) -> str:

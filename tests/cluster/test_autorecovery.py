@@ -173,7 +173,7 @@ async def test_the_auditor_fails_over_mid_marking_and_the_next_one_finishes(
     bookies = start_bookies(tmp_path, zk_uri, 4, "--autorecovery-daemon-enabled", "false")
     cleanup.extend(bookies)
     async with await BookKeeper.connect(zk_uri) as bk:
-        written = await write_ledgers(bk, 16, 3)
+        written = await write_ledgers(bk, 24, 3)
         ur = Underreplication(bk.store.client, bk.store.root)
         first = autorecovery_process(tmp_path, zk_uri, "auditor-a",
                                      {"BKTEST_AUDITOR_MARK_PAUSE_S": "0.3"},
