@@ -13,6 +13,12 @@ Invariants:
          spanning ``gc_metadata_grace_ms`` (a ledger whose metadata is being created, or a
          listing that raced a create, is only ever seen missing briefly); a restart forgets
          the observations, which delays a deletion, never hastens one.
+    GM2. GC deletes a local ledger that metadata lists but no longer places on this bookie
+         (autorecovery or decommission moved its copies: BookKeeper's GcOverreplicatedLedger)
+         only if the ledger is CLOSED (an open ledger's writer may still choose this bookie),
+         names bookies at all, is not marked under-replicated (a worker may be copying to
+         this bookie before its compare-and-set names it), and was seen so at GC runs
+         spanning ``gc_metadata_grace_ms``.
     CK1. A bookie whose ZooKeeper cookie names another data-dir instance than its dirs hold,
          or whose dirs are empty while ZooKeeper holds its cookie, does not start: it could
          answer ENOENTRY for entries it acknowledged, and recovery would then truncate them.
@@ -26,11 +32,13 @@ import logging
 import os
 import time
 
+from api.client.fragments import referenced_bookies
 from api.client.metadata_format import decode_cookie, encode_cookie, encode_service_info
+from api.client.underreplication import Underreplication
 from api.client.zookeeper import (ZkCookies, ZkMetadataStore, ZkRegistration,
                                   count_underreplicated)
 from bookie.disk import atomic_replace
-from bookie.errors import BookieError
+from bookie.errors import BookieError, NoLedger
 from bookie.identity import instance_id
 from bookie.node import SANITY_LEDGER_ID, Bookie, BookieState
 
@@ -58,6 +66,7 @@ class ClusterMember:
         self.cookies = ZkCookies(self.registration.client, self.registration.root)
         self.metadata = ZkMetadataStore(uri, client=self.registration.client)
         self._missing: dict[int, float] = {}  # ledger id -> when metadata first lacked it
+        self._moved: dict[int, float] = {}  # ledger id -> when first seen placed elsewhere
         self.autorecovery = None  # api.autorecovery.service.AutoRecovery, when enabled
 
     def _changed(self, path: str | None) -> None:
@@ -115,7 +124,8 @@ class ClusterMember:
 
     async def delete_unlisted(self) -> list[int]:
         """Before each GC run: delete the local ledgers metadata has not listed for the grace
-        period (GM1); their space comes back in the same run. Returns the ids deleted."""
+        period (GM1), and those it places on other bookies only (GM2); their space comes
+        back in the same run. Returns the ids deleted."""
         listed = set(await self.metadata.ledger_ids())
         local = [i for i in self.bookie.storage.ledgers.ledger_ids() if i != SANITY_LEDGER_ID]
         now, grace = time.monotonic(), self.bookie.config.gc_metadata_grace_ms / 1000.0
@@ -130,10 +140,37 @@ class ClusterMember:
                 await self.bookie.delete_ledger(ledger_id)
                 self._missing.pop(ledger_id)
                 deleted.append(ledger_id)
-        if deleted or self._missing:
+        moved = await self._placed_elsewhere([i for i in local if i in listed], now, grace)
+        for ledger_id in moved:
+            await self.bookie.delete_ledger(ledger_id)
+            self._moved.pop(ledger_id, None)
+        if deleted or self._missing or moved:
             log.info("GC from metadata: deleted ledgers %s; %d missing from metadata for less "
-                     "than the grace period", deleted, len(self._missing))
-        return deleted
+                     "than the grace period; deleted copies placed elsewhere now %s", deleted,
+                     len(self._missing), moved)
+        return deleted + moved
+
+    async def _placed_elsewhere(self, listed_local: list[int], now: float,
+                                grace: float) -> list[int]:
+        """GM2: the listed local ledgers whose copies here are no longer needed."""
+        ur = Underreplication(self.registration.client, self.registration.root)
+        marked = set(await asyncio.to_thread(ur.marked))
+        found = []
+        for ledger_id in listed_local:
+            try:
+                metadata = await self.metadata.read(ledger_id)
+            except NoLedger:
+                continue  # deleted meanwhile: GM1 takes it at a later run
+            if not metadata.closed or not metadata.ensembles or ledger_id in marked or \
+                    self.bookie_id in referenced_bookies(metadata):
+                self._moved.pop(ledger_id, None)
+                continue
+            first = self._moved.setdefault(ledger_id, now)
+            if now - first >= grace:
+                found.append(ledger_id)
+        still = set(listed_local)
+        self._moved = {i: t for i, t in self._moved.items() if i in still}
+        return found
 
     def _write_cookie(self) -> None:
         """First start: the cookie in ZooKeeper and beside the data dirs (both, every time

@@ -214,7 +214,7 @@ async def test_the_auditor_fails_over_mid_marking_and_the_next_one_finishes(
 
 
 async def test_decommission_moves_every_fragment_off_a_live_bookie(tmp_path, zk_uri, cleanup):
-    bookies = start_bookies(tmp_path, zk_uri, 4)
+    bookies = start_bookies(tmp_path, zk_uri, 4, "--gc-metadata-grace-ms", "0")
     cleanup.extend(bookies)
     async with await BookKeeper.connect(zk_uri) as bk:
         written = await write_ledgers(bk, 5, 30)
@@ -240,6 +240,14 @@ async def test_decommission_moves_every_fragment_off_a_live_bookie(tmp_path, zk_
         cookies = await asyncio.to_thread(bk.store.client.get_children,
                                           f"{bk.store.root}/cookies")
         assert leaving_id not in cookies
+        # GC (GM2): the copies no ledger places on it any more go; every bookie's GC keeps
+        # every copy the metadata still needs.
+        for daemon in bookies:
+            async with BookieClient(daemon.url) as client:
+                await client._request("POST", "/v1/bookie/gc", admin=True)
+        async with BookieClient(leaving.url) as client:
+            assert not set(named) & set((await client.list_ledgers())["ledgers"])
+        assert await fully_replicated(bk, written, {leaving_id}) == []
     for daemon in bookies:
         assert daemon.terminate() == 0
 
