@@ -154,7 +154,7 @@ class ReplicationWorker:
                                    f"{list(members)} to take {fragment.bookie_id}'s copies")
         target = random.choice(candidates)
         entries = fragment.entries(metadata.ensemble_size, metadata.write_quorum)
-        await self._copy(metadata, fragment, members, entries, target, codec, alive, leaving)
+        await self._copy(metadata, fragment, members, entries, target, codec, alive)
         while True:  # RW2
             current = await self.bk.store.read(metadata.ledger_id)
             segment_first, now_members = current.ensembles[fragment.segment]
@@ -174,8 +174,8 @@ class ReplicationWorker:
                      metadata.ledger_id, first, fragment.bookie_id, target, len(entries))
             return updated
 
-    async def _copy(self, metadata, fragment, members, entries, target, codec, alive,
-                    leaving) -> None:
+    async def _copy(self, metadata, fragment, members, entries, target, codec,
+                    alive) -> None:
         """RW1, RW3: every entry verified from a surviving replica, then durable on target.
         Entries go in chunks: a chunk's reads run at once, then one POST batch (or a few,
         for large entries)."""
