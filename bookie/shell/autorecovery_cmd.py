@@ -8,21 +8,18 @@ import argparse
 import sys
 import time
 
-from api.client import metadata_format
 from api.client.fragments import referenced_bookies
-from api.client.metadata_paths import ledger_path
 from api.client.underreplication import Underreplication
-from api.client.zookeeper import (KazooClient, ZkCookies, ZkMetadataStore, alive_bookies,
-                                  parse_uri)
+from api.client.zookeeper import KazooClient, ZkCookies, ZkMetadataStore, alive_bookies
+from bookie.shell.cookie import zookeeper, zookeeper_options
+from bookie.errors import NoLedger
 from bookie.shell.output import EXIT_OK, Output
 
 EXIT_PROBLEMS, EXIT_TIMEOUT = 1, 2
 
 
 def register(commands, common: argparse.ArgumentParser) -> None:
-    zk = argparse.ArgumentParser(add_help=False)
-    zk.add_argument("--metadata-service-uri", required=True, metavar="zk://HOST:PORT/ledgers",
-                    help="the cluster's ZooKeeper (as the bookies' metadata_service_uri)")
+    zk = zookeeper_options()
     listed = commands.add_parser(
         "listunderreplicated", parents=[common, zk],
         help="the ledgers marked under-replicated, with the bookies they miss",
@@ -56,16 +53,8 @@ def register(commands, common: argparse.ArgumentParser) -> None:
     switch.set_defaults(handler=autorecovery_switch)
 
 
-def _connect(uri: str) -> tuple[KazooClient, str]:
-    hosts, root = parse_uri(uri)
-    client = KazooClient(hosts=hosts, timeout=10.0)
-    client.start(timeout=15)
-    return client, root
-
-
 def list_underreplicated(args: argparse.Namespace, out: Output) -> int:
-    client, root = _connect(args.metadata_service_uri)
-    try:
+    with zookeeper(args.metadata_service_uri) as (client, root):
         ur = Underreplication(client, root)
         found = 0
         for ledger_id in ur.marked():
@@ -83,28 +72,25 @@ def list_underreplicated(args: argparse.Namespace, out: Output) -> int:
         if not args.json:
             out.text(f"{found} ledger(s) under-replicated")
         return EXIT_PROBLEMS if found else EXIT_OK
-    finally:
-        client.stop()
-        client.close()
 
 
-def _referencing(client: KazooClient, root: str, uri: str, bookie_id: str) -> list[int]:
+def _referencing(client: KazooClient, uri: str, bookie_id: str) -> list[int]:
+    """The ledgers whose ensembles name ``bookie_id`` (a scan of the metadata)."""
     store = ZkMetadataStore(uri, client=client).start()
     found = []
     for ledger_id in store._ledger_ids():
         try:
-            data, _ = client.get(ledger_path(root, ledger_id))
-        except Exception:  # noqa: BLE001 - deleted meanwhile
-            continue
-        if bookie_id in referenced_bookies(metadata_format.decode(data, ledger_id)):
+            metadata = store._read(ledger_id)
+        except NoLedger:
+            continue  # deleted meanwhile
+        if bookie_id in referenced_bookies(metadata):
             found.append(ledger_id)
     return found
 
 
 def decommission_bookie(args: argparse.Namespace, out: Output) -> int:
-    client, root = _connect(args.metadata_service_uri)
     bookie_id = args.bookie_id
-    try:
+    with zookeeper(args.metadata_service_uri) as (client, root):
         ur = Underreplication(client, root)
         ur.ensure()
         if ur.auditor() is None:
@@ -116,7 +102,7 @@ def decommission_bookie(args: argparse.Namespace, out: Output) -> int:
         started = time.monotonic()
         first = None
         while True:
-            ledgers = _referencing(client, root, args.metadata_service_uri, bookie_id)
+            ledgers = _referencing(client, args.metadata_service_uri, bookie_id)
             first = len(ledgers) if first is None else first
             for ledger_id in ledgers:
                 ur.mark(ledger_id, [bookie_id])
@@ -139,14 +125,10 @@ def decommission_bookie(args: argparse.Namespace, out: Output) -> int:
                  f"decommissioned {bookie_id}: {first} ledger(s) moved off it; cookie "
                  f"{'deleted' if cookie_deleted else 'was absent'}")
         return EXIT_OK
-    finally:
-        client.stop()
-        client.close()
 
 
 def autorecovery_switch(args: argparse.Namespace, out: Output) -> int:
-    client, root = _connect(args.metadata_service_uri)
-    try:
+    with zookeeper(args.metadata_service_uri) as (client, root):
         ur = Underreplication(client, root)
         ur.ensure()
         if args.action in ("enable", "disable"):
@@ -171,6 +153,3 @@ def autorecovery_switch(args: argparse.Namespace, out: Output) -> int:
         out.emit({"type": "autorecovery", **status},
                  "\n".join(f"{key}: {value}" for key, value in status.items()))
         return EXIT_OK
-    finally:
-        client.stop()
-        client.close()

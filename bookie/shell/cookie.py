@@ -4,6 +4,7 @@ ZooKeeper (REPLICATION.md §1-2). These talk to ZooKeeper, not to the data dir."
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from api.client.metadata_format import decode_cookie, decode_service_info
 from api.client.zookeeper import KazooClient, ZkCookies, parse_uri
@@ -13,10 +14,29 @@ from bookie.shell.output import EXIT_OK, Output
 EXIT_ABSENT = 1
 
 
-def register(commands, common: argparse.ArgumentParser) -> None:
+def zookeeper_options() -> argparse.ArgumentParser:
+    """The parent parser of every command that talks to a cluster's ZooKeeper."""
     zk = argparse.ArgumentParser(add_help=False)
     zk.add_argument("--metadata-service-uri", required=True, metavar="zk://HOST:PORT/ledgers",
                     help="the cluster's ZooKeeper (as the bookies' metadata_service_uri)")
+    return zk
+
+
+@contextlib.contextmanager
+def zookeeper(uri: str):
+    """A started kazoo client and the root of ``uri``; stopped and closed on exit."""
+    hosts, root = parse_uri(uri)
+    client = KazooClient(hosts=hosts, timeout=10.0)
+    client.start(timeout=15)
+    try:
+        yield client, root
+    finally:
+        client.stop()
+        client.close()
+
+
+def register(commands, common: argparse.ArgumentParser) -> None:
+    zk = zookeeper_options()
     cookie = commands.add_parser(
         "cookie", parents=[common, zk], help="show or delete a bookie's cookie in ZooKeeper",
         description="A bookie writes its cookie (BookKeeper's format: bookie id, journal and "
@@ -35,18 +55,10 @@ def register(commands, common: argparse.ArgumentParser) -> None:
     bookies.set_defaults(handler=list_bookies)
 
 
-def _client(uri: str) -> tuple[KazooClient, str]:
-    hosts, root = parse_uri(uri)
-    client = KazooClient(hosts=hosts, timeout=10.0)
-    client.start(timeout=15)
-    return client, root
-
-
 def cookie_command(args: argparse.Namespace, out: Output) -> int:
     if args.action != "list" and not args.bookie_id:
         raise UsageError(f"cookie {args.action} needs --bookie-id HOST:PORT")
-    client, root = _client(args.metadata_service_uri)
-    try:
+    with zookeeper(args.metadata_service_uri) as (client, root):
         cookies = ZkCookies(client, root)
         if args.action == "list":
             for bookie_id in cookies.bookie_ids():
@@ -66,14 +78,10 @@ def cookie_command(args: argparse.Namespace, out: Output) -> int:
                  f"deleted the cookie of bookie {args.bookie_id} (instance "
                  f"{cookie['instanceId']}); it will start on the data dirs it has")
         return EXIT_OK
-    finally:
-        client.stop()
-        client.close()
 
 
 def list_bookies(args: argparse.Namespace, out: Output) -> int:
-    client, root = _client(args.metadata_service_uri)
-    try:
+    with zookeeper(args.metadata_service_uri) as (client, root):
         for state, path in (("writable", f"{root}/available"),
                             ("read-only", f"{root}/available/readonly")):
             for bookie_id in sorted(client.get_children(path) if client.exists(path) else []):
@@ -85,6 +93,3 @@ def list_bookies(args: argparse.Namespace, out: Output) -> int:
                           "endpoints": endpoints},
                          f"{bookie_id:<24} {state:<10} {' '.join(endpoints)}")
         return EXIT_OK
-    finally:
-        client.stop()
-        client.close()

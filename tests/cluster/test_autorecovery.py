@@ -65,6 +65,11 @@ async def write_ledgers(bk: BookKeeper, count: int, entries: int) -> dict[int, l
     return written
 
 
+async def naming(bk: BookKeeper, ledger_ids, bookie: str) -> list[int]:
+    """The ledgers among ``ledger_ids`` whose ensembles name ``bookie``, ascending."""
+    return sorted([i for i in ledger_ids if bookie in referenced_bookies(await bk.store.read(i))])
+
+
 async def wait_until(condition, what: str, deadline_s: float = DEADLINE_S):
     """Poll ``condition`` (a coroutine function) until it returns a true value; fail with
     ``what`` after the deadline."""
@@ -128,8 +133,7 @@ async def test_a_bookie_killed_for_good_gets_its_copies_back(tmp_path, zk_uri, c
         acked.extend(int(line.split()[1]) for line in child.stdout.read().split(b"\n")[:-1]
                      if line.startswith(b"acked "))
         child.wait()
-        named = [i for i in written if victim_id in referenced_bookies(await bk.store.read(i))]
-        assert named, "the closed ledgers should share bookies with the open one"
+        assert await naming(bk, written, victim_id), "some closed ledger shares its bookie"
 
         async def restored():
             return not await fully_replicated(bk, written, {victim_id}) and \
@@ -187,8 +191,7 @@ async def test_the_auditor_fails_over_mid_marking_and_the_next_one_finishes(
         cleanup.append(second)
         victim = bookies[0]
         victim_id = bookie_id(victim)
-        expected = sorted([i for i in written
-                           if victim_id in referenced_bookies(await bk.store.read(i))])
+        expected = await naming(bk, written, victim_id)
         assert len(expected) >= 8
         victim.kill9()
 
@@ -220,7 +223,7 @@ async def test_decommission_moves_every_fragment_off_a_live_bookie(tmp_path, zk_
         written = await write_ledgers(bk, 5, 30)
         leaving = bookies[1]
         leaving_id = bookie_id(leaving)
-        named = [i for i in written if leaving_id in referenced_bookies(await bk.store.read(i))]
+        named = await naming(bk, written, leaving_id)
         assert named
         done = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "bookie", "shell", "decommission", leaving_id,
