@@ -49,7 +49,6 @@ class Auditor:
         self.wake = wake
         self.gone_since: dict[str, float] = {}
         self.known: set[str] = set()  # bookies seen alive or named by metadata
-        self.marked_rounds = 0
         self._last_scan = 0.0
         self._lost_scanned: frozenset = frozenset()
 
