@@ -40,7 +40,7 @@ class LedgerWrites:
         old, state = self._admit_ledger(ledger_id, master_key, digest_type, recovery)
         self._admit_entry(ledger_id, entry_id, data, state, recovery, stored)
         self._admit(len(data))
-        return self._queue_adds(ledger_id, ((entry_id, data),), old, state, deferred_sync)
+        return self._queue_add(ledger_id, entry_id, data, old, state, deferred_sync)
 
     def _admit_ledger(self, ledger_id, master_key, digest_type, recovery):
         """The checks of an add that concern the ledger, changing nothing: (stored state,
@@ -62,28 +62,22 @@ class LedgerWrites:
         if entry_id <= self._runtime_of(ledger_id).last_entry_id:
             self._check_same_bytes(ledger_id, entry_id, data, stored)
 
-    def _queue_adds(self, ledger_id, entries, old, state, deferred_sync):
-        """Cache and journal admitted entries of one ledger; returns the future of the last
-        record (None if deferred). One future covers them all: the journal syncs its queue
-        in order (Q2), so the group holding the last record ends after every earlier one,
-        and the LAC raised then is the highest the entries carry (N4)."""
+    def _queue_add(self, ledger_id, entry_id, data, old, state, deferred_sync):
+        """Cache and journal one admitted entry; the future of its record (None if
+        deferred). Batches take ``_queue_run``."""
         runtime = self._runtime_of(ledger_id)
         self._store_state(ledger_id, old, state)
-        lac = -1
-        for entry_id, data in entries:
-            self.storage.add_entry(ledger_id, entry_id, data)  # W1: cache before journal
-            runtime.last_entry_id = max(runtime.last_entry_id, entry_id)
-            lac = max(lac, entry_mod.piggybacked_lac(data))
+        self.storage.add_entry(ledger_id, entry_id, data)  # W1: cache before journal
+        runtime.last_entry_id = max(runtime.last_entry_id, entry_id)
+        lac = entry_mod.piggybacked_lac(data)
         self._journal_key_once(ledger_id, runtime, state.master_key)
-        records = [jformat.encode_add(data) for _, data in entries]
-        for record in records[:-1]:
-            self.journal.submit(record, None)  # no token: the last record's answers for it
+        record = jformat.encode_add(data)
         if deferred_sync:
             # N4: acknowledged now, but its LAC counts only once its group is synced: a LAC
             # raised at enqueue could be read and then taken back by a crash (kill -9 drill).
-            self.journal.submit(records[-1], (None, ledger_id, lac))
+            self.journal.submit(record, (None, ledger_id, lac))
             return None
-        return self._submit(records[-1], ledger_id, lac)
+        return self._submit(record, ledger_id, lac)
 
     def _check_same_bytes(self, ledger_id: int, entry_id: int, data: bytes,
                           stored: dict[int, bytes | None]) -> None:
@@ -144,8 +138,9 @@ class LedgerWrites:
         return lac
 
     def _queue_run(self, ledger_id, entries, old, state, deferred_sync, lac, records):
-        """``_queue_adds`` for an admitted batch: one write-cache insert, one journal item
-        (W1: cache before journal), one future (N4, N5)."""
+        """``_queue_add`` for an admitted batch: one write-cache insert, one journal item
+        (W1: cache before journal), one future for all: the journal syncs its queue in
+        order (Q2), and the LAC raised then is the highest the entries carry (N4, N5)."""
         runtime = self._runtime_of(ledger_id)
         self._store_state(ledger_id, old, state)
         self.storage.add_run(ledger_id, entries)  # W1
@@ -155,7 +150,7 @@ class LedgerWrites:
         if records is None:
             records = b"".join([jformat.encode_add(data) for _, data in entries])
         if deferred_sync:
-            self.journal.submit(records, (None, ledger_id, lac))  # N4, as in _queue_adds
+            self.journal.submit(records, (None, ledger_id, lac))  # N4, as in _queue_add
             return None
         return self._submit(records, ledger_id, lac)
 
