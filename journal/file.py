@@ -45,6 +45,12 @@ _ZERO_PIECE_BYTES = 1 << 20
 #: Zero-filling writes from one reused buffer: a fresh 16 MiB bytes object would cost a page
 #: fault per 4 KiB on every extension (measured 4x slower).
 _ZEROS = bytes(_ZERO_PIECE_BYTES)
+#: Synced journal bytes are dropped from the page cache in steps of this size, keeping this
+#: lag behind the position (BookKeeper's cacheDropLagBytes), so the page the next group
+#: starts in, and the zero-filled pages ahead, stay cached: a write into a dropped page
+#: would first read it back from the disk.
+DROP_STEP_BYTES = 1 << 20
+DROP_LAG_BYTES = 1 << 20
 
 
 class JournalChannel:
@@ -53,6 +59,7 @@ class JournalChannel:
     def __init__(self, handle: "DiskFile", journal_id: int, position: int, prealloc_end: int,
                  chunk_bytes: int) -> None:
         self.handle = handle
+        self.dropped_end = 0  # the page cache holds nothing of the file below this
         self.path = handle.path
         self.journal_id = journal_id
         self.position = position
@@ -107,6 +114,14 @@ class JournalChannel:
 
     def fdatasync(self) -> None:
         self.handle.fdatasync()
+
+    def drop_synced(self) -> None:
+        """Drop synced bytes up to ``DROP_LAG_BYTES`` before ``position`` from the page
+        cache; call only after an ``fdatasync`` covering ``position``."""
+        end = (self.position - DROP_LAG_BYTES) & ~(DROP_STEP_BYTES - 1)
+        if end > self.dropped_end:
+            self.handle.drop_cache(self.dropped_end, end - self.dropped_end)
+            self.dropped_end = end
 
     def close(self) -> None:
         self.handle.close()

@@ -269,6 +269,7 @@ class Journal:
                 self._fail(failure, group)
                 return False
             self._mark = LogMark(channel.journal_id, channel.position)  # Q2
+            channel.drop_synced()
         self._done_count += group.count
         self._done_bytes += group.bytes
         if group.tokens:

@@ -73,6 +73,9 @@ class ArrowFile:
 
     fsync = fdatasync
 
+    def drop_cache(self, offset: int, length: int) -> None:
+        pass  # a hint for files the bookie writes; the pipeline writes none
+
 
 class ArrowDisk:
     """The read side of ``bookie.disk.Disk`` over one ``pyarrow.fs`` filesystem."""

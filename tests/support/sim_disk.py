@@ -116,6 +116,9 @@ class SimFile:
             self._node.durable = bytearray(self._node.data)
             self._node.pending.clear()
 
+    def drop_cache(self, offset: int, length: int) -> None:
+        pass  # a hint about the page cache, which the simulation has no model of
+
     def close(self) -> None:
         pass
 

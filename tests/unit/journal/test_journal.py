@@ -98,6 +98,9 @@ class _LoggingFile:
         self._handle.fdatasync()
         self._disk.log.append(("fdatasync",))
 
+    def drop_cache(self, offset, length):
+        self._handle.drop_cache(offset, length)
+
     def __getattr__(self, name):
         return getattr(self._handle, name)
 
