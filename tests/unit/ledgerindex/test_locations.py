@@ -191,3 +191,26 @@ def test_locations_are_stored_with_lz4(tmp_path):
     options = "".join(open(p).read()
                       for p in glob.glob(os.path.join(tmp_path, "locations", "OPTIONS-*")))
     assert "compression=kLZ4Compression" in options
+
+
+def test_a_batch_larger_than_a_write_chunk_is_written_whole(index, monkeypatch):
+    # rocksdict holds the GIL through a write: large batches go in chunks, only the last
+    # synced (its WAL sync covers the earlier ones), and the count is of all of them.
+    from ledgerindex import locations
+
+    monkeypatch.setattr(locations, "WRITE_CHUNK", 100)
+    syncs = []
+    write_batch = index.kv.write_batch
+
+    def recording(puts, *args, sync=True, **kwargs):
+        syncs.append((len(puts), sync))
+        return write_batch(puts, *args, sync=sync, **kwargs)
+
+    monkeypatch.setattr(index.kv, "write_batch", recording)
+    items = [(3, entry_id, loc(1, 1024 + entry_id)) for entry_id in range(250)]
+    assert index.add_batch(items, sync=True) == 250
+    assert syncs == [(100, False), (100, False), (50, True)]
+    assert [index.get(3, entry_id) for entry_id in range(250)] == [location for _, _, location in items]
+    syncs.clear()
+    assert index.add_batch(items[:10], sync=False) == 10
+    assert syncs == [(10, False)]
