@@ -211,21 +211,17 @@ async def _watchdog(notifier: Notifier) -> None:
         await asyncio.sleep(notifier.watchdog_s)
 
 
-#: BOOKIE_EVENT_LOOP=asyncio keeps asyncio's own loop where uvloop is installed (for
-#: comparisons, and a way out should uvloop misbehave somewhere).
-EVENT_LOOP_ENV = "BOOKIE_EVENT_LOOP"
-
-
-def run_event_loop(main_coroutine):
-    """Run the daemon's coroutine on uvloop where it is installed, else asyncio's loop.
+def run_event_loop(main_coroutine, event_loop: str = "uvloop"):
+    """Run the daemon's coroutine on uvloop where it is installed (setting ``event_loop``),
+    else on asyncio's own loop.
 
     uvloop cut the server's CPU per request by 5-15% (issue 18, scripts/bench_http.py
     --loop); asyncio stays the fallback, and nothing in the bookie depends on which runs."""
-    if os.environ.get(EVENT_LOOP_ENV, "uvloop") != "asyncio":
+    if event_loop == "uvloop":
         try:
             import uvloop  # noqa: PLC0415
         except ImportError:
-            pass
+            logging.getLogger("bookie").info("uvloop is not installed: asyncio's loop runs")
         else:
             with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
                 return runner.run(main_coroutine)
@@ -253,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         if config is None:
             return EXIT_BAD_CONFIG
         setup_logging(config)
-        return run_event_loop(serve(config))
+        return run_event_loop(serve(config), config.event_loop)
     if args.command == "autorecovery":
         config = _load(args)
         if config is None:
@@ -265,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
 
         holder = args.holder_id or f"{socket.gethostname()}:autorecovery-{os.getpid()}"
         return run_event_loop(run_standalone(config, holder, sys.stdout,
-                                          worker=not args.without_worker))
+                                             worker=not args.without_worker),
+                              config.event_loop)
     if args.command == "config" and args.config_command == "show":
         try:
             config, sources = load_config(args.config, vars(args))

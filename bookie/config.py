@@ -130,6 +130,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("compaction_rate_bytes", int, 32 * MiB,
             "bytes per second compaction may read plus write (compactionRateByBytes); "
             "0 = unthrottled", 0, 1 << 40),
+    Setting("event_loop", str, "uvloop",
+            "the daemon's event loop: uvloop where it is installed (asyncio's own otherwise)",
+            choices=("uvloop", "asyncio")),
     Setting("log_format", str, "text", "log line format", choices=("text", "json")),
     Setting("log_level", str, "info", "log level",
             choices=("debug", "info", "warning", "error")),
@@ -177,6 +180,7 @@ class BookieConfig:
     major_compaction_threshold: float = 0.8
     major_compaction_interval_ms: int = 86_400_000
     compaction_rate_bytes: int = 32 * MiB
+    event_loop: str = "uvloop"
     log_format: str = "text"
     log_level: str = "info"
 

@@ -36,7 +36,7 @@ PAYLOAD = b"b" * (1024 - 36)  # 1 KiB framed entries (32-byte header + 4-byte CR
 BARE_SERVER = """
 import asyncio, os, sys
 from aiohttp import web
-if os.environ.get("BOOKIE_EVENT_LOOP", "uvloop") != "asyncio":
+if sys.argv[-1] != "asyncio":
     try:  # the same loop as the bookie (bookie/cli.py run_event_loop)
         import uvloop
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
@@ -63,7 +63,7 @@ async def handle_split(request):
 app = web.Application(client_max_size=64 << 20)
 app.router.add_put("/v1/ledgers/{ledger}/entries/{entry}", handle)
 app.router.add_post("/v1/ledgers/{ledger}/entries",
-                    handle_split if len(sys.argv) > 2 and sys.argv[2] == "split" else handle)
+                    handle_split if sys.argv[2] == "split" else handle)
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=lambda *a: print(
     "bookie listening on http://127.0.0.1:" + sys.argv[1], flush=True), access_log=None)
 """
@@ -239,17 +239,18 @@ def page_cache_write_mib_s(directory: str, mib: int = 256) -> float:
 
 async def run(args) -> None:
     os.sched_setaffinity(0, {1})
-    os.environ["BOOKIE_EVENT_LOOP"] = args.loop
     tmp = tempfile.mkdtemp(prefix="bench-http-")
     print(f"event loop: {args.loop}; page-cache write baseline: "
           f"{page_cache_write_mib_s(tmp):.0f} MiB/s", flush=True)
     port = _free_port()
-    bare, bare_url = start_server([sys.executable, "-c", BARE_SERVER, str(port)])
+    bare, bare_url = start_server([sys.executable, "-c", BARE_SERVER, str(port), "plain",
+                                   args.loop])
     split_port = _free_port()
     split, split_url = start_server([sys.executable, "-c", BARE_SERVER, str(split_port),
-                                     "split"])
+                                     "split", args.loop])
     bookie, bookie_url = start_server([sys.executable, "-m", "bookie", "serve", "--data-dir",
-                                       os.path.join(tmp, "data"), "--port", "0"])
+                                       os.path.join(tmp, "data"), "--port", "0",
+                                       "--event-loop", args.loop])
     try:
         await wait_ready(bare_url)
         await wait_ready(split_url)

@@ -1,6 +1,7 @@
 """Benchmark the journal alone: durable 1 KiB adds/s and latency against raw fdatasync loops.
 
     .venv/bin/python scripts/bench_journal.py [--seconds 3] [--writers 1,16,64,256] [--dir D]
+        [--loop uvloop|asyncio]
 
 Writers are asyncio tasks awaiting a future that the journal's complete_group resolves with
 one ``loop.call_soon_threadsafe`` per group, as the node does (DESIGN.md §3.1). Baselines are
@@ -22,6 +23,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bookie.cli import run_event_loop  # noqa: E402
 from bookie.disk import OsDisk  # noqa: E402
 from bookie.entry import frame_entry  # noqa: E402
 from journal.format import encode_add  # noqa: E402
@@ -149,21 +151,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=3.0, help="per measured point")
     parser.add_argument("--writers", default="1,16,64,256")
     parser.add_argument("--dir", default=None, help="directory on the disk to measure")
+    parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop",
+                        help="the writers' event loop (default uvloop, as the daemon runs "
+                             "where it is installed)")
     args = parser.parse_args(argv)
     base = tempfile.mkdtemp(prefix="bench-journal-", dir=args.dir)
     try:
-        run(base, args.seconds, [int(w) for w in args.writers.split(",")])
+        run(base, args.seconds, [int(w) for w in args.writers.split(",")], args.loop)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return 0
 
 
-def run(base: str, seconds: float, writer_counts: list[int]) -> None:
+def run(base: str, seconds: float, writer_counts: list[int], event_loop: str) -> None:
     """Each point is printed beside baselines measured just before and after it."""
     warmup = min(1.0, seconds / 3)
     baseline_seconds = min(seconds, 2.0)
     append = raw_sync_loop(base, ENTRY_BYTES, baseline_seconds, prezeroed=False)
-    print(f"disk: {base}")
+    print(f"disk: {base}; event loop: {event_loop}")
     print(f"raw 1 KiB append + fdatasync: {append[0]:.0f}/s, p50 {append[1] * 1e6:.0f} us, "
           f"p99 {append[2] * 1e6:.0f} us (growing file, for reference)")
     print()
@@ -174,7 +179,8 @@ def run(base: str, seconds: float, writer_counts: list[int]) -> None:
         directory = os.path.join(base, f"journal-{writers}")
         os.makedirs(directory)
         zeroed = raw_sync_loop(base, ENTRY_BYTES, baseline_seconds, prezeroed=True)
-        rate, p50, p99, stats = asyncio.run(journal_point(directory, writers, seconds, warmup))
+        rate, p50, p99, stats = run_event_loop(journal_point(directory, writers, seconds,
+                                                             warmup), event_loop)
         groups = max(stats.groups, 1)
         per_group = stats.records / groups
         group_bytes = max(512, int(stats.bytes / groups))
