@@ -1,16 +1,23 @@
 #!/usr/bin/env python3
 """Durable 1 KiB adds over HTTP, beside a bare aiohttp POST endpoint measured in the same run.
 
-    .venv/bin/python scripts/bench_http.py [--seconds 5] [--clients 1,16,64]
+    .venv/bin/python scripts/bench_http.py [--seconds 5] [--clients 1,16,64] [--batches 1,100]
+        [--loop uvloop|asyncio] [--server-cpus 0|0,1]
 
 Starts (on 127.0.0.1 only, each stopped by PID at the end):
   * a real bookie daemon (`python -m bookie serve`) on a temp data dir, pinned to core 0;
   * a bare aiohttp app whose POST handler reads the same body and answers JSON, pinned to
-    core 0 (the baseline: the HTTP ceiling of this machine for this request shape).
+    core 0 (the baseline: the HTTP ceiling of this machine for this request shape);
+  * for batches, a second bare app that also splits the frames and CRCs each entry (the
+    least work any bookie must do per entry, issue 18).
+All on the same event loop (--loop, default uvloop as the daemon). Also printed: a plain
+page-cache write baseline (this VM's memory may be cold: see page_cache_write_mib_s), the
+503 answers (back-pressure, retried after 10 ms) and the bookie's peak RSS.
 The load generator runs here, pinned to core 1 (DESIGN.md §11), with one ledger per client.
 Prints adds/s, p50/p99 and server CPU microseconds per request per point, the ratio to
-the bare endpoint, and the load generator's CPU per request (it must not be what limits). Target
-(DESIGN.md §11): >= 0.8x the bare endpoint at 64 clients for single adds.
+the bare endpoint, and the load generator's CPU per request (it must not be what limits). Targets
+(issue 18): single adds >= 0.85x the bare endpoint at 64 clients, p99 within 2x of its p99;
+batches of 100 x 1 KiB >= 200k entries/s at 16 clients and >= 0.6x the split+CRC baseline.
 """
 
 from __future__ import annotations
@@ -77,9 +84,9 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(argv: list[str]) -> tuple[subprocess.Popen, str]:
+def start_server(argv: list[str], cpus: str = "0") -> tuple[subprocess.Popen, str]:
     env = dict(os.environ, PYTHONPATH=ROOT)
-    proc = subprocess.Popen(["taskset", "-c", "0", *argv], stdout=subprocess.PIPE,
+    proc = subprocess.Popen(["taskset", "-c", cpus, *argv], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
     line = proc.stdout.readline().decode()
     if "listening on" not in line:
@@ -240,17 +247,19 @@ def page_cache_write_mib_s(directory: str, mib: int = 256) -> float:
 async def run(args) -> None:
     os.sched_setaffinity(0, {1})
     tmp = tempfile.mkdtemp(prefix="bench-http-")
-    print(f"event loop: {args.loop}; page-cache write baseline: "
+    print(f"servers on cpus {args.server_cpus}, load generator on cpu 1; "
+          f"event loop: {args.loop}; page-cache write baseline: "
           f"{page_cache_write_mib_s(tmp):.0f} MiB/s", flush=True)
     port = _free_port()
+    cpus = args.server_cpus
     bare, bare_url = start_server([sys.executable, "-c", BARE_SERVER, str(port), "plain",
-                                   args.loop])
+                                   args.loop], cpus)
     split_port = _free_port()
     split, split_url = start_server([sys.executable, "-c", BARE_SERVER, str(split_port),
-                                     "split", args.loop])
+                                     "split", args.loop], cpus)
     bookie, bookie_url = start_server([sys.executable, "-m", "bookie", "serve", "--data-dir",
                                        os.path.join(tmp, "data"), "--port", "0",
-                                       "--event-loop", args.loop])
+                                       "--event-loop", args.loop], cpus)
     try:
         await wait_ready(bare_url)
         await wait_ready(split_url)
@@ -316,6 +325,9 @@ def main() -> None:
     parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop",
                         help="the servers' event loop (default uvloop, as the daemon runs "
                              "where it is installed)")
+    parser.add_argument("--server-cpus", default="0",
+                        help="taskset list for the servers (default 0: one core; 0,1 measures "
+                             "them unpinned, sharing core 1 with the load generator)")
     args = parser.parse_args()
     args.clients = [int(c) for c in args.clients.split(",")]
     args.batches = [int(b) for b in args.batches.split(",")]
