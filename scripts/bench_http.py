@@ -9,7 +9,9 @@ Starts (on 127.0.0.1 only, each stopped by PID at the end):
   * a bare aiohttp app whose POST handler reads the same body and answers JSON, pinned to
     core 0 (the baseline: the HTTP ceiling of this machine for this request shape);
   * for batches, a second bare app that also splits the frames and CRCs each entry (the
-    least work any bookie must do per entry, issue 18).
+    least work any bookie must do per entry, issue 18);
+  * a third, "durable": the bare handlers plus the bookie's own Journal (group commit, one
+    fdatasync per group), answering after the sync: the floor of a durable add here.
 All on the same event loop (--loop, default uvloop as the daemon). Also printed: a plain
 page-cache write baseline (this VM's memory may be cold: see page_cache_write_mib_s), the
 503 answers (back-pressure, retried after 10 ms) and the bookie's peak RSS.
@@ -67,10 +69,60 @@ async def handle_split(request):
         offset += 4 + length
         ids += 1
     return web.json_response({"ledgerId": 1, "entryIds": list(range(ids))})
+def split_crc(body):
+    view, offset, ids = memoryview(body), 0, 0
+    crc = crc32c.crc32c
+    while offset < len(body):
+        (length,) = FRAME.unpack_from(body, offset)
+        entry = view[offset + 4:offset + 4 + length]
+        crc(entry[36:], crc(entry[:32]))
+        offset += 4 + length
+        ids += 1
+    return ids
+# "durable": the bare handlers, and the body journaled by the bookie's own Journal (group
+# commit, one fdatasync per group, one wake-up of the loop per group) before the answer:
+# the floor of any durable add on this machine, without the bookie's checks, write cache,
+# index or checkpoints.
+JOURNAL = []
+async def start_journal(app):
+    import shutil, tempfile
+    from bookie.disk import OsDisk
+    from journal.journal import Journal
+    loop = asyncio.get_running_loop()
+    def resolve(tokens, error):
+        for future in tokens:
+            if not future.done():
+                future.set_result(None)
+    directory = tempfile.mkdtemp(prefix="bench-durable-")
+    journal = Journal(OsDisk(), directory, complete_group=lambda tokens, error:
+                      loop.call_soon_threadsafe(resolve, tokens, error))
+    journal.start()
+    JOURNAL.append(journal)
+    yield
+    journal.close()
+    shutil.rmtree(directory, ignore_errors=True)
+async def durable(request, record):
+    future = asyncio.get_running_loop().create_future()
+    JOURNAL[0].submit(record, future)
+    await future
+async def handle_durable(request):
+    from journal.format import encode_add
+    body = await request.read()
+    await durable(request, encode_add(body))
+    return web.json_response({"ledgerId": 1, "entryId": len(body)})
+async def handle_durable_batch(request):
+    body = await request.read()
+    ids = split_crc(body)
+    await durable(request, body)  # a batch body is its entries' journal records
+    return web.json_response({"ledgerId": 1, "entryIds": list(range(ids))})
 app = web.Application(client_max_size=64 << 20)
-app.router.add_put("/v1/ledgers/{ledger}/entries/{entry}", handle)
-app.router.add_post("/v1/ledgers/{ledger}/entries",
-                    handle_split if sys.argv[2] == "split" else handle)
+mode = sys.argv[2]
+if mode == "durable":
+    app.cleanup_ctx.append(start_journal)
+app.router.add_put("/v1/ledgers/{ledger}/entries/{entry}",
+                   handle_durable if mode == "durable" else handle)
+app.router.add_post("/v1/ledgers/{ledger}/entries", {
+    "split": handle_split, "durable": handle_durable_batch}.get(mode, handle))
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=lambda *a: print(
     "bookie listening on http://127.0.0.1:" + sys.argv[1], flush=True), access_log=None)
 """
@@ -257,43 +309,50 @@ async def run(args) -> None:
     split_port = _free_port()
     split, split_url = start_server([sys.executable, "-c", BARE_SERVER, str(split_port),
                                      "split", args.loop], cpus)
+    durable_port = _free_port()
+    durable, durable_url = start_server([sys.executable, "-c", BARE_SERVER, str(durable_port),
+                                         "durable", args.loop], cpus)
     bookie, bookie_url = start_server([sys.executable, "-m", "bookie", "serve", "--data-dir",
                                        os.path.join(tmp, "data"), "--port", "0",
                                        "--event-loop", args.loop], cpus)
     try:
-        await wait_ready(bare_url)
-        await wait_ready(split_url)
-        await wait_ready(bookie_url)
+        for url in (bare_url, split_url, durable_url, bookie_url):
+            await wait_ready(url)
         await report(args, (bare_url, bare.pid), (bookie_url, bookie.pid),
-                     (split_url, split.pid))
+                     (split_url, split.pid), (durable_url, durable.pid))
         print(f"peak RSS: bookie {_peak_rss_mib(bookie.pid):.0f} MiB, bare "
               f"{_peak_rss_mib(bare.pid):.0f} MiB (bound: write_cache_max_bytes 256 MiB + "
               f"journal_queue_max_bytes 64 MiB + request_bodies_max_bytes 256 MiB + the "
               f"interpreter and RocksDB)", flush=True)
     finally:
-        for proc in (bookie, bare, split):
+        for proc in (bookie, bare, split, durable):
             proc.terminate()
             proc.wait(60)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 async def report(args, bare: tuple[str, int], bookie: tuple[str, int],
-                 split: tuple[str, int]) -> None:
+                 split: tuple[str, int], durable: tuple[str, int]) -> None:
     """One line per point; cpu: the server's (all threads) and the load generator's CPU
     microseconds per request, to show which side set the rate. For batches, a second
-    baseline: the bare endpoint that also splits the frames and CRCs each entry."""
+    baseline: the bare endpoint that also splits the frames and CRCs each entry. Last, the
+    durable floor: the bare endpoint (split + CRC for batches) that also journals the body
+    with the bookie's Journal and answers after its group's fdatasync."""
     print(f"{'clients':>7} {'batch':>5} | {'bare/s':>9} {'p50ms':>6} {'p99ms':>6} {'cpu':>4} | "
           f"{'bookie/s':>9} {'p50ms':>6} {'p99ms':>6} {'cpu':>4} | ratio | load cpu | "
-          f"split+crc/s  ratio")
+          f"split+crc/s  ratio | durable/s  p99ms  cpu ratio")
     ledger = 1
     for batch in args.batches:
         for clients in args.clients:
             base = await measure(*bare, clients, batch, args.seconds, ledger)
             real = await measure(*bookie, clients, batch, args.seconds, ledger)
-            extra = ""
+            extra = " |" + " " * 19
             if batch > 1:
                 floor = await measure(*split, clients, batch, args.seconds, ledger)
                 extra = f" | {floor['rate']:>11.0f}  {real['rate'] / floor['rate']:.2f}x"
+            least = await measure(*durable, clients, batch, args.seconds, ledger)
+            extra += (f" | {least['rate']:>9.0f} {least['p99_ms']:>6.2f} "
+                      f"{least['server_us']:>4.0f} {real['rate'] / least['rate']:.2f}x")
             ledger += 100_000
             print(f"{clients:>7} {batch:>5} | {_point(base)} | {_point(real)} | "
                   f"{real['rate'] / base['rate']:.2f}x | {base['load_us']:.0f}/"
