@@ -155,3 +155,59 @@ def test_a_ledger_created_by_the_checkpoint_that_died_is_recounted(tmp_path):
         assert again.ledger_usage(7) == walk(again, 7)
     finally:
         again.close()
+
+
+BETWEEN_CHUNKS = """
+import os
+from bookie.config import BookieConfig
+from bookie.disk import OsDisk
+from bookie.entry import frame_entry
+from bookie.storage import LedgerStorage
+from ledgerindex import locations
+
+locations.WRITE_CHUNK = 4  # the index batch goes in chunks (LO1); 30 entries: 8 chunks
+storage = LedgerStorage(OsDisk(), BookieConfig(data_dir={data_dir!r}))
+storage.open()
+storage.ledgers.set_master_key(5, bytes(20), 3)
+for entry_id in range(10):
+    storage.add_entry(5, entry_id, frame_entry(5, entry_id, entry_id - 1, 0, b"a" * 40))
+storage.flush()
+writes = []
+original = storage.locations.kv.write_batch
+def die_after_two(puts, *args, **kwargs):
+    if len(writes) == 2:
+        os._exit(9)  # killed between chunks: two written (unsynced), the rest never
+    writes.append(len(puts))
+    return original(puts, *args, **kwargs)
+storage.locations.kv.write_batch = die_after_two
+for entry_id in range(10, 40):
+    storage.add_entry(5, entry_id, frame_entry(5, entry_id, entry_id - 1, 0,
+                                               bytes([entry_id]) * 60))
+storage.flush()
+"""
+
+
+def test_a_kill_between_index_chunks_leaves_a_prefix_pointing_at_synced_bytes(tmp_path):
+    """LO1: a checkpoint's locations go in chunks, the last one synced. Killed between two,
+    the index holds the first checkpoint and a prefix of the second, every location pointing
+    at the entry it names (the log was fsynced first), and the counters are "not known"
+    until recounted from the index. lastMark never moved, so replay re-adds the rest."""
+    data_dir = str(tmp_path / "data")
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(BETWEEN_CHUNKS.format(
+        data_dir=data_dir))], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+        timeout=120)
+    assert done.returncode == 9, done.stderr
+    storage = LedgerStorage(OsDisk(), BookieConfig(data_dir=data_dir))
+    storage.open()
+    try:
+        indexed = dict(storage.locations.entries(5))
+        assert sorted(indexed) == list(range(18))  # 10, then two chunks of 4
+        for entry_id, location in indexed.items():
+            data = storage.entry_logger.read_entry(location, 5, entry_id)
+            assert data[36:] == (b"a" * 40 if entry_id < 10 else bytes([entry_id]) * 60)
+        assert storage.ledger_usage(5) is None  # the checkpoint died after begin_usage
+        assert storage.recount_usage(5) == walk(storage, 5) == (18, sum(
+            36 + (40 if entry_id < 10 else 60) for entry_id in range(18)))
+    finally:
+        storage.close()
