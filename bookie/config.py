@@ -130,6 +130,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("compaction_rate_bytes", int, 32 * MiB,
             "bytes per second compaction may read plus write (compactionRateByBytes); "
             "0 = unthrottled", 0, 1 << 40),
+    Setting("entrylog_cache_keep_bytes", int, 256 * MiB,
+            "synced bytes of the active entry log kept in the page cache behind its end; "
+            "older ones are dropped after each checkpoint (reads of them go to the disk)",
+            0, 2**62),
     Setting("event_loop", str, "uvloop",
             "the daemon's event loop: uvloop where it is installed (asyncio's own otherwise)",
             choices=("uvloop", "asyncio")),
@@ -180,6 +184,7 @@ class BookieConfig:
     major_compaction_threshold: float = 0.8
     major_compaction_interval_ms: int = 86_400_000
     compaction_rate_bytes: int = 32 * MiB
+    entrylog_cache_keep_bytes: int = 256 * MiB
     event_loop: str = "uvloop"
     log_format: str = "text"
     log_level: str = "info"

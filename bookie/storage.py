@@ -56,7 +56,8 @@ class LedgerStorage:
         self.ledger_dir = config.ledger_dir
         self.cache = WriteCache()
         self.entry_logger = EntryLogger(disk, self.ledger_dir, max_bytes=config.entrylog_max_bytes,
-                                        max_entry_size=config.max_entry_size)
+                                        max_entry_size=config.max_entry_size,
+                                        cache_keep_bytes=config.entrylog_cache_keep_bytes)
         self.locations: EntryLocationIndex | None = None
         self.ledgers: LedgerMetadataIndex | None = None
         self.usage: LedgerUsage | None = None

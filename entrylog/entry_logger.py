@@ -75,7 +75,8 @@ class EntryLogger:
                  max_entry_size: int = DEFAULT_MAX_ENTRY_SIZE,
                  on_log_finalized: LogFinalizedCallback | None = None,
                  read_handles_max: int = READ_HANDLES_MAX,
-                 write_buffer_bytes: int = WRITE_BUFFER_BYTES) -> None:
+                 write_buffer_bytes: int = WRITE_BUFFER_BYTES,
+                 cache_keep_bytes: int | None = None) -> None:
         if not 0 < max_bytes <= LOG_SIZE_LIMIT_MAX:
             raise ValueError(f"max_bytes {max_bytes} is not in 1..{LOG_SIZE_LIMIT_MAX} (E4)")
         assert read_handles_max >= 1
@@ -86,6 +87,7 @@ class EntryLogger:
         self._on_log_finalized = on_log_finalized
         self._read_handles_max = read_handles_max
         self._write_buffer_bytes = write_buffer_bytes
+        self._cache_keep_bytes = cache_keep_bytes  # for active logs (BufferedLogChannel)
         self._allocator: LogIdAllocator | None = None
         self._active: BufferedLogChannel | None = None
         self._failure: str | None = None
@@ -201,7 +203,8 @@ class EntryLogger:
         assert self._allocator is not None, "EntryLogger.open() first"
         log_id = self._allocator.allocate()  # lastId is durable before the file exists (L1)
         channel = BufferedLogChannel.create(self._disk, self.ledger_dir, log_id,
-                                            write_buffer_bytes=self._write_buffer_bytes)
+                                            write_buffer_bytes=self._write_buffer_bytes,
+                                            cache_keep_bytes=self._cache_keep_bytes)
         self._active = channel
         log.info("entry log %x created", log_id)
         return channel

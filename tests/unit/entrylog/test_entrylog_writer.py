@@ -170,3 +170,44 @@ def test_entry_of_another_ledger_is_a_programmer_error(tmp_path):
     with pytest.raises(AssertionError):
         channel.add_entry(1, struct.pack(">q", 1) + b"short")
     channel.close()
+
+
+def test_synced_bytes_far_behind_the_end_leave_the_page_cache(tmp_path):
+    # entrylog_cache_keep_bytes: after a sync, bytes more than the window behind the end
+    # are dropped (whole MiB steps); the recent window stays cached for catching-up
+    # readers, and every byte still reads back.
+    import mmap
+
+    from entrylog.writer import CACHE_DROP_STEP_BYTES
+    from tests.support.page_cache import resident_pages
+
+    keep = 2 << 20
+    channel = BufferedLogChannel.create(OsDisk(), str(tmp_path), 1, cache_keep_bytes=keep)
+    entries = [make_entry(3, entry_id, bytes([entry_id % 251]) * 2000) for entry_id in range(3000)]  # ~6 MiB
+    locations = [channel.add_entry(3, entry) for entry in entries[:1500]]
+    channel.flush_and_sync()
+    locations += [channel.add_entry(3, entry) for entry in entries[1500:]]
+    channel.flush_and_sync()
+    end = (channel.synced_position - keep) // CACHE_DROP_STEP_BYTES * CACHE_DROP_STEP_BYTES
+    assert channel.dropped_end == end >= 3 << 20
+    resident = resident_pages(channel.path)
+    page = mmap.PAGESIZE
+    assert not any(resident[:end // page])
+    assert all(resident[-(-(channel.synced_position - keep) // page):])
+    channel.finalize()
+    with open(channel.path, "rb") as handle:
+        data = handle.read()
+    for entry, location in zip(entries, locations):
+        position = location & 0xFFFFFFFF
+        assert data[position:position + len(entry)] == entry
+
+
+def test_without_a_window_every_page_stays_cached(tmp_path):
+    from tests.support.page_cache import resident_pages
+
+    channel = BufferedLogChannel.create(OsDisk(), str(tmp_path), 1)  # BookKeeper's way
+    for entry_id in range(2000):
+        channel.add_entry(3, make_entry(3, entry_id, bytes([entry_id % 251]) * 2000))
+    channel.flush_and_sync()
+    assert channel.dropped_end == 0 and all(resident_pages(channel.path))
+    channel.finalize()

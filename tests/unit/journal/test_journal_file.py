@@ -9,6 +9,7 @@ import pytest
 from bookie.disk import OsDisk
 from journal.file import JournalChannel
 from journal.format import encode_header
+from tests.support.page_cache import resident_pages
 
 CHUNK = 64 * 1024
 
@@ -160,34 +161,6 @@ def test_fdatasync_reaches_the_file(tmp_path):
     assert disk.calls[-2:] == [("write", 512, 10), ("fdatasync",)]
 
 
-def _resident_pages(path: str) -> list[bool]:
-    """Which pages of ``path`` the page cache holds: mincore(2) over a read-only mapping
-    (mapping does not read the file; only touching it would)."""
-    import ctypes
-    import mmap
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                          ctypes.c_int, ctypes.c_long]
-    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
-    size = os.path.getsize(path)
-    pages = -(-size // mmap.PAGESIZE)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-        assert address not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
-        try:
-            vector = ctypes.create_string_buffer(pages)
-            assert libc.mincore(address, size, vector) == 0, ctypes.get_errno()
-            return [byte & 1 == 1 for byte in vector.raw[:pages]]
-        finally:
-            libc.munmap(address, size)
-    finally:
-        os.close(fd)
-
-
 def test_synced_bytes_leave_the_page_cache_but_the_tail_and_zeros_ahead_stay(tmp_path):
     # BookKeeper's journalRemoveFromPageCache: nothing reads a synced journal while the
     # bookie runs; its pages are dropped (and reused for the next writes), all but a lag
@@ -205,7 +178,7 @@ def test_synced_bytes_leave_the_page_cache_but_the_tail_and_zeros_ahead_stay(tmp
         position = channel.position
         expected_end = (position - DROP_LAG_BYTES) // DROP_STEP_BYTES * DROP_STEP_BYTES
         assert channel.dropped_end == expected_end >= 3 << 20
-        resident = _resident_pages(channel.path)
+        resident = resident_pages(channel.path)
         page = mmap.PAGESIZE
         assert not any(resident[:expected_end // page])
         assert all(resident[(position - DROP_LAG_BYTES) // page + 1:])  # tail and zeros
