@@ -69,6 +69,16 @@ STEPS = [("begin_usage", False), ("begin_usage", True), ("add_batch", True),
 PENDING = {("begin_usage", True), ("add_batch", True), ("flush", False)}
 
 
+def run_killed_child(template: str, data_dir: str, **fields) -> None:
+    """Run a child script (``template`` formatted with data_dir and ``fields``) that must
+    end killed: os._exit(9) where the test put its crash."""
+    code = textwrap.dedent(template.format(data_dir=data_dir, **fields))
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 9, done.stderr
+
+
 def walk(storage: LedgerStorage, ledger_id: int) -> tuple[int, int]:
     entries = list(storage.locations.entries(ledger_id))
     size = sum(len(storage.entry_logger.read_entry(loc, ledger_id, e)) for e, loc in entries)
@@ -79,12 +89,7 @@ def walk(storage: LedgerStorage, ledger_id: int) -> tuple[int, int]:
                                                       for t, a in STEPS])
 def test_usage_equals_the_index_after_a_kill_mid_checkpoint(tmp_path, target, after):
     data_dir = str(tmp_path / "data")
-    code = textwrap.dedent(CHILD.format(data_dir=data_dir, ledgers=LEDGERS, target=target,
-                                        after=after))
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 9, done.stderr
+    run_killed_child(CHILD, data_dir, ledgers=LEDGERS, target=target, after=after)
     storage = LedgerStorage(OsDisk(), BookieConfig(data_dir=data_dir))
     storage.open()
     try:
@@ -134,11 +139,7 @@ def test_a_ledger_created_by_the_checkpoint_that_died_is_recounted(tmp_path):
     """Its state never reached disk, its entries did: when replay creates the ledger again
     (its LEDGER_KEY record), its counters must start not known, not at 0."""
     data_dir = str(tmp_path / "data")
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(FIRST_FLUSH.format(
-        data_dir=data_dir))], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-        timeout=120)
-    assert done.returncode == 9, done.stderr
+    run_killed_child(FIRST_FLUSH, data_dir)
     storage = LedgerStorage(OsDisk(), BookieConfig(data_dir=data_dir))
     storage.open()
     try:
@@ -193,11 +194,7 @@ def test_a_kill_between_index_chunks_leaves_a_prefix_pointing_at_synced_bytes(tm
     at the entry it names (the log was fsynced first), and the counters are "not known"
     until recounted from the index. lastMark never moved, so replay re-adds the rest."""
     data_dir = str(tmp_path / "data")
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(BETWEEN_CHUNKS.format(
-        data_dir=data_dir))], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-        timeout=120)
-    assert done.returncode == 9, done.stderr
+    run_killed_child(BETWEEN_CHUNKS, data_dir)
     storage = LedgerStorage(OsDisk(), BookieConfig(data_dir=data_dir))
     storage.open()
     try:
