@@ -21,12 +21,12 @@ from collections.abc import Iterable, Iterator
 
 from bookie.errors import IOFailure
 from ledgerindex import keys
+from ledgerindex.kv import KeyValueStore
 
 #: Puts per RocksDB write. rocksdict holds the GIL through a write (measured: 62-117 ms for
 #: one batch of 100k keys, the event loop stalled all along: the add p99 of issue 18); a
 #: chunk of 2048 holds it ~1.3 ms, and the loop runs between chunks.
 WRITE_CHUNK = 2048
-from ledgerindex.kv import KeyValueStore
 
 #: The exclusive end of a ledger's entry ids in ``locations`` (LO3).
 END_ENTRY_ID = keys.MAX_ID
