@@ -84,7 +84,10 @@ async def start_journal(app):
     def resolve(tokens, error):
         for future in tokens:
             if not future.done():
-                future.set_result(None)
+                if error is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(error)  # a failed sync must not count as an add
     directory = tempfile.mkdtemp(prefix="bench-durable-")
     journal = Journal(OsDisk(), directory, complete_group=lambda tokens, error:
                       loop.call_soon_threadsafe(resolve, tokens, error))
@@ -93,23 +96,23 @@ async def start_journal(app):
     yield
     journal.close()
     shutil.rmtree(directory, ignore_errors=True)
-async def durable(request, record):
+async def durable(record):
     future = asyncio.get_running_loop().create_future()
     JOURNAL[0].submit(record, future)
     await future
 async def handle_durable(request):
-    from journal.format import encode_add
     body = await request.read()
-    await durable(request, encode_add(body))
+    await durable(encode_add(body))
     return web.json_response({"ledgerId": 1, "entryId": len(body)})
 async def handle_durable_batch(request):
     body = await request.read()
     ids = split_crc(body)
-    await durable(request, body)  # a batch body is its entries' journal records
+    await durable(body)  # a batch body is its entries' journal records
     return web.json_response({"ledgerId": 1, "entryIds": list(range(ids))})
 app = web.Application(client_max_size=64 << 20)
 mode = sys.argv[2]
 if mode == "durable":
+    from journal.format import encode_add
     app.cleanup_ctx.append(start_journal)
 app.router.add_put("/v1/ledgers/{ledger}/entries/{entry}",
                    handle_durable if mode == "durable" else handle)
