@@ -27,7 +27,6 @@ from api.autorecovery.replica_check import check_ledgers
 from api.client.ensemble import BookKeeper
 from api.client.fragments import referenced_bookies
 from api.client.underreplication import Underreplication
-from api.client.zookeeper import alive_bookies
 from bookie.errors import NoLedger
 
 log = logging.getLogger("api.autorecovery")
@@ -87,7 +86,7 @@ class Auditor:
             self.bk.store.client.ChildrenWatch(path, changed)
 
     async def _alive(self) -> set[str]:
-        return await asyncio.to_thread(alive_bookies, self.bk.store.client, self.bk.store.root)
+        return await self.bk.alive_bookies()
 
     async def _learn_gone_from_metadata(self) -> None:
         """AU1: after a failover, the bookies metadata names that are not alive are gone

@@ -39,7 +39,6 @@ from api.client.ensemble import BOOKIE_FAILURES, BookKeeper, NotEnoughBookies
 from api.client.fragments import Fragment, fragments
 from api.client.metadata import BadVersion, LedgerMetadata
 from api.client.underreplication import Underreplication
-from api.client.zookeeper import alive_bookies
 from bookie.errors import BookieError, IOFailure, NoLedger
 
 log = logging.getLogger("api.autorecovery")
@@ -118,7 +117,7 @@ class ReplicationWorker:
             metadata = await self.bk.store.read(ledger_id)
         except NoLedger:
             return True  # deleted: nothing to put back
-        alive = await asyncio.to_thread(alive_bookies, self.bk.store.client, self.bk.store.root)
+        alive = await self.bk.alive_bookies()
         leaving = await asyncio.to_thread(self.ur.decommissioning)
 
         def bad(bookie_id: str) -> bool:

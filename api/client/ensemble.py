@@ -29,6 +29,7 @@ import asyncio
 import dataclasses
 import logging
 import random
+from typing import Protocol
 
 from api.client.bookie_client import BookieClient
 from api.client.codec import LedgerCodec, digest_type_of
@@ -36,7 +37,7 @@ from api.client.distribution import AckSet, segment_for, with_segment, write_set
 from api.client.ensemble_reader import (BOOKIE_FAILURES, READ_TIMEOUT_S, SPECULATIVE_READ_S,
                                         EnsembleReader)
 from api.client.metadata import BadVersion, LedgerMetadata, MetadataState
-from api.client.zookeeper import ZkMetadataStore, writable_bookies
+from api.client.zookeeper import ZkMetadataStore, alive_bookies, writable_bookies
 from bookie.entry import DigestType
 from bookie.errors import BookieError, Fenced, IOFailure
 
@@ -62,16 +63,47 @@ def _url(bookie_id: str) -> str:
     return f"http://{bookie_id}"  # a bookie id is host:port of its HTTP endpoint (§1)
 
 
+class Transport(Protocol):
+    """What the client needs of the world besides the metadata store: a client per bookie
+    and the registered bookies. The simulator's in-memory cluster implements it too."""
+
+    def client(self, bookie_id: str) -> BookieClient: ...
+
+    async def writable_bookies(self) -> list[str]: ...
+
+    async def alive_bookies(self) -> set[str]: ...
+
+
+class HttpTransport:
+    """Bookies over HTTP, membership from ZooKeeper's ``available/`` (REPLICATION.md §1)."""
+
+    def __init__(self, store: ZkMetadataStore) -> None:
+        self.store = store
+
+    def client(self, bookie_id: str) -> BookieClient:
+        return BookieClient(_url(bookie_id))
+
+    async def writable_bookies(self) -> list[str]:
+        return await asyncio.to_thread(writable_bookies, self.store.client, self.store.root)
+
+    async def alive_bookies(self) -> set[str]:
+        return await asyncio.to_thread(alive_bookies, self.store.client, self.store.root)
+
+
 class BookKeeper:
     """The client's front door over a metadata service (BookKeeper's ``BookKeeper`` class)."""
 
     def __init__(self, store: ZkMetadataStore, add_timeout_s: float = ADD_TIMEOUT_S,
                  read_timeout_s: float = READ_TIMEOUT_S,
-                 speculative_read_s: float = SPECULATIVE_READ_S) -> None:
+                 speculative_read_s: float = SPECULATIVE_READ_S,
+                 transport: "Transport | None" = None) -> None:
         self.store = store
         self.add_timeout_s = add_timeout_s
         self.read_timeout_s = read_timeout_s
         self.speculative_read_s = speculative_read_s
+        #: Where bookie clients and the cluster's membership come from: HTTP and ZooKeeper
+        #: unless injected (the deterministic simulator injects in-memory bookies).
+        self.transport = transport or HttpTransport(store)
         self._clients: dict[str, BookieClient] = {}
 
     @classmethod
@@ -95,11 +127,15 @@ class BookKeeper:
 
     def client(self, bookie_id: str) -> BookieClient:
         if bookie_id not in self._clients:
-            self._clients[bookie_id] = BookieClient(_url(bookie_id))
+            self._clients[bookie_id] = self.transport.client(bookie_id)
         return self._clients[bookie_id]
 
     async def writable_bookies(self) -> list[str]:
-        return await asyncio.to_thread(writable_bookies, self.store.client, self.store.root)
+        return await self.transport.writable_bookies()
+
+    async def alive_bookies(self) -> set[str]:
+        """Registered bookies, writable or read-only."""
+        return await self.transport.alive_bookies()
 
     async def create_ledger(self, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2,
                             digest: DigestType | str = DigestType.CRC32C,
