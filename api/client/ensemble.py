@@ -18,9 +18,12 @@ Invariants (beside DS1-DS2 of distribution.py and L1-L5 of writer.py, which hold
     EN4. Recovery (``open_ledger``, REPLICATION.md §3) never truncates on uncertainty: it
          proceeds only when every write set has at most Qa-1 bookies that did not fence, reads
          only from bookies that fenced, calls an entry missing only after Qw-Qa+1 of them said
-         ENOENTRY, and otherwise fails with RecoveryUndecided (retry later).
-Not yet here (issue 16 goes on): speculative reads, per-bookie batching, ensemble changes
-during recovery's write-back.
+         ENOENTRY, and otherwise fails with RecoveryUndecided (retry later). Its ensemble
+         changes reach the metadata only with its close (RC1 in ensemble_recovery.py).
+    EN5. Once ``close()`` has begun, ``append`` fails with LedgerClosed; ``close()`` waits for
+         every append that began before it, so the closed lastEntryId is at least every
+         acknowledged entry and no acknowledgement comes after it (S2; BookKeeper's
+         LedgerHandle fails such appends with BKLedgerClosedException).
 """
 
 from __future__ import annotations
@@ -53,6 +56,12 @@ BATCHES_IN_FLIGHT_MAX = 4
 class RecoveryUndecided(IOFailure):
     """EN4: recovery could not decide where the ledger ends; nothing was changed but the
     state IN_RECOVERY and the fences. Retry later."""
+
+
+class LedgerClosed(BookieError):
+    """EN5: an append to a writer that is closing or closed (BKLedgerClosedException)."""
+
+    code = "ELEDGERCLOSED"
 
 
 class NotEnoughBookies(IOFailure):
@@ -226,6 +235,7 @@ class EnsembleWriter:
         self._error: BaseException | None = None
         self._tasks: set[asyncio.Task] = set()
         self._queues: dict[str, _BookieQueue] = {}
+        self._closing: asyncio.Future | None = None  # set by the first close() (EN5)
 
     def _queue(self, bookie_id: str) -> _BookieQueue:
         if bookie_id not in self._queues:
@@ -241,9 +251,12 @@ class EnsembleWriter:
         return self.metadata.ensembles[-1][1]
 
     async def append(self, payload: bytes) -> int:
-        """Add an entry; returns its id once Qa bookies have it durable (and all before it)."""
+        """Add an entry; returns its id once Qa bookies have it durable (and all before it).
+        LedgerClosed once ``close()`` has begun (EN5)."""
         if self._error is not None:
             raise self._error
+        if self._closing is not None:
+            raise LedgerClosed(f"ledger {self.ledger_id} is closed or closing")
         entry_id, self._next = self._next, self._next + 1
         self.length += len(payload)
         data = self.codec.frame(entry_id, self.lac, self.length, payload)
@@ -351,7 +364,18 @@ class EnsembleWriter:
                 pending.future.exception()  # retrieved: its appender sees it
 
     async def close(self) -> int:
-        """Wait for every pending append, then CAS the metadata to CLOSED at the LAC (§3)."""
+        """Refuse later appends, wait for every earlier one, then CAS the metadata to CLOSED
+        at the LAC (§3, EN5). A second call waits for the first and returns its result."""
+        if self._closing is None:
+            self._closing = asyncio.get_running_loop().create_future()
+            try:
+                self._closing.set_result(await self._close())
+            except BaseException as exc:  # noqa: BLE001 - every caller of close() sees it
+                self._closing.set_exception(exc)
+        return await asyncio.shield(self._closing)
+
+    async def _close(self) -> int:
+        # No append can start now (EN5), so these are all the appends there will be.
         waiting = [p.future for p in self._pending.values()]
         if waiting:
             await asyncio.gather(*waiting, return_exceptions=True)

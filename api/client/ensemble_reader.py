@@ -1,6 +1,13 @@
 """Reading a replicated ledger through its metadata (REPLICATION.md §3): each entry from its
 write set with fallback and speculative reads, the LAC over the last segment, and a tail that
 follows the LAC long poll across the ensemble to the end of a closed ledger.
+
+Invariants (S4, BookKeeper's ReadOnlyLedgerHandle):
+    RD1. A reader's LAC never goes back: ``read_lac`` and the tail keep the highest they saw,
+         and a closed ledger's LAC is its lastEntryId.
+    RD2. ``read_entry``/``read_range`` serve only entries at or below that LAC (looked up
+         once more before refusing) and never past a closed ledger's end; above it they
+         raise BeyondLastConfirmed. An entry above the LAC may still be lost by recovery.
 """
 
 from __future__ import annotations
@@ -28,6 +35,10 @@ TAIL_POLL_MS = 2000
 BOOKIE_FAILURES = (aiohttp.ClientError, asyncio.TimeoutError, OSError, IOFailure, ReadOnly)
 
 
+class BeyondLastConfirmed(NoEntry):
+    """RD2: the entry is above the reader's LAC, or past a closed ledger's end."""
+
+
 class EnsembleReader:
     """Reads one replicated ledger through its metadata: each entry from its write set, one
     replica after another on error; the first that verifies wins."""
@@ -35,8 +46,27 @@ class EnsembleReader:
     def __init__(self, bk: "BookKeeper", metadata: LedgerMetadata, codec: LedgerCodec) -> None:
         self.bk, self.metadata, self.codec = bk, metadata, codec
         self.ledger_id = metadata.ledger_id
+        self.lac = metadata.last_entry_id if metadata.closed else -1  # RD1
 
     async def read_entry(self, entry_id: int) -> LedgerEntry:
+        """One entry at or below the LAC (RD2), from its write set."""
+        await self._check_confirmed(entry_id)
+        return await self._read_replicas(entry_id)
+
+    async def _check_confirmed(self, last: int) -> None:
+        if self.metadata.closed:
+            if last > self.metadata.last_entry_id:
+                raise BeyondLastConfirmed(
+                    f"entry {self.ledger_id}/{last} is past the end of the closed ledger "
+                    f"(last entry {self.metadata.last_entry_id})")
+            return
+        if last > self.lac:
+            await self.read_lac()
+        if last > self.lac:
+            raise BeyondLastConfirmed(f"entry {self.ledger_id}/{last} is above the last add "
+                                      f"confirmed ({self.lac})")
+
+    async def _read_replicas(self, entry_id: int) -> LedgerEntry:
         """From the entry's write set: one replica, the next on an error, and the next too
         when one stays silent for ``speculative_read_s`` (a speculative read); the first that
         verifies wins (S3: every replica holds the same bytes)."""
@@ -82,6 +112,7 @@ class EnsembleReader:
         next_id = first
         while True:
             lac = await self._poll_lac(next_id - 1)
+            self.lac = max(self.lac, lac)
             while next_id <= lac:
                 yield await self._read_fresh(next_id)
                 next_id += 1
@@ -96,10 +127,10 @@ class EnsembleReader:
         """A tail's read: on failure the metadata is read again (an ensemble change may have
         placed the entry elsewhere since this reader opened) and the read retried once."""
         try:
-            return await self.read_entry(entry_id)
+            return await self._read_replicas(entry_id)
         except (NoEntry, NoLedger, *BOOKIE_FAILURES):
             self.metadata = await self.bk.store.read(self.ledger_id)
-            return await self.read_entry(entry_id)
+            return await self._read_replicas(entry_id)
 
     async def _poll_lac(self, known: int) -> int:
         """The LAC long poll on every bookie of the last segment: the first answer above
@@ -123,16 +154,22 @@ class EnsembleReader:
                 future.cancel()
 
     async def read_lac(self) -> int:
-        """The highest LAC the last segment's bookies report (-1: none); entries up to it are
-        acknowledged, so readable from their write sets."""
-        lacs = []
+        """The highest LAC the last segment's bookies report, never below one this reader
+        saw before (RD1; -1: none); entries up to it are acknowledged, so readable from
+        their write sets. A closed ledger's is its last entry id."""
+        if self.metadata.closed:
+            return self.metadata.last_entry_id
+        lacs = [self.lac]
         for bookie_id in self.metadata.ensembles[-1][1]:
             try:
                 lacs.append(await asyncio.wait_for(
                     self.bk.client(bookie_id).read_lac(self.ledger_id), self.bk.read_timeout_s))
             except (NoLedger, *BOOKIE_FAILURES):
                 continue
-        return max(lacs, default=-1)
+        self.lac = max(lacs)
+        return self.lac
 
     async def read_range(self, first: int, last: int) -> list[LedgerEntry]:
-        return [await self.read_entry(e) for e in range(first, last + 1)]
+        """Entries ``first``..``last``, all at or below the LAC (RD2)."""
+        await self._check_confirmed(last)
+        return [await self._read_replicas(e) for e in range(first, last + 1)]

@@ -1,5 +1,5 @@
 """Recovery of a replicated ledger whose writer may be dead (REPLICATION.md §3; EN4 in
-api/client/ensemble.py; BookKeeper's LedgerRecoveryOp).
+api/client/ensemble.py; BookKeeper's LedgerRecoveryOp and ReadOnlyLedgerHandle).
 
     1. CAS OPEN -> IN_RECOVERY (a concurrent recovery finds it so and goes on)
     2. fence every bookie of the last segment; coverage: no write set with Qa bookies that
@@ -7,11 +7,26 @@ api/client/ensemble.py; BookKeeper's LedgerRecoveryOp).
     3. start at max(highest LAC, first entry of the last segment - 1)
     4. entry by entry from the fenced bookies: present / missing (Qw-Qa+1 ENOENTRY) /
        undecided (RecoveryUndecided: never truncate)
-    5. write every present entry back to its write set as a recovery add; a bookie that fails
-       it is replaced by an ensemble change (a new segment from that entry, CAS), as
-       BookKeeper's recovery writes through an ordinary handle (BK #1067: one hanging bookie
-       must not stall recovery)
-    6. CAS IN_RECOVERY -> CLOSED at the last present entry (an already CLOSED ledger: done)
+    5. write every present entry back to its whole write set as a recovery add; a bookie
+       that fails it is replaced in recovery's own view of the ensembles (BK #1067: one
+       hanging bookie must not stall recovery), and the entry is written to the replacement
+    6. one CAS IN_RECOVERY -> CLOSED at the last present entry that also adds the segments
+       step 5 made (an already CLOSED ledger: done, its end is the one that counts)
+
+Invariants:
+    RC1. Recovery's ensemble changes reach the metadata only with the close, in the same
+         compare-and-set (BookKeeper's ``newEnsemblesFromRecovery``, committed by
+         ``closeRecovered``). While a ledger is IN_RECOVERY its ensembles never change, so
+         every recovery fences the bookies that hold the writer's last segment. (Committing
+         a replacement mid-recovery let a recovery that then failed leave an empty bookie
+         in the last segment, and the next recovery fenced it, read ENOENTRY from it and
+         truncated acknowledged entries: the compound-faults issue, bug A.)
+    RC2. The close is refused (RecoveryUndecided, retried later) if the ensembles are not
+         the ones this recovery fenced: it decided the end from those bookies only.
+    RC3. Every present entry is written back to all Qw bookies of its write set (replacing
+         those that fail) before the close names them; with fewer, recovery is undecided.
+         Closing with only Qa copies would leave a CLOSED ledger naming a bookie without
+         the entry until a replica check noticed.
 """
 
 from __future__ import annotations
@@ -22,12 +37,14 @@ import logging
 import random
 
 from api.client.codec import LedgerCodec, LedgerEntry
-from api.client.distribution import with_segment, write_set
+from api.client.distribution import segment_for, with_segment, write_set
 from api.client.ensemble import BOOKIE_FAILURES, BookKeeper, EnsembleReader, RecoveryUndecided
 from api.client.metadata import BadVersion, LedgerMetadata, MetadataState
 from bookie.errors import BookieError, NoEntry, NoLedger
 
 log = logging.getLogger("api.client.ensemble")
+#: Replacements tried for one entry's write-back before recovery gives up (undecided).
+WRITE_BACK_REPLACEMENTS_MAX = 3
 
 
 class Recovery:
@@ -36,12 +53,17 @@ class Recovery:
     def __init__(self, bk: BookKeeper, metadata: LedgerMetadata, codec: LedgerCodec) -> None:
         self.bk, self.metadata, self.codec = bk, metadata, codec
         self.ledger_id = metadata.ledger_id
+        #: Recovery's view of the ensembles: the fenced ones plus its own changes (RC1).
+        self.ensembles: tuple = metadata.ensembles
+        self._fenced_ensembles: tuple = metadata.ensembles
+        self._failed: set[str] = set()  # bookies that failed a write-back: not chosen again
 
     async def run(self) -> LedgerMetadata:
         await self._mark_in_recovery()
         if self.metadata.state is MetadataState.CLOSED:
             return self.metadata  # another recovery finished first
-        first, ensemble = self.metadata.ensembles[-1]
+        self.ensembles = self._fenced_ensembles = self.metadata.ensembles
+        first, ensemble = self.ensembles[-1]
         fenced = await self._fence(ensemble)
         self._check_coverage(ensemble, fenced)
         lacs = [reply["lac"] for reply in fenced.values()]
@@ -56,7 +78,7 @@ class Recovery:
             present.append(entry)
             entry_id += 1
         for entry in present:
-            ensemble = await self._write_back(entry, ensemble)
+            await self._write_back(entry)
             length = entry.length
         last = present[-1].entry_id if present else start
         return await self._close(last, length)
@@ -99,7 +121,7 @@ class Recovery:
         if entry_id < 0:
             return 0
         reader = EnsembleReader(self.bk, self.metadata, self.codec)
-        return (await reader.read_entry(entry_id)).length
+        return (await reader._read_replicas(entry_id)).length  # recovery reads past the LAC
 
     async def _decide(self, entry_id: int, ensemble, fenced: dict[int, dict]):
         """The entry if present, None if missing; RecoveryUndecided otherwise (EN4)."""
@@ -123,23 +145,27 @@ class Recovery:
         raise RecoveryUndecided(f"ledger {self.ledger_id}: entry {entry_id} neither found nor "
                                 f"missing on enough bookies ({missing} said ENOENTRY)")
 
-    async def _write_back(self, entry: LedgerEntry, ensemble) -> tuple[str, ...]:
-        """Re-add a present entry to its whole write set as a recovery add (it passes the
-        fence); the bookies that fail it are replaced first (step 5). Returns the ensemble
-        the following entries go to."""
+    async def _write_back(self, entry: LedgerEntry) -> None:
+        """RC3: re-add a present entry to its whole write set as a recovery add (it passes
+        the fence); each bookie that fails it is replaced in recovery's view (RC1), and the
+        entry written to the replacement."""
         meta = self.metadata
         data = self.codec.frame(entry.entry_id, entry.lac, entry.length, entry.payload)
+        ensemble = segment_for(self.ensembles, entry.entry_id)[1]
         indices = write_set(entry.entry_id, len(ensemble), meta.write_quorum)
         done = await self._add_to(ensemble, indices, entry.entry_id, data)
         failed = [i for i, ok in zip(indices, done) if not ok]
-        if failed:
+        for _ in range(WRITE_BACK_REPLACEMENTS_MAX):
+            if not failed:
+                return
+            self._failed.update(ensemble[i] for i in failed)
             ensemble = await self._replace(ensemble, failed, entry.entry_id)
             again = await self._add_to(ensemble, failed, entry.entry_id, data)
-            done = [ok for ok in done if ok] + again
-        if sum(done) < meta.ack_quorum:
-            raise RecoveryUndecided(f"ledger {self.ledger_id}: entry {entry.entry_id} written "
-                                    f"back to {sum(done)} bookies, fewer than Qa")
-        return ensemble
+            failed = [i for i, ok in zip(failed, again) if not ok]
+        if failed:
+            raise RecoveryUndecided(
+                f"ledger {self.ledger_id}: entry {entry.entry_id} could not be written back "
+                f"to {[ensemble[i] for i in failed]} nor to replacements")
 
     async def _add_to(self, ensemble, indices, entry_id: int, data: bytes) -> list[bool]:
         async def one(index: int) -> bool:
@@ -148,40 +174,43 @@ class Recovery:
                     self.ledger_id, entry_id, data, self.codec.master_key,
                     self.codec.digest_type.header_name, recovery=True), self.bk.add_timeout_s)
                 return True
-            except (BookieError, *BOOKIE_FAILURES):
+            except (BookieError, *BOOKIE_FAILURES) as exc:
+                log.warning("recovery of ledger %d: write-back of entry %d to %s failed: %s",
+                            self.ledger_id, entry_id, ensemble[index], exc)
                 return False
         return list(await asyncio.gather(*(one(i) for i in indices)))
 
     async def _replace(self, ensemble, failed: list[int], entry_id: int) -> tuple[str, ...]:
-        """An ensemble change during recovery: a segment from ``entry_id`` with the failed
-        indices replaced, committed (CAS, state IN_RECOVERY) before anything is written."""
-        while True:
-            current = self.metadata
-            candidates = [b for b in await self.bk.writable_bookies() if b not in ensemble]
-            if len(candidates) < len(failed):
-                raise RecoveryUndecided(f"ledger {self.ledger_id}: no bookie to replace "
-                                        f"{[ensemble[i] for i in failed]} during recovery")
-            chosen = list(ensemble)
-            for index, bookie_id in zip(failed, random.sample(candidates, len(failed))):
-                chosen[index] = bookie_id
-            try:
-                self.metadata = await self.bk.store.write(dataclasses.replace(
-                    current, ensembles=with_segment(current.ensembles, entry_id, chosen)))
-                return tuple(chosen)
-            except BadVersion:
-                self.metadata = await self.bk.store.read(self.ledger_id)
-                if self.metadata.state is MetadataState.CLOSED:
-                    raise RecoveryUndecided(f"ledger {self.ledger_id} was closed by another "
-                                            f"recovery meanwhile") from None
+        """An ensemble change during recovery, in recovery's view only (RC1): a segment from
+        ``entry_id`` with the failed indices replaced by bookies outside the ensemble that
+        have not failed this recovery."""
+        candidates = [b for b in await self.bk.writable_bookies()
+                      if b not in ensemble and b not in self._failed]
+        if len(candidates) < len(failed):
+            raise RecoveryUndecided(f"ledger {self.ledger_id}: no bookie to replace "
+                                    f"{[ensemble[i] for i in failed]} during recovery")
+        chosen = list(ensemble)
+        for index, bookie_id in zip(failed, random.sample(candidates, len(failed))):
+            chosen[index] = bookie_id
+        self.ensembles = with_segment(self.ensembles, entry_id, chosen)
+        log.info("recovery of ledger %d: %s replaced by %s from entry %d (committed with the "
+                 "close)", self.ledger_id, [ensemble[i] for i in failed],
+                 [chosen[i] for i in failed], entry_id)
+        return tuple(chosen)
 
     async def _close(self, last: int, length: int) -> LedgerMetadata:
+        """RC1, RC2: one CAS to CLOSED that also commits recovery's segments."""
         while True:
             current = self.metadata
             if current.state is MetadataState.CLOSED:
-                return current  # a concurrent recovery closed it: the same end (converge)
+                return current  # a concurrent recovery closed it: its end counts (converge)
+            if current.ensembles != self._fenced_ensembles:
+                raise RecoveryUndecided(f"ledger {self.ledger_id}: its ensembles changed "
+                                        f"during recovery; recover again")
             try:
                 self.metadata = await self.bk.store.write(dataclasses.replace(
-                    current, state=MetadataState.CLOSED, last_entry_id=last, length=length))
+                    current, state=MetadataState.CLOSED, last_entry_id=last, length=length,
+                    ensembles=self.ensembles))
                 return self.metadata
             except BadVersion:
                 self.metadata = await self.bk.store.read(self.ledger_id)

@@ -1,0 +1,157 @@
+"""Compound faults (the compound-faults issue): a fault during recovery, an append racing
+close, reads at and above the LAC; each on a real ZooKeeper and real bookie daemons, each
+failing on the code the issue was filed against."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import pytest
+
+from api.client.codec import LedgerCodec
+from api.client.distribution import bookies_of
+from api.client.ensemble import BookKeeper, LedgerClosed, RecoveryUndecided
+from api.client.ensemble_reader import BeyondLastConfirmed
+from api.client.ensemble_recovery import Recovery
+from api.client.metadata import MetadataState
+from tests.support.servers import Daemon
+from tests.support.zookeeper import free_port
+
+FLAGS = ("--checkpoint-interval-ms", "3600000", "--journal-prealloc-bytes", "1MiB")
+FAST = {"add_timeout_s": 2.0, "read_timeout_s": 2.0}
+
+
+@pytest.fixture
+def bookies(tmp_path, zk_uri):
+    daemons = [Daemon(str(tmp_path / f"b{i}" / "data"), *FLAGS, "--metadata-service-uri",
+                      zk_uri, "--port", str(free_port())).start() for i in range(4)]
+    yield daemons
+    for daemon in daemons:
+        if daemon.proc is not None and daemon.proc.poll() is None:
+            daemon.proc.send_signal(signal.SIGCONT)
+            daemon.terminate()
+
+
+def by_id(bookies) -> dict[str, Daemon]:
+    return {d.url.split("//", 1)[1]: d for d in bookies}
+
+
+def pause(daemon: Daemon) -> None:
+    daemon.proc.send_signal(signal.SIGSTOP)
+
+
+def resume(daemon: Daemon) -> None:
+    daemon.proc.send_signal(signal.SIGCONT)
+
+
+async def test_a_failed_recoverys_replacement_does_not_let_the_next_recovery_truncate(
+        bookies, zk_uri):
+    """Bug A at 2/2/2 with A, B and spares C, D: 20 entries acked (bookie LAC 9), the writer
+    dies. Recovery 1 runs with B, C and D paused: A fences, the write-back of entry 10 to B
+    times out, so do the replacements: RecoveryUndecided. Then B, C, D resume and A pauses.
+    Recovery 2 must fence B (not an empty replacement) and close at 19: every acked entry
+    reads back. Before the fix recovery 1 committed (10, [A, C]) and recovery 2 closed at 10."""
+    daemons = by_id(bookies)
+    async with await BookKeeper.connect(zk_uri, **FAST) as bk:
+        writer = await bk.create_ledger(2, 2, 2, password=b"pw")
+        for i in range(10):
+            await writer.append(b"e%d" % i)
+        acked = await asyncio.gather(*(writer.append(b"e%d" % i) for i in range(10, 20)))
+        assert acked == list(range(10, 20))
+        first, second = writer.ensemble  # the writer now "dies": no close
+        spares = [b for b in daemons if b not in writer.ensemble]
+        codec = LedgerCodec.for_password(writer.ledger_id, b"pw", writer.metadata.digest_type)
+
+        for bookie_id in (second, *spares):
+            pause(daemons[bookie_id])
+        try:
+            with pytest.raises(RecoveryUndecided):
+                await Recovery(bk, await bk.store.read(writer.ledger_id), codec).run()
+        finally:
+            for bookie_id in (second, *spares):
+                resume(daemons[bookie_id])
+        after_failure = await bk.store.read(writer.ledger_id)
+
+        pause(daemons[first])
+        try:
+            reader = await bk.open_ledger(writer.ledger_id, b"pw")
+            assert reader.metadata.state is MetadataState.CLOSED
+            assert reader.metadata.last_entry_id == 19
+            entries = await reader.read_range(0, 19)
+        finally:
+            resume(daemons[first])
+        assert [e.payload for e in entries] == [b"e%d" % i for i in range(20)]
+        assert after_failure.state is MetadataState.IN_RECOVERY
+        assert after_failure.ensembles == ((0, (first, second)),)  # RC1: nothing committed
+        # The close committed recovery's replacement of the paused bookie (RC1), and every
+        # bookie the metadata names for an entry holds it (RC3: Qw copies, not Qa).
+        assert first not in reader.metadata.ensembles[-1][1]
+        for entry_id in range(20):
+            for bookie_id in bookies_of(reader.metadata.ensembles, entry_id, 2):
+                if bookie_id != first:
+                    data = await bk.client(bookie_id).read_entry(writer.ledger_id, entry_id)
+                    assert codec.decode(data, entry_id).payload == b"e%d" % entry_id
+
+
+async def test_d_no_append_is_acknowledged_after_close(bookies, zk_uri):
+    """Bug D: one task appends while another closes. Every append that began before the
+    close is waited for and lies at or below the closed end; every later one fails with
+    LedgerClosed. Before the fix appends up to 199 were acked on a ledger closed at 182."""
+    async with await BookKeeper.connect(zk_uri, **FAST) as bk:
+        writer = await bk.create_ledger(3, 2, 2, password=b"pw")
+        acked: list[int] = []
+        refused = 0
+        closed_at: list[int] = []
+
+        async def appender() -> None:
+            nonlocal refused
+            for i in range(200):
+                try:
+                    acked.append(await writer.append(b"x%d" % i))
+                except LedgerClosed:
+                    refused += 1
+
+        async def closer() -> None:
+            while len(acked) < 50:
+                await asyncio.sleep(0)  # yields only: the close starts amid the appends
+            closed_at.append(await writer.close())
+
+        await asyncio.gather(appender(), closer())
+        metadata = await bk.store.read(writer.ledger_id)
+        assert metadata.state is MetadataState.CLOSED
+        assert metadata.last_entry_id == closed_at[0]
+        assert acked and max(acked) <= metadata.last_entry_id  # S2
+        assert refused == 200 - len(acked) > 0
+        with pytest.raises(LedgerClosed):
+            await writer.append(b"after")
+        assert await writer.close() == closed_at[0]  # a second close: the same end
+
+
+async def test_s4_reads_above_the_lac_and_past_the_end_are_refused(bookies, zk_uri):
+    """S4 (RD1, RD2): a reader of an open ledger reads entries up to the LAC the bookies
+    report, is refused above it, and its LAC never goes back; on a closed ledger the end is
+    the limit. Before the fix read_entry served an entry above the LAC."""
+    async with await BookKeeper.connect(zk_uri, **FAST) as bk:
+        writer = await bk.create_ledger(3, 2, 2, password=b"pw")
+        for i in range(5):
+            await writer.append(b"e%d" % i)
+        # Entry 4 is acked, but only entry 5 would carry LAC 4: the bookies' LAC is 3.
+        reader = await bk.open_ledger(writer.ledger_id, b"pw", recover=False)
+        assert await reader.read_lac() == 3
+        assert (await reader.read_entry(3)).payload == b"e3"
+        with pytest.raises(BeyondLastConfirmed):
+            await reader.read_entry(4)  # stored on its bookies, but not confirmed to readers
+        with pytest.raises(BeyondLastConfirmed):
+            await reader.read_range(0, 4)
+        await writer.append(b"e5")
+        assert (await reader.read_entry(4)).payload == b"e4"  # the LAC is looked up again
+        assert reader.lac == 4
+        assert await reader.read_lac() == 4
+        await writer.close()
+        closed = await bk.open_ledger(writer.ledger_id, b"pw")
+        assert await closed.read_lac() == 5
+        assert [e.payload for e in await closed.read_range(0, 5)] == [
+            b"e%d" % i for i in range(6)]
+        with pytest.raises(BeyondLastConfirmed):
+            await closed.read_entry(6)
