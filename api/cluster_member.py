@@ -18,7 +18,14 @@ Invariants:
          only if the ledger is CLOSED (an open ledger's writer may still choose this bookie),
          names bookies at all, is not marked under-replicated (a worker may be copying to
          this bookie before its compare-and-set names it), and was seen so at GC runs
-         spanning ``gc_metadata_grace_ms``.
+         spanning ``gc_metadata_grace_ms``. The last check and the delete run under the
+         ledger's replication lock (``underreplication/locks/urL<id>``, as BookKeeper's
+         GarbageCollectorThread.removeOverReplicatedLedgers): a worker copies to this bookie
+         and compare-and-sets it in only while holding that lock, so the delete never
+         takes a copy the metadata names.
+    GM3. A copy GM2 deleted leaves a tombstone, but the metadata still lists the ledger, so
+         a later recovery add (a worker placing a copy here again) revives it (W5 in
+         bookie/node/writes.py): GM2 never wedges re-replication.
     CK1. A bookie whose ZooKeeper cookie names another data-dir instance than its dirs hold,
          or whose dirs are empty while ZooKeeper holds its cookie, does not start: it could
          answer ENOENTRY for entries it acknowledged, and recovery would then truncate them.
@@ -112,6 +119,7 @@ class ClusterMember:
         await asyncio.to_thread(self._write_cookie)
         await self._register()
         self.bookie.add_gc_prelude(self.delete_unlisted)
+        self.bookie.may_revive = self._listed  # GM3
         self._counter = self._loop.create_task(self._count_underreplicated(),
                                                name="zk-underreplicated")
         self.bookie.add_state_listener(self._on_state)
@@ -140,15 +148,47 @@ class ClusterMember:
                 await self.bookie.delete_ledger(ledger_id)
                 self._missing.pop(ledger_id)
                 deleted.append(ledger_id)
-        moved = await self._placed_elsewhere([i for i in local if i in listed], now, grace)
-        for ledger_id in moved:
-            await self.bookie.delete_ledger(ledger_id)
+        moved = []
+        for ledger_id in await self._placed_elsewhere([i for i in local if i in listed], now,
+                                                      grace):
+            if await self._delete_placed_elsewhere(ledger_id):
+                moved.append(ledger_id)
             self._moved.pop(ledger_id, None)
         if deleted or self._missing or moved:
             log.info("GC from metadata: deleted ledgers %s; %d missing from metadata for less "
                      "than the grace period; deleted copies placed elsewhere now %s", deleted,
                      len(self._missing), moved)
         return deleted + moved
+
+    async def _listed(self, ledger_id: int) -> bool:
+        try:
+            await self.metadata.read(ledger_id)
+            return True
+        except NoLedger:
+            return False
+
+    def _no_longer_here(self, metadata, marked: bool) -> bool:
+        """GM2's condition on one ledger's metadata."""
+        return metadata.closed and bool(metadata.ensembles) and not marked and \
+            self.bookie_id not in referenced_bookies(metadata)
+
+    async def _delete_placed_elsewhere(self, ledger_id: int) -> bool:
+        """GM2's last check and the delete, under the ledger's replication lock."""
+        ur = Underreplication(self.registration.client, self.registration.root, self.bookie_id)
+        if not await asyncio.to_thread(ur.try_lock, ledger_id):
+            return False  # a worker holds it: look again at a later run
+        try:
+            marked = await asyncio.to_thread(ur.marker, ledger_id) is not None
+            try:
+                metadata = await self.metadata.read(ledger_id)
+            except NoLedger:
+                return False  # deleted meanwhile: GM1 takes it at a later run
+            if not self._no_longer_here(metadata, marked):
+                return False
+            await self.bookie.delete_ledger(ledger_id)
+            return True
+        finally:
+            await asyncio.to_thread(ur.release, ledger_id)
 
     async def _placed_elsewhere(self, listed_local: list[int], now: float,
                                 grace: float) -> list[int]:
@@ -161,8 +201,7 @@ class ClusterMember:
                 metadata = await self.metadata.read(ledger_id)
             except NoLedger:
                 continue  # deleted meanwhile: GM1 takes it at a later run
-            if not metadata.closed or not metadata.ensembles or ledger_id in marked or \
-                    self.bookie_id in referenced_bookies(metadata):
+            if not self._no_longer_here(metadata, ledger_id in marked):
                 self._moved.pop(ledger_id, None)
                 continue
             first = self._moved.setdefault(ledger_id, now)

@@ -38,6 +38,10 @@ Invariants:
         points into it; if one does, the log stays and the run reports it. With E5 of
         entrylog/reader.py (a scan cut by a damaged size field is corrupt, not a torn
         tail), this closes issue 13 bug 2: a partial scan deleted live entries.
+    G8. A revived ledger (storage R6, on the checkpoint thread like every GC step) leaves
+        the dead set at once (``forget_dead``), and phase 1 skips it even if listed before:
+        its new locations are never range-deleted, and its new bytes count as live. Bytes of
+        its old copy left in rolled logs count as live too until it is deleted again.
     G6. Compaction is suspended while a data dir is over the warn threshold, or by the
         operator, unless forced: it needs room for the copy before the old log goes.
 
@@ -204,6 +208,10 @@ class GarbageCollector:
         counters.last_run_s = result.seconds
         counters.last_run_finished_at = result.finished_at
 
+    def forget_dead(self, ledger_id: int) -> None:
+        """G8: on the checkpoint thread, after storage revived the ledger."""
+        self._index_settled.discard(ledger_id)
+
     # -- phase 1: the index -------------------------------------------------------------
 
     def _clean_index(self, run: GcRun) -> None:
@@ -214,6 +222,8 @@ class GarbageCollector:
             run.fresh = [ledger_id for ledger_id in storage.ledgers.deleted_ids()
                          if ledger_id not in self._index_settled]
         chunk, run.fresh = run.fresh[:INDEX_CHUNK], run.fresh[INDEX_CHUNK:]
+        # G8: a ledger revived since the run listed it is live again: hands off.
+        chunk = [ledger_id for ledger_id in chunk if storage.ledgers.is_deleted(ledger_id)]
         if chunk:
             locations = storage.locations
             leftover = [ledger_id for ledger_id in chunk

@@ -12,6 +12,7 @@ Invariants:
         (DESIGN.md §1.3); its locations are range-deleted at the next flush.
     R4. Compaction moves an entry (index switched) before it deletes the old log, so a read
         that fails on a location the index no longer holds is retried once at the new one.
+    R6. ``revive_ledger`` (checkpoint thread) is the way back from a tombstone; see there.
 
 Thread-safety: ``add_entry``, ``delete_ledger`` and ledger-state calls on the loop (or the
 replay thread); ``get_entry`` on the loop (cache) or a read executor thread; ``flush`` and
@@ -86,6 +87,18 @@ class LedgerStorage:
         self.cache.drop_ledger(ledger_id)
         with self._delete_lock:
             self._pending_deletes.add(ledger_id)
+
+    def revive_ledger(self, ledger_id: int) -> None:
+        """R6: a tombstoned ledger becomes a new empty one (a cluster bookie takes a copy
+        again that its GC deleted). On the checkpoint thread, never during a flush: the
+        pending range-delete is dropped and the locations removed (synced) before the live
+        state is written, so no flush can delete the new ledger's locations and no old
+        location points into a log GC may delete."""
+        with self._delete_lock:
+            self._pending_deletes.discard(ledger_id)
+        if self.locations.last_entry_id(ledger_id) is not None:
+            self.locations.delete_ledgers([ledger_id], sync=True)
+        self.ledgers.revive(ledger_id)
 
     def flush(self) -> FlushStats:
         """Checkpoint steps 2-6 (DESIGN.md §3.4): swap, append sorted, fsync, index, sync.

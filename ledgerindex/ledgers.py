@@ -14,6 +14,9 @@ Invariants:
     M2. No write of an older state overtakes a newer one: ``flush`` and ``mark_deleted``
         serialize their RocksDB writes, and ``flush`` snapshots under that order, so a flush
         racing a deletion can never write the live state over the tombstone.
+    M7. ``revive`` is the only way back from a tombstone: a synced fresh state, written
+        after the ledger's locations are gone, so no old location survives into the new
+        ledger (GC's dead set and the pending deletes are the storage's to clear).
     M3. A change made while a flush is writing is not lost: ``flush`` takes the dirty set and
         clears it in one step under the lock, so the change stays dirty for the next flush.
     M4. Keys with a negative ledger id (BookKeeper's storage-state flags under -0xeefd) are
@@ -312,6 +315,23 @@ class LedgerMetadataIndex:
                     self._dirty.add(ledger_id)
                 raise
         return current is not None and current.exists
+
+    def revive(self, ledger_id: int) -> None:
+        """Turn a tombstone back into a new, empty ledger, synced (M7). Only for a copy a
+        cluster bookie's GC deleted because the metadata placed it elsewhere, now placed here
+        again; the caller has removed every location of it first. Not a tombstone: no-op."""
+        _check_ledger_id(ledger_id)
+        with self._write_lock:
+            with self._lock:
+                current = self._states.get(ledger_id)
+                if current is None or current.exists:
+                    return
+            fresh = LedgerState()
+            self.kv.put(keys.encode_ledger_key(ledger_id), keys.encode_ledger_state(fresh),
+                        sync=True)
+            with self._lock:
+                self._states[ledger_id] = fresh
+                self._dirty.discard(ledger_id)
 
     def purge(self, ledger_id: int) -> None:
         """Remove a tombstone entirely, synced. The ledger id becomes unknown again.

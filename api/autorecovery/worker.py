@@ -2,13 +2,13 @@
 REPLICATION.md §4): takes the lock of a marked ledger and puts its missing copies back.
 
 For each closed fragment (segment x bookie index) whose bookie is *bad* (not registered,
-writable or read-only; being decommissioned; or named by the marker, for the closed
-fragments only), it reads the fragment's entries from the surviving replicas, each one's
+writable or read-only; being decommissioned; or named by the marker and missing some of
+the fragment's entries, RW6), it reads the fragment's entries from the surviving replicas, each one's
 digest verified, writes them to a new bookie chosen by placement (writable, not in the
 segment) as recovery adds, then compare-and-sets the new bookie into that segment. An
 OPEN ledger whose last segment holds a lost bookie waits
-``open_ledger_rereplication_grace_period_s`` from when it was marked (its writer may still
-change its ensemble itself), then is recovered (fenced, closed: EN4) and replicated. The
+``open_ledger_rereplication_grace_period_s`` (RW7) (its writer may still change its
+ensemble itself), then is recovered (fenced, closed: EN4) and replicated. The
 marker goes once no closed fragment names a bad bookie; a failed attempt releases the lock
 and backs off, doubling up to BACKOFF_MAX_S.
 
@@ -22,6 +22,17 @@ Invariants:
          digest; with none, the attempt fails (retried later), nothing is replaced.
     RW4. Only closed fragments are copied: a fragment whose end is not known (an open last
          segment) is recovered first.
+    RW5. A target that refuses the copy (a tombstone it cannot lift, read-only, down) is
+         ruled out for that fragment and the next candidate tried, so no one bookie can
+         wedge a ledger's re-replication.
+    RW6. A bookie the marker names but that is registered again (it came back) is not
+         replaced on the marker's word: its closed fragments are checked against the ids it
+         holds (``entry_id_ranges``, the replica check), and only a fragment missing
+         entries is replaced (BookKeeper's LedgerChecker reads the fragment).
+    RW7. An open ledger's grace counts from when this worker first saw its last segment
+         hold the present set of lost bookies, not from the marker's ctime: a marker made
+         for an older loss (the writer replaced that bookie itself) must not cut short the
+         writer's chance to replace a newer one. A restart forgets, which only delays.
 """
 
 from __future__ import annotations
@@ -36,7 +47,7 @@ from api.autorecovery.throttle import Throttle
 from api.client.codec import LedgerCodec
 from api.client.distribution import write_set
 from api.client.ensemble import BOOKIE_FAILURES, BookKeeper, NotEnoughBookies
-from api.client.fragments import Fragment, fragments
+from api.client.fragments import Fragment, fragments, missing_entries
 from api.client.metadata import BadVersion, LedgerMetadata
 from api.client.underreplication import Underreplication
 from bookie.errors import BookieError, IOFailure, NoLedger
@@ -47,6 +58,10 @@ BACKOFF_FIRST_S, BACKOFF_MAX_S = 1.0, 60.0
 #: A copy reads this many entries at once, then sends them as POST batches of at most
 #: COPY_BATCH_BYTES.
 COPY_BATCH_ENTRIES, COPY_BATCH_BYTES = 64, 1 << 20
+
+
+class _TargetRefused(IOFailure):
+    """RW5: the copy's target failed a write; another target may take it."""
 
 
 @dataclasses.dataclass
@@ -67,6 +82,8 @@ class ReplicationWorker:
         self.wake = wake
         self.stats = WorkerStats()
         self._retry: dict[int, tuple[float, float]] = {}  # ledger -> (not before, backoff)
+        #: RW7: (ledger, lost bookies of its open last segment) -> first seen (monotonic).
+        self._open_seen: dict[tuple[int, frozenset], float] = {}
 
     async def run(self) -> None:
         while True:
@@ -91,9 +108,9 @@ class ReplicationWorker:
         taken = await asyncio.to_thread(self.ur.poll, skip)
         if taken is None:
             return False
-        ledger_id, replicas, ctime_ms, version = taken
+        ledger_id, replicas, _ctime_ms, version = taken
         try:
-            outcome = await self.replicate(ledger_id, set(replicas), ctime_ms)
+            outcome = await self.replicate(ledger_id, set(replicas))
         except Exception as exc:  # noqa: BLE001 - released and retried after a backoff
             log.warning("re-replication of ledger %d failed: %s", ledger_id, exc)
             self.stats.failures += 1
@@ -110,7 +127,7 @@ class ReplicationWorker:
         self._retry[ledger_id] = (time.monotonic() + wait, min(backoff, BACKOFF_MAX_S))
         return True
 
-    async def replicate(self, ledger_id: int, replicas: set[str], ctime_ms: int):
+    async def replicate(self, ledger_id: int, replicas: set[str]):
         """True once nothing closed names a bad bookie; a float: look again in that many
         seconds (an open ledger in its grace period). Raises on a failed attempt."""
         try:
@@ -119,41 +136,70 @@ class ReplicationWorker:
             return True  # deleted: nothing to put back
         alive = await self.bk.alive_bookies()
         leaving = await asyncio.to_thread(self.ur.decommissioning)
-
-        def bad(bookie_id: str) -> bool:
-            return bookie_id not in alive or bookie_id in leaving or bookie_id in replicas
-
         codec = LedgerCodec.for_password(ledger_id, metadata.password, metadata.digest_type)
-        if not metadata.closed and any(b not in alive or b in leaving
-                                       for b in metadata.ensembles[-1][1]):
-            waited = time.time() - ctime_ms / 1000.0
-            if waited < self.grace_s:
-                return float(max(0.1, self.grace_s - waited))
+        lost = frozenset(b for b in metadata.ensembles[-1][1] if b not in alive or b in leaving)
+        if not metadata.closed and lost:
+            now = time.monotonic()
+            seen = self._open_seen.setdefault((ledger_id, lost), now)  # RW7
+            if now - seen < self.grace_s:
+                return float(max(0.1, self.grace_s - (now - seen)))
             from api.client.ensemble_recovery import Recovery  # noqa: PLC0415 (a cycle)
 
-            log.info("ledger %d: open %.0f s after its bookie was lost; recovering it",
-                     ledger_id, waited)
+            log.info("ledger %d: open %.0f s after its bookies %s were lost; recovering it",
+                     ledger_id, now - seen, sorted(lost))
             metadata = await Recovery(self.bk, metadata, codec).run()  # RW4
+        self._open_seen = {k: v for k, v in self._open_seen.items() if k[0] != ledger_id}
         for fragment in fragments(metadata):
-            if fragment.last is not None and bad(fragment.bookie_id):
+            if fragment.last is not None and await self._bad(metadata, fragment, replicas,
+                                                             alive, leaving):
                 metadata = await self._replace(metadata, fragment, codec, alive, leaving)
-        left = [f for f in fragments(await self.bk.store.read(ledger_id))
-                if f.last is not None and bad(f.bookie_id)]
+        current = await self.bk.store.read(ledger_id)
+        left = [f for f in fragments(current) if f.last is not None and
+                await self._bad(current, f, replicas, alive, leaving)]
         if left:
             raise IOFailure(f"ledger {ledger_id}: fragments still on {left[0].bookie_id}")
         return True
+
+    async def _bad(self, metadata: LedgerMetadata, fragment: Fragment, replicas: set[str],
+                   alive: set[str], leaving: set[str]) -> bool:
+        """Whether a closed fragment must be copied elsewhere: its bookie is gone or leaving,
+        or the marker names it and it lacks some of the fragment's entries (RW6)."""
+        bookie_id = fragment.bookie_id
+        if bookie_id not in alive or bookie_id in leaving:
+            return True
+        if bookie_id not in replicas:
+            return False
+        try:
+            held = await asyncio.wait_for(self.bk.client(bookie_id).entry_id_ranges(
+                metadata.ledger_id), self.bk.read_timeout_s)
+        except NoLedger:
+            held = []
+        except (BookieError, *BOOKIE_FAILURES):
+            return True  # it cannot say what it holds: as good as gone
+        return bool(missing_entries(fragment, held, metadata.ensemble_size,
+                                    metadata.write_quorum))
 
     async def _replace(self, metadata: LedgerMetadata, fragment: Fragment, codec: LedgerCodec,
                        alive: set[str], leaving: set[str]) -> LedgerMetadata:
         first, members = metadata.ensembles[fragment.segment]
         writable = await self.bk.writable_bookies()
         candidates = [b for b in writable if b not in members and b not in leaving]
-        if not candidates:
-            raise NotEnoughBookies(f"ledger {metadata.ledger_id}: no writable bookie outside "
-                                   f"{list(members)} to take {fragment.bookie_id}'s copies")
-        target = random.choice(candidates)
+        random.shuffle(candidates)
         entries = fragment.entries(metadata.ensemble_size, metadata.write_quorum)
-        await self._copy(metadata, fragment, members, entries, target, codec, alive)
+        refusals = []
+        for target in candidates:  # RW5: a target that refuses is ruled out
+            try:
+                await self._copy(metadata, fragment, members, entries, target, codec, alive)
+                break
+            except _TargetRefused as exc:
+                log.warning("ledger %d: %s refused the copy of %s's fragment (%s); trying "
+                            "another bookie", metadata.ledger_id, target, fragment.bookie_id,
+                            exc)
+                refusals.append(f"{target}: {exc}")
+        else:
+            raise NotEnoughBookies(f"ledger {metadata.ledger_id}: no writable bookie outside "
+                                   f"{list(members)} took {fragment.bookie_id}'s copies "
+                                   f"({'; '.join(refusals) or 'none to ask'})")
         while True:  # RW2
             current = await self.bk.store.read(metadata.ledger_id)
             segment_first, now_members = current.ensembles[fragment.segment]
@@ -218,8 +264,11 @@ class ReplicationWorker:
 
     async def _send(self, ledger_id: int, target: str, batch: list[bytes],
                     codec: LedgerCodec) -> None:
-        await asyncio.wait_for(self.bk.client(target).add_batch(
-            ledger_id, batch, codec.master_key, codec.digest_type.header_name, recovery=True),
-            self.bk.add_timeout_s)
+        try:
+            await asyncio.wait_for(self.bk.client(target).add_batch(
+                ledger_id, batch, codec.master_key, codec.digest_type.header_name,
+                recovery=True), self.bk.add_timeout_s)
+        except (BookieError, *BOOKIE_FAILURES) as exc:
+            raise _TargetRefused(str(exc) or type(exc).__name__) from exc
         self.stats.entries_copied += len(batch)
         self.stats.bytes_copied += sum(len(d) for d in batch)

@@ -243,6 +243,18 @@ class Underreplication:
             return ledger_id, *found
         return None
 
+    def try_lock(self, ledger_id: int) -> bool:
+        """Take the ledger's replication lock (``locks/urL<id>``, ephemeral) whether it is
+        marked or not, as BookKeeper's GC does around an over-replicated delete; False if
+        someone holds it."""
+        try:
+            self.client.create(f"{self.base}/locks/{marker_name(ledger_id)}",
+                               to_text(LockDataFormat(bookieId=self.holder_id)),
+                               ephemeral=True, makepath=True)
+            return True
+        except NodeExistsError:
+            return False
+
     def _locks(self) -> list[str]:
         try:
             return READ_RETRY.copy()(self.client.get_children, f"{self.base}/locks")

@@ -70,6 +70,10 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
         #: Ledgers marked under-replicated in ZooKeeper, as last counted (a cluster bookie).
         self.underreplicated_ledgers: int | None = None
         self.autorecovery = None  # a cluster bookie's AutoRecovery service, for /metrics
+        #: A cluster bookie's answer to "may a recovery add bring back this tombstoned
+        #: ledger?" (its metadata still lists it: GC deleted a copy placed elsewhere, and
+        #: autorecovery places one here again). None: never (a standalone bookie).
+        self.may_revive = None
         self.storage = LedgerStorage(self.disk, config)
         self.journal: Journal | None = None
         self.checkpoints: CheckpointThread | None = None

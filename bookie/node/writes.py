@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 
 from bookie import entry as entry_mod
@@ -16,6 +17,8 @@ from bookie.entry import DigestType
 from bookie.errors import BadDigest, BadRequest, Fenced, IOFailure, NoLedger
 from journal import format as jformat
 from ledgerindex import keys
+
+log = logging.getLogger("bookie.node")
 
 SANITY_LEDGER_ID = 0x7FFF_FFFF_FFFF_FF00
 SANITY_KEY = entry_mod.master_key(b"bookie-sanity")
@@ -28,6 +31,8 @@ class LedgerWrites:
                         digest_type: DigestType | None = None, recovery: bool = False,
                         deferred_sync: bool = False) -> None:
         """Store one framed entry; returns once durable (N1). Body ids must match the path."""
+        if recovery:
+            await self._revive_if_placed_here(ledger_id)
         stored = await self._prefetch(ledger_id, (entry_id,))
         future = self._add_nowait(ledger_id, entry_id, data, master_key, digest_type,
                                   recovery, deferred_sync, stored)
@@ -103,6 +108,8 @@ class LedgerWrites:
         ids = [entry_id for entry_id, _ in entries]
         if len(set(ids)) != len(ids):
             raise BadRequest("a batch names the same entry id twice")
+        if recovery:
+            await self._revive_if_placed_here(ledger_id)
         stored = await self._prefetch(ledger_id, ids)
         old, state = self._admit_ledger(ledger_id, master_key, digest_type, recovery)
         lac = self._admit_run(ledger_id, entries, state, stored)
@@ -201,6 +208,31 @@ class LedgerWrites:
         runtime = self._runtime_of(ledger_id)
         await asyncio.shield(self._submit(None, ledger_id))
         return runtime.last_entry_id
+
+    async def _revive_if_placed_here(self, ledger_id: int) -> None:
+        """W5: a recovery add to a tombstoned ledger that the cluster's metadata still lists
+        brings the ledger back, empty (storage R6, GC G8), instead of being refused. GC
+        deleted this copy because the metadata placed it elsewhere (GM2 in
+        api/cluster_member.py); a worker or a recovery now places one here again, and a
+        tombstone must not wedge that (BookKeeper's over-replicated GC leaves none). A
+        ledger deleted from the metadata keeps its tombstone: ids are never reused."""
+        state = self.storage.ledgers.get(ledger_id)
+        if state is None or state.exists or self.may_revive is None:
+            return
+        if not await self.may_revive(ledger_id):
+            return
+
+        def revive() -> None:  # on the checkpoint thread: never during a flush or GC step
+            if self.storage.ledgers.is_deleted(ledger_id):
+                self.storage.revive_ledger(ledger_id)
+                self.gc.forget_dead(ledger_id)
+        try:
+            await asyncio.shield(asyncio.wrap_future(self.checkpoints.submit(revive)))
+        except (IOFailure, OSError) as exc:
+            self.fail_io(exc)
+            raise IOFailure(f"reviving ledger {ledger_id}: {exc}") from exc
+        self._runtime.pop(ledger_id, None)
+        log.info("ledger %d: tombstone lifted, its copy is placed here again", ledger_id)
 
     async def delete_ledger(self, ledger_id: int) -> None:
         """Delete a ledger: a synced tombstone before returning (§1.3); its entries stop

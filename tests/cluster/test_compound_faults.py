@@ -5,6 +5,7 @@ failing on the code the issue was filed against."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import signal
 
 import pytest
@@ -15,6 +16,8 @@ from api.client.ensemble import BookKeeper, LedgerClosed, RecoveryUndecided
 from api.client.ensemble_reader import BeyondLastConfirmed
 from api.client.ensemble_recovery import Recovery
 from api.client.metadata import MetadataState
+from api.client.underreplication import Underreplication
+from bookie.errors import NoLedger
 from tests.support.servers import Daemon
 from tests.support.zookeeper import free_port
 
@@ -155,3 +158,91 @@ async def test_s4_reads_above_the_lac_and_past_the_end_are_refused(bookies, zk_u
             b"e%d" % i for i in range(6)]
         with pytest.raises(BeyondLastConfirmed):
             await closed.read_entry(6)
+
+
+@pytest.fixture
+def gc_bookies(tmp_path, zk_uri):
+    """Three bookies whose GC runs only when asked and deletes at the first sighting."""
+    daemons = [Daemon(str(tmp_path / f"g{i}" / "data"), *FLAGS, "--gc-interval-ms", "0",
+                      "--gc-metadata-grace-ms", "0", "--metadata-service-uri", zk_uri,
+                      "--port", str(free_port())).start() for i in range(3)]
+    yield daemons
+    for daemon in daemons:
+        daemon.terminate()
+
+
+async def closed_ledger_with_a_stray_copy(bk: BookKeeper, daemons):
+    """A closed 2/2/2 ledger, and a full copy of it on the third bookie, which the metadata
+    does not name: what a worker leaves before its compare-and-set, or GM2's prey."""
+    writer = await bk.create_ledger(2, 2, 2, password=b"pw")
+    for i in range(6):
+        await writer.append(b"e%d" % i)
+    await writer.close()
+    stray = next(b for b in daemons if b not in writer.ensemble)
+    reader = await bk.open_ledger(writer.ledger_id, b"pw")
+    datas = [writer.codec.frame(e.entry_id, e.lac, e.length, e.payload)
+             for e in await reader.read_range(0, 5)]
+    await bk.client(stray).add_batch(writer.ledger_id, datas, writer.codec.master_key,
+                                     writer.codec.digest_type.header_name, recovery=True)
+    return writer, stray, datas
+
+
+async def gc(bk: BookKeeper, bookie_id: str) -> dict:
+    return await bk.client(bookie_id)._request("POST", "/v1/bookie/gc", admin=True)
+
+
+async def test_b_a_copy_gc_deleted_is_taken_again_by_a_recovery_add(gc_bookies, zk_uri):
+    """Bug B: GM2's delete leaves a tombstone; a later recovery add of the same ledger (a
+    worker placing a copy there again) was refused "was deleted" for ever, wedging
+    re-replication. Now the tombstone of a ledger the metadata lists is lifted (W5), the
+    copy is taken, and a GC run after the metadata names the bookie keeps it whole."""
+    async with await BookKeeper.connect(zk_uri, **FAST) as bk:
+        daemons = by_id(gc_bookies)
+        writer, stray, datas = await closed_ledger_with_a_stray_copy(bk, daemons)
+        client = bk.client(stray)
+        await gc(bk, stray)  # GM2: closed, not placed there, not marked
+        with pytest.raises(NoLedger):
+            await client.read_entry(writer.ledger_id, 0)
+        await client.add_batch(writer.ledger_id, datas, writer.codec.master_key,
+                               writer.codec.digest_type.header_name, recovery=True)
+        metadata = await bk.store.read(writer.ledger_id)
+        first, members = metadata.ensembles[0]
+        await bk.store.write(dataclasses.replace(
+            metadata, ensembles=((first, (members[0], stray)),)))  # as a worker's CAS
+        result = await gc(bk, stray)
+        assert result["problems"] == []
+        for entry_id, data in enumerate(datas):
+            assert await client.read_entry(writer.ledger_id, entry_id) == data
+        # Kept across a restart too: the revived state and its locations are durable.
+        daemons[stray].terminate()
+        daemons[stray].start()
+        await client.close()
+        bk._clients.pop(stray)
+        for entry_id, data in enumerate(datas):
+            assert await bk.client(stray).read_entry(writer.ledger_id, entry_id) == data
+        # A ledger deleted from the metadata keeps its tombstone (ids are never reused).
+        await bk.delete_ledger(writer.ledger_id)
+        await gc(bk, stray)
+        with pytest.raises(NoLedger):
+            await bk.client(stray).add_batch(writer.ledger_id, datas, writer.codec.master_key,
+                                             writer.codec.digest_type.header_name,
+                                             recovery=True)
+
+
+async def test_c_gc_never_deletes_a_copy_while_a_worker_holds_the_ledgers_lock(
+        gc_bookies, zk_uri):
+    """Bug C: GM2 read the markers, then the metadata, then deleted, holding nothing; a
+    worker copying to this bookie and compare-and-setting it in meanwhile lost its copy.
+    Now GM2 checks and deletes under the ledger's replication lock (GM2, as BookKeeper's
+    removeOverReplicatedLedgers): while a worker holds it the copy stays."""
+    async with await BookKeeper.connect(zk_uri, **FAST) as bk:
+        daemons = by_id(gc_bookies)
+        writer, stray, datas = await closed_ledger_with_a_stray_copy(bk, daemons)
+        worker_side = Underreplication(bk.store.client, bk.store.root, "worker-under-test")
+        assert await asyncio.to_thread(worker_side.try_lock, writer.ledger_id)
+        await gc(bk, stray)
+        assert await bk.client(stray).read_entry(writer.ledger_id, 5) == datas[5]
+        await asyncio.to_thread(worker_side.release, writer.ledger_id)
+        await gc(bk, stray)
+        with pytest.raises(NoLedger):
+            await bk.client(stray).read_entry(writer.ledger_id, 5)
