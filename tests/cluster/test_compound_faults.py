@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
 import signal
 
 import pytest
 
+from api.autorecovery.throttle import Throttle
+from api.autorecovery.worker import ReplicationWorker
 from api.client.codec import LedgerCodec
 from api.client.distribution import bookies_of
 from api.client.ensemble import BookKeeper, LedgerClosed, RecoveryUndecided
@@ -246,3 +249,79 @@ async def test_c_gc_never_deletes_a_copy_while_a_worker_holds_the_ledgers_lock(
         await gc(bk, stray)
         with pytest.raises(NoLedger):
             await bk.client(stray).read_entry(writer.ledger_id, 5)
+
+
+@pytest.fixture
+def quiet_bookies(tmp_path, zk_uri):
+    """Four bookies without autorecovery of their own: the test drives one worker."""
+    daemons = [Daemon(str(tmp_path / f"q{i}" / "data"), *FLAGS, "--gc-interval-ms", "0",
+                      "--autorecovery-daemon-enabled", "false", "--metadata-service-uri",
+                      zk_uri, "--port", str(free_port())).start() for i in range(4)]
+    yield daemons
+    for daemon in daemons:
+        if daemon.proc is not None and daemon.proc.poll() is None:
+            daemon.proc.send_signal(signal.SIGCONT)
+            daemon.terminate()
+
+
+def worker_of(bk: BookKeeper) -> ReplicationWorker:
+    ur = Underreplication(bk.store.client, bk.store.root, "worker-under-test")
+    return ReplicationWorker(bk, ur, grace_s=0.0, throttle=Throttle(0), wake=asyncio.Event())
+
+
+async def closed_ledger(bk: BookKeeper, quorums, count: int = 8):
+    writer = await bk.create_ledger(*quorums, password=b"pw")
+    for i in range(count):
+        await writer.append(b"e%d" % i)
+    await writer.close()
+    return writer
+
+
+async def test_rw6_a_marked_bookie_that_came_back_whole_is_not_replaced(quiet_bookies, zk_uri):
+    """The worker replaced every bookie a marker named, even one that came back holding
+    all its entries (a needless copy, then GM2's delete). Now it asks the bookie what it
+    holds (RW6): whole, it stays; missing entries, it is replaced."""
+    async with await BookKeeper.connect(zk_uri, **FAST) as bk:
+        writer = await closed_ledger(bk, (3, 3, 2))
+        came_back = writer.ensemble[1]
+        worker = worker_of(bk)
+        assert await worker.replicate(writer.ledger_id, {came_back}) is True
+        assert (await bk.store.read(writer.ledger_id)).ensembles == writer.metadata.ensembles
+        await bk.client(came_back).delete_ledger(writer.ledger_id)  # its copy is gone
+        assert await worker.replicate(writer.ledger_id, {came_back}) is True
+        metadata = await bk.store.read(writer.ledger_id)
+        assert came_back not in metadata.ensembles[0][1]
+        assert worker.stats.fragments_replaced == 1
+
+
+async def test_rw5_a_target_that_refuses_is_ruled_out(quiet_bookies, zk_uri):
+    """A worker picked its target at random and failed the whole attempt when that target
+    refused (a paused bookie here; a tombstone before W5): with that bookie drawn every
+    time, the ledger stayed under-replicated. Now the next candidate takes the copy (RW5).
+    The draw is pinned so that the refusing bookie is asked first."""
+    daemons = by_id(quiet_bookies)
+    async with await BookKeeper.connect(zk_uri, **FAST) as bk:
+        writer = await closed_ledger(bk, (2, 2, 2))
+        lost = writer.ensemble[1]
+        daemons[lost].terminate()  # unregistered: its fragment is bad
+        candidates = [b for b in await bk.writable_bookies() if b not in writer.ensemble]
+        assert len(candidates) == 2
+        refusing = candidates[0]
+        pause(daemons[refusing])
+        try:
+            seed = next(s for s in range(100) if shuffled(candidates, s)[0] == refusing)
+            random.seed(seed)  # the worker's one draw: the refusing bookie first
+            assert await worker_of(bk).replicate(writer.ledger_id, {lost}) is True
+        finally:
+            resume(daemons[refusing])
+        metadata = await bk.store.read(writer.ledger_id)
+        assert metadata.ensembles[0][1] == (writer.ensemble[0], candidates[1])
+        reader = await bk.open_ledger(writer.ledger_id, b"pw")
+        assert [e.payload for e in await reader.read_range(0, 7)] == [
+            b"e%d" % i for i in range(8)]
+
+
+def shuffled(items: list, seed: int) -> list:
+    items = list(items)
+    random.Random(seed).shuffle(items)
+    return items
