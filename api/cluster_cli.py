@@ -1,5 +1,7 @@
-"""``bookie cluster up|status|down``: a whole cluster on one machine, the way a developer tries it.
+"""``bookie cluster init|up|status|down``: a cluster's instance id, and a whole cluster on one
+machine, the way a developer tries it.
 
+    bookie cluster init --metadata-service-uri zk://HOST:PORT/ledgers
     bookie cluster up --bookies 3 [--dir ./cluster] [--base-port 3181]
     bookie cluster status [--dir ./cluster]
     bookie cluster down [--dir ./cluster]
@@ -7,10 +9,14 @@
 ``up`` starts a ZooKeeper from Debian's package and N bookies on consecutive ports, each with
 its own data dir under ``--dir``, all detached (they outlive the command), waits (bounded,
 with progress lines) until each is ready and registered, and writes ``<dir>/cluster.json``
-(PIDs, ports, the metadata URI). ``status`` lists the bookies ZooKeeper knows (writable or
+(PIDs, ports, the metadata URI). ``init`` writes ``<root>/INSTANCEID`` (a new UUID, as
+BookKeeper's ``shell initnewcluster``) into a tree that has none: every bookie's cookie then
+carries it, and a bookie whose dirs name another instance refuses to start (CK2 in
+api/cluster_member.py); the first bookie of an empty tree does the same by itself. ``status`` lists the bookies ZooKeeper knows (writable or
 read-only) with each one's ``/v1/bookie/info``. ``down`` sends SIGTERM to each bookie by PID
 (they unregister, drain and checkpoint), waits for them, then stops ZooKeeper. Exit codes: 0
-done, 1 something did not come up or go down, 2 usage.
+done, 1 something did not come up or go down (``init``: the tree already has an instance id),
+2 usage.
 """
 
 from __future__ import annotations
@@ -37,7 +43,15 @@ def build_parser() -> argparse.ArgumentParser:
         prog="bookie cluster", description="A local cluster: one ZooKeeper and N bookies on "
         "127.0.0.1, each bookie with its own data dir (REPLICATION.md). 'up' starts it, "
         "'status' shows it, 'down' stops it.")
-    commands = parser.add_subparsers(dest="command", metavar="up|status|down")
+    commands = parser.add_subparsers(dest="command", metavar="init|up|status|down")
+    init = commands.add_parser(
+        "init", help="give a cluster's ZooKeeper tree its instance id (INSTANCEID), once",
+        description="Create <root>/INSTANCEID (a new UUID, BookKeeper's format) where the tree "
+        "has none. Needed once for a tree whose bookies were registered before instance ids; "
+        "the first bookie of an empty tree does it by itself. Exit 1 if the tree already has "
+        "one (it is printed).")
+    init.add_argument("--metadata-service-uri", required=True,
+                      help="the cluster's ZooKeeper tree, zk://HOST:PORT/ledgers")
     up = commands.add_parser("up", help="start ZooKeeper and N bookies, wait until ready")
     up.add_argument("--bookies", type=int, default=3, help="how many bookies (default 3)")
     up.add_argument("--base-port", type=int, default=3181,
@@ -55,7 +69,24 @@ def main(argv: list[str]) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    return {"up": up, "status": status, "down": down}[args.command](args)
+    return {"init": init_cluster, "up": up, "status": status,
+            "down": down}[args.command](args)
+
+
+def init_cluster(args) -> int:
+    from api.client.zookeeper import ZkMetadataStore, create_cluster_instance_id  # noqa: PLC0415
+
+    store = ZkMetadataStore(args.metadata_service_uri).start()
+    try:
+        instance, created = create_cluster_instance_id(store.client, store.root)
+    finally:
+        store._stop()
+    if created:
+        say(f"initialised cluster {args.metadata_service_uri}: instance {instance}")
+        return 0
+    print(f"bookie cluster init: {args.metadata_service_uri} is already initialised: instance "
+          f"{instance}", file=sys.stderr)
+    return 1
 
 
 def say(line: str) -> None:

@@ -26,9 +26,16 @@ Invariants:
     GM3. A copy GM2 deleted leaves a tombstone, but the metadata still lists the ledger, so
          a later recovery add (a worker placing a copy here again) revives it (W5 in
          bookie/node/writes.py): GM2 never wedges re-replication.
-    CK1. A bookie whose ZooKeeper cookie names another data-dir instance than its dirs hold,
-         or whose dirs are empty while ZooKeeper holds its cookie, does not start: it could
-         answer ENOENTRY for entries it acknowledged, and recovery would then truncate them.
+    CK1. A bookie whose ZooKeeper cookie differs from the cookie in its data dirs
+         (``current/VERSION``: another bookie's dirs, other dirs), or whose dirs are empty
+         while ZooKeeper holds its cookie, does not start: it could answer ENOENTRY for
+         entries it acknowledged, and recovery would then truncate them (BookKeeper's
+         Cookie.verify).
+    CK2. Every cookie carries the cluster's instance id (``<root>/INSTANCEID``, ZK4), not
+         the data dir's. A bookie whose dirs' cookie names another cluster instance (its
+         ZooKeeper was re-formatted, or belongs to another cluster) does not start. The
+         first bookie of a tree with no cookies creates INSTANCEID; a tree with cookies but
+         no INSTANCEID (made before instance ids) needs ``bookie cluster init`` once.
 """
 
 from __future__ import annotations
@@ -40,10 +47,12 @@ import os
 import time
 
 from api.client.fragments import referenced_bookies
-from api.client.metadata_format import decode_cookie, encode_cookie, encode_service_info
+from api.client.metadata_format import (MetadataFormatError, decode_cookie, encode_cookie,
+                                       encode_service_info)
 from api.client.underreplication import Underreplication
 from api.client.zookeeper import (ZkCookies, ZkMetadataStore, ZkRegistration,
-                                  count_underreplicated)
+                                  cluster_instance_id, count_underreplicated,
+                                  create_cluster_instance_id)
 from bookie.disk import atomic_replace
 from bookie.errors import BookieError, NoLedger
 from bookie.identity import instance_id
@@ -56,7 +65,8 @@ UNDERREPLICATED_REFRESH_S = 2.0
 
 
 class CookieMismatch(BookieError):
-    """CK1: the data dirs are not what this bookie's cookie in ZooKeeper says."""
+    """CK1, CK2: the data dirs are not what this bookie's cookie in ZooKeeper says, or
+    belong to another cluster instance."""
 
 log = logging.getLogger("bookie.cluster")
 
@@ -91,26 +101,69 @@ class ClusterMember:
 
     def _check_cookie(self) -> None:
         config = self.bookie.config
+        self.instance_id = self._cluster_instance()
         local = instance_id(self.bookie.disk, config.journal_dir, config.ledger_dir)
+        mine = self._local_cookie()
         found = self.cookies.read(self.bookie_id)
+        override = (f"bookie shell cookie delete --metadata-service-uri {self.uri} "
+                    f"--bookie-id {self.bookie_id}")
+        if mine is not None and mine["instanceId"] != self.instance_id:
+            raise CookieMismatch(
+                f"the data dirs {config.journal_dir} and {config.ledger_dir} belong to cluster "
+                f"instance {mine['instanceId']} (their cookie, current/{COOKIE_FILE}), but "
+                f"{self.uri} is cluster instance {self.instance_id}: that ZooKeeper was "
+                f"re-formatted or is another cluster's. Point the bookie at its own cluster, "
+                f"or give it empty data dirs to join this one as a new bookie.")  # CK2
         if found is None:
             return  # first start in this cluster: written after replay (start)
         cookie = decode_cookie(found[0])
-        override = (f"bookie shell cookie delete --metadata-service-uri {self.uri} "
-                    f"--bookie-id {self.bookie_id}")
         if local is None:
             raise CookieMismatch(
-                f"ZooKeeper holds the cookie of bookie {self.bookie_id} (instance "
+                f"ZooKeeper holds the cookie of bookie {self.bookie_id} (cluster instance "
                 f"{cookie['instanceId']}, journal {cookie['journalDir']}), but its data dirs "
                 f"{config.journal_dir} and {config.ledger_dir} are empty: a wiped or replaced "
                 f"disk must not serve as this bookie. If its data is truly gone, let "
                 f"autorecovery restore the copies, then: {override}")
-        if cookie["instanceId"] != local:
+        if mine != cookie:
+            held = ("no cookie" if mine is None else
+                    f"the cookie of bookie {mine['bookieHost']} (journal {mine['journalDir']})")
             raise CookieMismatch(
-                f"ZooKeeper's cookie of bookie {self.bookie_id} names instance "
-                f"{cookie['instanceId']}, its data dirs hold instance {local} "
-                f"({config.journal_dir}): these are not this bookie's dirs. To accept them: "
-                f"{override}")
+                f"ZooKeeper's cookie of bookie {self.bookie_id} names journal "
+                f"{cookie['journalDir']} and ledger dirs {cookie['ledgerDirs']}; its data dirs "
+                f"({config.journal_dir}) hold {held}: these are not this bookie's dirs. To "
+                f"accept them: {override}")  # CK1
+
+    def _cluster_instance(self) -> str:
+        """CK2: the cluster's instance id, made here if this is the first bookie of a tree."""
+        client, root = self.registration.client, self.registration.root
+        found = cluster_instance_id(client, root)
+        if found is not None:
+            return found
+        if self.cookies.bookie_ids():
+            raise CookieMismatch(
+                f"{self.uri} holds bookies' cookies but no INSTANCEID (a cluster made before "
+                f"instance ids): initialise it once with: bookie cluster init "
+                f"--metadata-service-uri {self.uri}")
+        created, ours = create_cluster_instance_id(client, root)
+        if ours:
+            log.info("initialised cluster %s: instance %s", self.uri, created)
+        return created
+
+    def _local_cookie(self) -> dict | None:
+        """The cookie beside the data dirs (journal's first), None if neither has one."""
+        config, disk = self.bookie.config, self.bookie.disk
+        for directory in (config.journal_dir, config.ledger_dir):
+            path = os.path.join(directory, COOKIE_FILE)
+            if disk.exists(path):
+                handle = disk.open(path)
+                try:
+                    return decode_cookie(handle.read_at(0, 1 << 16))
+                except MetadataFormatError as exc:
+                    raise CookieMismatch(f"{path} is not a bookie cookie ({exc}); the data "
+                                         f"dirs cannot be verified") from None
+                finally:
+                    handle.close()
+        return None
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -216,8 +269,7 @@ class ClusterMember:
         one is missing; the ZooKeeper one is never replaced here)."""
         config, disk = self.bookie.config, self.bookie.disk
         data = encode_cookie(self.bookie_id, os.path.abspath(config.journal_dir),
-                             [os.path.abspath(config.ledger_dir)],
-                             self.bookie.identity["instanceId"])
+                             [os.path.abspath(config.ledger_dir)], self.instance_id)
         if self.cookies.read(self.bookie_id) is None:
             self.cookies.create(self.bookie_id, data)
             log.info("wrote the cookie of bookie %s to ZooKeeper", self.bookie_id)

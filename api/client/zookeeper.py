@@ -13,6 +13,9 @@ Invariants:
     ZK2. write and delete name the version they read: of racing writers exactly one wins and
          the others get BadVersion, their change not applied.
     ZK3. The layout znode is written once, by whoever comes first, with BookKeeper's text.
+    ZK4. ``<root>/INSTANCEID`` (the cluster's id: a UUID as UTF-8 text, BookKeeper's
+         format) is created once, never replaced: of racing creators one wins and every
+         other reads the winner's id.
 
 Thread-safety: kazoo's client is thread-safe; the async methods run its blocking calls on
 worker threads (``asyncio.to_thread``) to keep the loop free.
@@ -25,6 +28,7 @@ import dataclasses
 import threading
 import time
 import urllib.parse
+import uuid
 from typing import Callable
 
 from kazoo.client import KazooClient
@@ -32,7 +36,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 from kazoo.retry import KazooRetry
 
-__all__ = ["KazooClient", "ZkCookies", "alive_bookies", "ZkMetadataStore", "ZkRegistration", "parse_uri",
+__all__ = ["KazooClient", "ZkCookies", "cluster_instance_id", "create_cluster_instance_id", "alive_bookies", "ZkMetadataStore", "ZkRegistration", "parse_uri",
            "writable_bookies"]
 
 from api.client import metadata_format
@@ -353,6 +357,25 @@ class ZkCookies:
             return sorted(self.client.get_children(f"{self.root}/cookies"))
         except NoNodeError:
             return []
+
+
+def cluster_instance_id(client: KazooClient, root: str) -> str | None:
+    """The cluster's instance id from ``<root>/INSTANCEID`` (ZK4), None if not initialised."""
+    try:
+        data, _ = READ_RETRY.copy()(client.get, f"{root}/INSTANCEID")
+    except NoNodeError:
+        return None
+    return data.decode("utf-8").strip()
+
+
+def create_cluster_instance_id(client: KazooClient, root: str) -> tuple[str, bool]:
+    """ZK4: (the instance id, whether this call created it)."""
+    instance = str(uuid.uuid4())
+    try:
+        client.create(f"{root}/INSTANCEID", instance.encode("utf-8"), makepath=True)
+        return instance, True
+    except NodeExistsError:
+        return cluster_instance_id(client, root), False
 
 
 def count_underreplicated(client: KazooClient, root: str) -> int:

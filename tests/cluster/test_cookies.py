@@ -1,6 +1,7 @@
-"""Cookies (REPLICATION.md §2, CK1): written at first start to ZooKeeper and beside the data
-dirs; a wiped data dir, or another bookie's, refuses to start while ZooKeeper holds this
-bookie's cookie, naming both sides and the command that overrides it."""
+"""Cookies (REPLICATION.md §2, CK1, CK2): written at first start to ZooKeeper and beside the
+data dirs, carrying the cluster's instance id (INSTANCEID); a wiped data dir, or another
+bookie's, refuses to start while ZooKeeper holds this bookie's cookie, naming both sides and
+the command that overrides it; dirs of another cluster instance refuse to start."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 
 import pytest
 
@@ -40,8 +42,8 @@ def test_a_wiped_data_dir_refuses_to_start_until_the_cookie_is_deleted(tmp_path,
     bookie_id = f"127.0.0.1:{port}"
     assert first.terminate() == 0
     cookie = decode_cookie(zk.get(f"{root}/cookies/{bookie_id}")[0])
-    identity = open(os.path.join(data, "journal", "current", "IDENTITY")).read()
-    assert cookie["bookieHost"] == bookie_id and cookie["instanceId"] in identity
+    cluster = zk.get(f"{root}/INSTANCEID")[0].decode()  # the first bookie made it (CK2)
+    assert cookie["bookieHost"] == bookie_id and cookie["instanceId"] == cluster
     for current in ("journal/current", "ledgers/current"):  # the copy beside the dirs
         assert decode_cookie(open(os.path.join(data, current, "VERSION"), "rb").read()) == cookie
 
@@ -59,8 +61,9 @@ def test_a_wiped_data_dir_refuses_to_start_until_the_cookie_is_deleted(tmp_path,
     assert deleted.returncode == 0, deleted.stderr
     again = Daemon(data, *flags).start()  # a new member on the new disk: a new cookie
     try:
-        new = decode_cookie(zk.get(f"{root}/cookies/{bookie_id}")[0])
-        assert new["instanceId"] != cookie["instanceId"]
+        assert zk.exists(f"{root}/cookies/{bookie_id}") is not None
+        assert decode_cookie(zk.get(f"{root}/cookies/{bookie_id}")[0]) == cookie
+        assert zk.get(f"{root}/INSTANCEID")[0].decode() == cluster  # never replaced
     finally:
         assert again.terminate() == 0
 
@@ -73,8 +76,58 @@ def test_another_bookies_data_dir_refuses_to_start(tmp_path, zk_uri):
         assert daemon.start().terminate() == 0
     swapped = Daemon(b, *FLAGS, "--metadata-service-uri", zk_uri, "--port", str(port_a))
     log = refused(swapped)
-    assert f"cookie of bookie 127.0.0.1:{port_a} names instance" in log
-    assert "its data dirs hold instance" in log
+    assert f"cookie of bookie 127.0.0.1:{port_a} names journal" in log
+    assert f"hold the cookie of bookie 127.0.0.1:{port_b}" in log
+    assert "these are not this bookie's dirs" in log
+
+
+def test_dirs_of_another_cluster_instance_refuse_to_start(tmp_path, zk, zookeeper):
+    """CK2: the bookie's ZooKeeper tree was re-formatted (or it is pointed at another
+    cluster): its dirs' cookie names the old instance, so it refuses to start, naming both
+    instances. BookKeeper's readers read INSTANCEID as a UUID string."""
+    data, port = str(tmp_path / "data"), free_port()
+    top = f"/first{uuid.uuid4().hex[:8]}"
+    first_uri = f"zk://{zookeeper.hosts}{top}/ledgers"
+    flags = (*FLAGS, "--port", str(port))
+    assert Daemon(data, *flags, "--metadata-service-uri", first_uri).start().terminate() == 0
+    old = zk.get(f"{top}/ledgers/INSTANCEID")[0].decode()
+    assert str(uuid.UUID(old)) == old
+    zk.delete(top, recursive=True)  # re-formatted: a new tree, a new instance
+    log = refused(Daemon(data, *flags, "--metadata-service-uri", first_uri))
+    new = zk.get(f"{top}/ledgers/INSTANCEID")[0].decode()
+    assert new != old
+    assert f"belong to cluster instance {old}" in log and f"is cluster instance {new}" in log
+    assert zk.exists(f"{top}/ledgers/cookies/127.0.0.1:{port}") is None  # wrote nothing
+
+
+def test_a_tree_with_cookies_but_no_instance_id_needs_cluster_init(tmp_path, zk, zookeeper):
+    """A tree from before instance ids: its bookies refuse to start until 'bookie cluster
+    init' gives it one (exit 0, then 1 for a second init), and then carry it (CK2)."""
+    root = f"/old{uuid.uuid4().hex[:8]}/ledgers"
+    uri = f"zk://{zookeeper.hosts}{root}"
+    zk.create(f"{root}/cookies/127.0.0.1:1", b"4\nbookieHost: \"127.0.0.1:1\"\n", makepath=True)
+    data, port = str(tmp_path / "data"), free_port()
+    flags = (*FLAGS, "--metadata-service-uri", uri, "--port", str(port))
+    log = refused(Daemon(data, *flags))
+    assert f"bookie cluster init --metadata-service-uri {uri}" in log
+    init = cluster("init", "--metadata-service-uri", uri)
+    assert init.returncode == 0, init.stderr
+    instance = zk.get(f"{root}/INSTANCEID")[0].decode()
+    assert f"instance {instance}" in init.stdout
+    again = cluster("init", "--metadata-service-uri", uri)
+    assert again.returncode == 1 and f"already initialised: instance {instance}" in again.stderr
+    daemon = Daemon(data, *flags).start()
+    try:
+        cookie = decode_cookie(zk.get(f"{root}/cookies/127.0.0.1:{port}")[0])
+        assert cookie["instanceId"] == instance
+    finally:
+        assert daemon.terminate() == 0
+
+
+def cluster(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bookie", "cluster", *argv], cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
+                          text=True, timeout=60)
 
 
 def test_no_cookie_no_bookie_id_is_a_usage_error(zk_uri):
