@@ -153,7 +153,17 @@ async def test_s4_reads_above_the_lac_and_past_the_end_are_refused(bookies, zk_u
         await writer.append(b"e5")
         assert (await reader.read_entry(4)).payload == b"e4"  # the LAC is looked up again
         assert reader.lac == 4
-        assert await reader.read_lac() == 4
+        # Only entry 5's bookies report LAC 4; with both paused the others say 3, and the
+        # reader's LAC must not go back (RD1). Before the fix read_lac() returned 3 here.
+        daemons = by_id(bookies)
+        fives = bookies_of(writer.metadata.ensembles, 5, 2)
+        for bookie_id in fives:
+            pause(daemons[bookie_id])
+        try:
+            assert await reader.read_lac() == 4
+        finally:
+            for bookie_id in fives:
+                resume(daemons[bookie_id])
         await writer.close()
         closed = await bk.open_ledger(writer.ledger_id, b"pw")
         assert await closed.read_lac() == 5
@@ -325,3 +335,59 @@ def shuffled(items: list, seed: int) -> list:
     items = list(items)
     random.Random(seed).shuffle(items)
     return items
+
+
+async def test_rw7_an_old_marker_does_not_cut_an_open_ledgers_grace_short(quiet_bookies, zk_uri):
+    """The worker timed an open ledger's grace from the marker's ctime, which is never
+    refreshed when another bookie is added to it: a marker made long ago for an older loss
+    let a worker fence at once a ledger whose writer could still replace the new loss
+    itself. Now the grace counts from the worker's own first sighting (RW7)."""
+    daemons = by_id(quiet_bookies)
+    async with await BookKeeper.connect(zk_uri, **FAST) as bk:
+        writer = await bk.create_ledger(3, 2, 2, password=b"pw")
+        await writer.append(b"e0")
+        lost = writer.ensemble[0]
+        daemons[lost].terminate()
+        ur = Underreplication(bk.store.client, bk.store.root)
+        await asyncio.to_thread(ur.mark, writer.ledger_id, [lost])
+        path = ur.marker_path(writer.ledger_id)
+        data, _ = await asyncio.to_thread(bk.store.client.get, path)
+        old = data.replace(data[data.index(b"ctime"):].split(b"\n")[0], b"ctime: 1")
+        await asyncio.to_thread(bk.store.client.set, path, old)  # marked in 1970
+        worker = ReplicationWorker(bk, ur, grace_s=30.0, throttle=Throttle(0),
+                                   wake=asyncio.Event())
+        wait = await worker.replicate(writer.ledger_id, {lost})
+        assert isinstance(wait, float) and 29.0 < wait <= 30.0
+        assert (await bk.store.read(writer.ledger_id)).state is MetadataState.OPEN
+        assert await writer.append(b"e1") == 1  # the writer was not fenced
+
+
+async def test_racing_recoveries_with_a_paused_bookie_converge(bookies, zk_uri):
+    """Two recoveries of one ledger at once, a bookie of its ensemble paused: each replaces
+    it in its own view only (RC1), one close wins, the other returns the winner's metadata
+    (no change of one undoes the other's), and every bookie the final metadata names for an
+    entry holds it (RC3)."""
+    daemons = by_id(bookies)
+    async with await BookKeeper.connect(zk_uri, **FAST) as bk:
+        writer = await bk.create_ledger(3, 3, 2, password=b"pw")
+        for i in range(10):
+            await writer.append(b"e%d" % i)
+        await asyncio.gather(*(writer.append(b"e%d" % i) for i in range(10, 20)))
+        paused = writer.ensemble[2]
+        codec = LedgerCodec.for_password(writer.ledger_id, b"pw", writer.metadata.digest_type)
+        pause(daemons[paused])
+        try:
+            opened = await bk.store.read(writer.ledger_id)
+            first, second = await asyncio.gather(Recovery(bk, opened, codec).run(),
+                                                 Recovery(bk, opened, codec).run())
+        finally:
+            resume(daemons[paused])
+        final = await bk.store.read(writer.ledger_id)
+        for result in (first, second):
+            assert result.state is MetadataState.CLOSED
+            assert (result.last_entry_id, result.ensembles) == (19, final.ensembles)
+        assert paused not in final.ensembles[-1][1]
+        for entry_id in range(20):
+            for bookie_id in bookies_of(final.ensembles, entry_id, 3):
+                data = await bk.client(bookie_id).read_entry(writer.ledger_id, entry_id)
+                assert codec.decode(data, entry_id).payload == b"e%d" % entry_id
