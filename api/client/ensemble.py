@@ -387,7 +387,7 @@ class EnsembleWriter:
                                          last_entry_id=self.lac, length=self.length)
             try:
                 self.metadata = await self.bk.store.write(closed)
-                return self.lac
+                return closed.last_entry_id  # the end written, whatever happens meanwhile
             except BadVersion:
                 self.metadata = await self.bk.store.read(self.ledger_id)
                 if self.metadata.state is not MetadataState.OPEN:

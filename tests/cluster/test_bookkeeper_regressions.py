@@ -20,14 +20,8 @@ FAST = {"add_timeout_s": 2.0, "read_timeout_s": 2.0}
 
 
 @pytest.fixture
-def bookies(tmp_path, zk_uri):
-    daemons = [Daemon(str(tmp_path / f"b{i}" / "data"), *FLAGS, "--metadata-service-uri",
-                      zk_uri, "--port", str(free_port())).start() for i in range(4)]
-    yield daemons
-    for daemon in daemons:
-        if daemon.proc is not None and daemon.proc.poll() is None:
-            daemon.proc.send_signal(signal.SIGCONT)
-            daemon.terminate()
+def bookies(start_bookies):
+    return start_bookies(4)
 
 
 def daemon_of(bookies, bookie_id: str) -> Daemon:

@@ -22,21 +22,13 @@ from api.client.metadata import MetadataState
 from api.client.underreplication import Underreplication
 from bookie.errors import NoLedger
 from tests.support.servers import Daemon
-from tests.support.zookeeper import free_port
 
-FLAGS = ("--checkpoint-interval-ms", "3600000", "--journal-prealloc-bytes", "1MiB")
 FAST = {"add_timeout_s": 2.0, "read_timeout_s": 2.0}
 
 
 @pytest.fixture
-def bookies(tmp_path, zk_uri):
-    daemons = [Daemon(str(tmp_path / f"b{i}" / "data"), *FLAGS, "--metadata-service-uri",
-                      zk_uri, "--port", str(free_port())).start() for i in range(4)]
-    yield daemons
-    for daemon in daemons:
-        if daemon.proc is not None and daemon.proc.poll() is None:
-            daemon.proc.send_signal(signal.SIGCONT)
-            daemon.terminate()
+def bookies(start_bookies):
+    return start_bookies(4)
 
 
 def by_id(bookies) -> dict[str, Daemon]:
@@ -174,14 +166,9 @@ async def test_s4_reads_above_the_lac_and_past_the_end_are_refused(bookies, zk_u
 
 
 @pytest.fixture
-def gc_bookies(tmp_path, zk_uri):
+def gc_bookies(start_bookies):
     """Three bookies whose GC runs only when asked and deletes at the first sighting."""
-    daemons = [Daemon(str(tmp_path / f"g{i}" / "data"), *FLAGS, "--gc-interval-ms", "0",
-                      "--gc-metadata-grace-ms", "0", "--metadata-service-uri", zk_uri,
-                      "--port", str(free_port())).start() for i in range(3)]
-    yield daemons
-    for daemon in daemons:
-        daemon.terminate()
+    return start_bookies(3, "--gc-interval-ms", "0", "--gc-metadata-grace-ms", "0")
 
 
 async def closed_ledger_with_a_stray_copy(bk: BookKeeper, daemons):
@@ -262,16 +249,9 @@ async def test_c_gc_never_deletes_a_copy_while_a_worker_holds_the_ledgers_lock(
 
 
 @pytest.fixture
-def quiet_bookies(tmp_path, zk_uri):
+def quiet_bookies(start_bookies):
     """Four bookies without autorecovery of their own: the test drives one worker."""
-    daemons = [Daemon(str(tmp_path / f"q{i}" / "data"), *FLAGS, "--gc-interval-ms", "0",
-                      "--autorecovery-daemon-enabled", "false", "--metadata-service-uri",
-                      zk_uri, "--port", str(free_port())).start() for i in range(4)]
-    yield daemons
-    for daemon in daemons:
-        if daemon.proc is not None and daemon.proc.poll() is None:
-            daemon.proc.send_signal(signal.SIGCONT)
-            daemon.terminate()
+    return start_bookies(4, "--gc-interval-ms", "0", "--autorecovery-daemon-enabled", "false")
 
 
 def worker_of(bk: BookKeeper) -> ReplicationWorker:
