@@ -30,7 +30,7 @@ fault, never more than the quorums tolerate at once, strikes:
               (SIGCONT, or restarted with its data dir); an undecided recovery is retried
     recdie    the recovering process dies: a writer process is killed as in ``writer``, a
               recovery of its ledger runs in a process of its own and is SIGKILLed after
-              0-0.5 s; then a second recovery runs under a different fault (a bookie of the
+              0-0.3 s; then a second recovery runs under a different fault (a bookie of the
               last segment paused or killed, then healed)
     return    kill -9 of a bookie; autorecovery replaces it in every ensemble (as for
               ``lose``), then it comes back with its old id and old data dir: its copies are
@@ -415,6 +415,10 @@ class Drill:
             self.violations.append(f"S4 ledger {lid}: {len(served)} reads {served[0][0]} were "
                                    f"served, first of entry {served[0][1]}")
 
+    @staticmethod
+    async def _nothing() -> None:
+        pass
+
     async def _strike(self, bk, ledger_id: int, how: str, spare=()):
         """Pause or kill -9 one running bookie of the ledger's last segment (not one of
         ``spare``); returns (its id, a coroutine function that heals it)."""
@@ -446,9 +450,13 @@ class Drill:
         async with await BookKeeper.connect(self.uri, **TIMEOUTS) as bk:
             recovery = asyncio.create_task(bk.open_ledger(ledger.ledger_id, b"drill"))
             await asyncio.sleep(self.rng.uniform(0.0, 0.3))  # noqa: sleep-ok (mid-recovery)
-            struck, heal = await self._strike(bk, ledger.ledger_id, how, spare)
+            struck, heal = None, None
+            if not recovery.done():  # a fault during recovery, not after it
+                struck, heal = await self._strike(bk, ledger.ledger_id, how, spare)
             if struck is not None:
                 self.faults_during_recovery += 1
+            else:
+                heal = self._nothing
             await asyncio.wait({recovery}, timeout=self.rng.uniform(0.5, 2.0))
             await heal()
             try:
@@ -465,14 +473,18 @@ class Drill:
         return struck
 
     async def _recover_dying(self, ledger: Ledger) -> None:
-        """The recdie fault: a recovery in a process of its own, SIGKILLed after 0-0.5 s,
+        """The recdie fault: a recovery in a process of its own, SIGKILLed after 0-0.3 s,
         then a second recovery under a bookie fault."""
         child = await asyncio.create_subprocess_exec(
             sys.executable, "-c", CHILD_RECOVERY, self.uri, str(ledger.ledger_id), ROOT,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
             env=dict(os.environ, PYTHONPATH=ROOT))
-        await asyncio.wait_for(child.stdout.readline(), 60)  # "started": connected
-        await asyncio.sleep(self.rng.uniform(0.0, 0.5))  # noqa: sleep-ok (mid-recovery)
+        try:
+            await asyncio.wait_for(child.stdout.readline(), 60)  # "started": connected
+        except asyncio.TimeoutError:
+            self.violations.append(f"ledger {ledger.ledger_id}: the recovery process did not "
+                                   f"connect in 60 s")
+        await asyncio.sleep(self.rng.uniform(0.0, 0.3))  # noqa: sleep-ok (mid-recovery)
         if child.returncode is None:
             child.kill()
             self.faults_during_recovery += 1
