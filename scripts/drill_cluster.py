@@ -29,9 +29,10 @@ fault, never more than the quorums tolerate at once, strikes:
               fenced or fenced already) is paused (SIGSTOP) or killed -9, then healed
               (SIGCONT, or restarted with its data dir); an undecided recovery is retried
     recdie    the recovering process dies: a writer process is killed as in ``writer``, a
-              recovery of its ledger runs in a process of its own and is SIGKILLed after
-              0-0.3 s; then a second recovery runs under a different fault (a bookie of the
-              last segment paused or killed, then healed)
+              recovery of its ledger runs in a process of its own, maybe a bookie of the last
+              segment is paused or killed under it, and it is SIGKILLed after 0-0.45 s; the
+              bookie is healed; then a second recovery runs under a different fault (another
+              bookie of the last segment killed if the first was paused, else paused)
     return    kill -9 of a bookie; autorecovery replaces it in every ensemble (as for
               ``lose``), then it comes back with its old id and old data dir: its copies are
               over-replicated now and GM2 deletes them; it may be lost again later
@@ -473,8 +474,8 @@ class Drill:
         return struck
 
     async def _recover_dying(self, ledger: Ledger) -> None:
-        """The recdie fault: a recovery in a process of its own, SIGKILLed after 0-0.3 s,
-        then a second recovery under a bookie fault."""
+        """The recdie fault: a recovery in a process of its own, maybe under a bookie fault,
+        SIGKILLed after 0-0.45 s; then a second recovery under a different bookie fault."""
         child = await asyncio.create_subprocess_exec(
             sys.executable, "-c", CHILD_RECOVERY, self.uri, str(ledger.ledger_id), ROOT,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
@@ -484,6 +485,13 @@ class Drill:
         except asyncio.TimeoutError:
             self.violations.append(f"ledger {ledger.ledger_id}: the recovery process did not "
                                    f"connect in 60 s")
+        first = self.rng.choice(("pause", "kill", "none"))
+        struck, heal = None, self._nothing
+        await asyncio.sleep(self.rng.uniform(0.0, 0.15))  # noqa: sleep-ok (mid-recovery)
+        if first != "none" and child.returncode is None:
+            async with await BookKeeper.connect(self.uri, **TIMEOUTS) as bk:
+                struck, heal = await self._strike(bk, ledger.ledger_id, first)
+            self.faults_during_recovery += struck is not None
         await asyncio.sleep(self.rng.uniform(0.0, 0.3))  # noqa: sleep-ok (mid-recovery)
         if child.returncode is None:
             child.kill()
@@ -493,7 +501,9 @@ class Drill:
             if len(words) == 2 and words[0] == b"closed":
                 ledger.ends.append(int(words[1]))
         await child.wait()
-        await self._recover_under_fault(ledger, self.rng.choice(("pause", "kill")))
+        await heal()
+        second = "kill" if first == "pause" else "pause"
+        await self._recover_under_fault(ledger, second, spare=(struck,) if struck else ())
 
     async def _close_race(self, ledger: Ledger) -> None:
         """Four tasks append while another closes the writer; then appends after the close.
