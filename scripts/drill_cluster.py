@@ -485,7 +485,7 @@ class Drill:
         except asyncio.TimeoutError:
             self.violations.append(f"ledger {ledger.ledger_id}: the recovery process did not "
                                    f"connect in 60 s")
-        first = self.rng.choice(("pause", "kill", "none"))
+        first = self.rng.choice(("kill", "kill", "pause", "none"))  # kills change ensembles
         struck, heal = None, self._nothing
         await asyncio.sleep(self.rng.uniform(0.0, 0.15))  # noqa: sleep-ok (mid-recovery)
         if first != "none" and child.returncode is None:
