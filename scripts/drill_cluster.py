@@ -411,10 +411,12 @@ class Drill:
         if went_back:
             self.violations.append(f"S4 ledger {lid}: read_lac() went back {len(went_back)} "
                                    f"times, first from {went_back[0][0]} to {went_back[0][1]}")
-        if served:
-            self.above_lac += len(served)
-            self.violations.append(f"S4 ledger {lid}: {len(served)} reads {served[0][0]} were "
-                                   f"served, first of entry {served[0][1]}")
+        for kind in ("above the LAC", "past the end"):
+            probes = [entry_id for how, entry_id in served if how == kind]
+            if probes:
+                self.above_lac += len(probes)
+                self.violations.append(f"S4 ledger {lid}: {len(probes)} reads {kind} were "
+                                       f"served, first of entry {probes[0]}")
 
     @staticmethod
     async def _nothing() -> None:
