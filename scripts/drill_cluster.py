@@ -49,7 +49,9 @@ end, and every replica of every entry up to the end, read bookie by bookie from 
 of its write set (BookieClient.read_entry), holds the same bytes as acknowledged (or, for an
 entry never acknowledged, as the readers read); S4 the LAC a writer reported never went back,
 a reader's ``EnsembleReader.read_lac()`` never goes back across calls, and a read above the
-reader's LAC (an open ledger) or past lastEntryId (a closed one) is refused with NoEntry;
+reader's LAC (an open ledger; unless the reader's own ``lac`` covers the entry once it
+served it: a reader may ask the bookies again) or past lastEntryId (a closed one) is
+refused with NoEntry;
 S5 recovery never closes below an acknowledged entry (an undecided recovery is retried).
 
 The replica rule of S3: other bytes on any replica are a violation at once. A replica that
@@ -381,8 +383,9 @@ class Drill:
 
     async def _probe(self, bk, ledger: Ledger) -> None:
         """S4 through one reader until the ledger is closed: ``read_lac()`` never goes back
-        across calls, and the entry above it is refused (NoEntry); once closed, a new
-        reader's read past lastEntryId is refused too. A read that fails otherwise (a bookie
+        across calls, and the entry above it is refused (NoEntry) unless the reader's own
+        LAC (``reader.lac``) covers it once read; once closed, a new reader's read past
+        lastEntryId is refused. A read that fails otherwise (a bookie
         down) is neither."""
         lid = ledger.ledger_id
         reader = await bk.open_ledger(lid, b"drill", recover=False)
@@ -400,7 +403,12 @@ class Drill:
                 probe = lac + 1
             try:
                 await reader.read_entry(probe)
-                served.append(("past the end" if metadata.closed else "above the LAC", probe))
+                # A reader may learn a higher LAC to serve a read (it asks the bookies
+                # again): shown an entry is fine only if its own LAC now covers it (no
+                # ``lac`` attribute: it has no LAC of its own, a violation).
+                if metadata.closed or getattr(reader, "lac", -1) < probe:
+                    served.append(("past the end" if metadata.closed else "above the LAC",
+                                   probe))
             except NoEntry:
                 pass
             except (NoLedger, *BOOKIE_FAILURES):
