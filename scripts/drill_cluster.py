@@ -950,19 +950,25 @@ def _stop_on_sigterm(signum, frame) -> None:
 def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=200)
-    parser.add_argument("--seconds", type=float, default=1800)
-    parser.add_argument("--seed", type=int, default=random.randrange(2**31))
-    parser.add_argument("--bookies", type=int, default=5)
-    parser.add_argument("--writers", type=int, default=3)
-    parser.add_argument("--entries", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=200,
+                        help="rounds to run (default 200); each ends with S1-S5 checked")
+    parser.add_argument("--seconds", type=float, default=1800,
+                        help="stop starting rounds after this long (default 1800)")
+    parser.add_argument("--seed", type=int, default=random.randrange(2**31),
+                        help="the seed of every choice (default: random, printed)")
+    parser.add_argument("--bookies", type=int, default=5, help="bookie daemons (default 5)")
+    parser.add_argument("--writers", type=int, default=3,
+                        help="writer ledgers a round (default 3)")
+    parser.add_argument("--entries", type=int, default=100,
+                        help="entries each writer appends a round (default 100)")
     parser.add_argument("--lose-every", type=int, default=0, metavar="K",
                         help="every K-th round loses a bookie for good (beside the random "
                              "faults, which include it too)")
     parser.add_argument("--faults", type=lambda text: text.split(","), default=list(FAULTS),
                         metavar="A,B", help="only these faults in the random mix (default: "
                                             "all, weighted)")
-    parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--verbose", action="store_true",
+                        help="a line a round (its fault, counts, violations)")
     parser.add_argument("--no-partitions", dest="partitions", action="store_false",
                         help="no network namespaces (partition rounds then do nothing); "
                              "without it the drill refuses to run where it cannot make them")
