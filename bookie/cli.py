@@ -106,7 +106,7 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
     ``before_ready``: coroutine functions awaited after replay and before READY=1 (a cluster
     bookie registers itself there), so systemd's "started" means "serving and findable".
     """
-    from api.server import serving  # noqa: PLC0415 (only serve needs the HTTP stack)
+    from api.server.app import serving  # noqa: PLC0415 (only serve needs the HTTP stack)
     from bookie.node import Bookie
 
     bookie = Bookie(config, disk=disk)
@@ -122,7 +122,7 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
             print(f"bookie listening on http://{config.host}:{port}", file=ready_line,
                   flush=True)
             if config.metadata_service_uri:
-                from api.cluster_member import ClusterMember  # noqa: PLC0415 (cluster only)
+                from api.cluster.member import ClusterMember  # noqa: PLC0415 (cluster only)
 
                 member = ClusterMember(bookie, config.metadata_service_uri, config.host, port)
                 before_start = (*before_start, member.check_cookie)
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return ledger_main(argv[1:])
     if argv and argv[0] == "cluster":
-        from api.cluster_cli import main as cluster_main  # noqa: PLC0415
+        from api.cluster.cli import main as cluster_main  # noqa: PLC0415
 
         return cluster_main(argv[1:])
     parser = build_parser()
@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         setup_logging(config)
         import socket  # noqa: PLC0415
 
-        from api.autorecovery.service import run_standalone  # noqa: PLC0415
+        from api.cluster.autorecovery.service import run_standalone  # noqa: PLC0415
 
         holder = args.holder_id or f"{socket.gethostname()}:autorecovery-{os.getpid()}"
         return run_event_loop(run_standalone(config, holder, sys.stdout,

@@ -1,7 +1,7 @@
 """The bookie's error tree, and ScanEnd. A leaf: imports only the standard library.
 
 Every operating error a client can see carries API.md's ``code`` and HTTP ``status``; the one
-translator, ``api/error_middleware.py``, renders them as ``{"error": code, "message": ...}``.
+translator, ``api/server/error_middleware.py``, renders them as ``{"error": code, "message": ...}``.
 ``tests/contract/test_api_md_errors.py`` checks this tree against API.md's error table.
 
     BookieError                  code               status

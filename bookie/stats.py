@@ -1,4 +1,4 @@
-"""Counters and histograms the node keeps; ``api/metrics.py`` exposes them to Prometheus.
+"""Counters and histograms the node keeps; ``api/server/metrics.py`` exposes them to Prometheus.
 
 Plain Python objects, not Prometheus ones, so the core does not depend on a metrics library
 or on a process-wide registry (several bookies in one test process each keep their own).

@@ -7,15 +7,23 @@ damaged record for plausible valid data, which makes the damage corruption, not 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from journal.format import (
     ALIGNMENT, LEN, META_KINDS, META_MIN_VERSION, META_PREFIX_LEN, META_RECORD_PREFIX,
     MIN_DATA_RECORD_LEN, MIN_EXPLICIT_LAC_BODY, MIN_RECORD_LEN, PADDING_MASK, PADDING_PREFIX,
     RECORD_PREFIX, V5, RecordKind)
 
-if TYPE_CHECKING:
-    from journal.reader import JournalReader
+
+
+class ScannedJournal(Protocol):
+    """What a probe needs of the journal being scanned (journal/reader.py's JournalReader):
+    named here so that this module does not import the reader that imports it."""
+
+    version: int
+    _max_length: int
+
+    def _read(self, offset: int, size: int) -> bytes: ...
 
 
 def record_problem(version: int, length: int, ledger_id: int, entry_id: int,
@@ -51,7 +59,7 @@ V4_CANDIDATE = re.compile(
 class DamageProbe:
     """Plausibility checks at arbitrary offsets after damage, reading small pieces on demand."""
 
-    def __init__(self, reader: "JournalReader", file_size: int) -> None:
+    def __init__(self, reader: ScannedJournal, file_size: int) -> None:
         self._reader = reader
         self._file_size = file_size
         self._window = b""

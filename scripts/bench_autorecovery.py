@@ -28,14 +28,14 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from api.autorecovery.replica_check import check_ledgers  # noqa: E402
 from api.client.codec import LedgerCodec  # noqa: E402
 from api.client.ensemble import BookKeeper, EnsembleWriter  # noqa: E402
 from api.client.fragments import fragments, referenced_bookies  # noqa: E402
 from api.client.metadata import LedgerMetadata  # noqa: E402
-from api.client.underreplication import Underreplication  # noqa: E402
 from api.client.zookeeper import alive_bookies  # noqa: E402
-from api.local_zookeeper import ZooKeeperServer  # noqa: E402
+from api.cluster.autorecovery.replica_check import check_ledgers  # noqa: E402
+from api.cluster.local_zookeeper import ZooKeeperServer  # noqa: E402
+from api.cluster.underreplication import Underreplication  # noqa: E402
 from tests.support.servers import Daemon  # noqa: E402
 
 MiB = 1 << 20

@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from api.client.ensemble import BookKeeper  # noqa: E402
-from api.local_zookeeper import ZooKeeperServer, free_port  # noqa: E402
+from api.cluster.local_zookeeper import ZooKeeperServer, free_port  # noqa: E402
 from tests.support.servers import Daemon  # noqa: E402
 
 PAYLOAD = b"c" * (1024 - 36)

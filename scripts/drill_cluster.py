@@ -8,7 +8,7 @@ A real ZooKeeper (Debian's package) and 5 bookie daemons, each on a fixed port (
 bookie keeps its id), each in a network namespace of the drill's own on a bridge
 (tests/support/netns.py). Without root or ``ip netns`` the drill refuses to run (exit 2, the
 reason printed) unless ``--no-partitions`` is given. Bookies run GC every 2-5 s with a 3 s
-metadata grace (GM1, GM2 of api/cluster_member.py), so GC deletes copies during the drill.
+metadata grace (GM1, GM2 of api/cluster/member.py), so GC deletes copies during the drill.
 Every round, writers append to new replicated ledgers at E/Qw/Qa = 3/2/2 and 3/3/2 while one
 fault, never more than the quorums tolerate at once, strikes:
 
@@ -93,9 +93,9 @@ from api.client.distribution import bookies_of  # noqa: E402
 from api.client.ensemble import BookKeeper, RecoveryUndecided  # noqa: E402
 from api.client.ensemble_reader import BOOKIE_FAILURES  # noqa: E402
 from api.client.fragments import referenced_bookies  # noqa: E402
-from api.client.underreplication import Underreplication  # noqa: E402
+from api.cluster.underreplication import Underreplication  # noqa: E402
 from bookie.errors import NoEntry, NoLedger  # noqa: E402
-from api.local_zookeeper import ZooKeeperServer, free_port  # noqa: E402
+from api.cluster.local_zookeeper import ZooKeeperServer, free_port  # noqa: E402
 from tests.support import netns  # noqa: E402
 from tests.support.servers import Daemon  # noqa: E402
 
@@ -109,7 +109,7 @@ FLAGS = ("--checkpoint-interval-ms", "2000", "--journal-prealloc-bytes", "1MiB",
          "--replicas-check-interval-s", "5")
 #: Each bookie's GC runs every this many ms (drawn per bookie), GM1/GM2 before each run.
 GC_INTERVAL_MS = (2000, 5000)
-#: A bookie's log line of a GC-from-metadata run (api/cluster_member.py).
+#: A bookie's log line of a GC-from-metadata run (api/cluster/member.py).
 GC_LOG = re.compile(r"GC from metadata: deleted ledgers \[([^\]]*)\].*?placed elsewhere now "
                     r"\[([^\]]*)\]")
 #: How long the end of the run waits for every missing-copy suspect to be judged.

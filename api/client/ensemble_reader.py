@@ -13,26 +13,15 @@ Invariants (S4, BookKeeper's ReadOnlyLedgerHandle):
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
-
-import aiohttp
-
+from api.client.bookies import BOOKIE_FAILURES, Bookies
 from api.client.codec import LedgerCodec, LedgerEntry
 from api.client.distribution import bookies_of
 from api.client.metadata import LedgerMetadata
-from bookie.errors import IOFailure, NoEntry, NoLedger, ReadOnly
+from bookie.errors import NoEntry, NoLedger
 
-if TYPE_CHECKING:
-    from api.client.ensemble import BookKeeper
 
-READ_TIMEOUT_S = 10.0
-#: A read unanswered this long also goes to the next replica (BookKeeper's speculative read).
-SPECULATIVE_READ_S = 0.5
 #: How long one LAC long poll of a tail waits before the tail looks at the metadata again.
 TAIL_POLL_MS = 2000
-#: Failures after which a bookie is passed over (a reader) or replaced (a writer): refused
-#: connections, timeouts, 5xx, EREADONLY.
-BOOKIE_FAILURES = (aiohttp.ClientError, asyncio.TimeoutError, OSError, IOFailure, ReadOnly)
 
 
 class BeyondLastConfirmed(NoEntry):
@@ -43,7 +32,7 @@ class EnsembleReader:
     """Reads one replicated ledger through its metadata: each entry from its write set, one
     replica after another on error; the first that verifies wins."""
 
-    def __init__(self, bk: "BookKeeper", metadata: LedgerMetadata, codec: LedgerCodec) -> None:
+    def __init__(self, bk: Bookies, metadata: LedgerMetadata, codec: LedgerCodec) -> None:
         self.bk, self.metadata, self.codec = bk, metadata, codec
         self.ledger_id = metadata.ledger_id
         self.lac = metadata.last_entry_id if metadata.closed else -1  # RD1

@@ -36,11 +36,14 @@ import dataclasses
 import logging
 import random
 
+from api.client.bookies import BOOKIE_FAILURES, Bookies
 from api.client.codec import LedgerCodec, LedgerEntry
 from api.client.distribution import segment_for, with_segment, write_set
-from api.client.ensemble import BOOKIE_FAILURES, BookKeeper, EnsembleReader, RecoveryUndecided
+from api.client.ensemble_errors import RecoveryUndecided
+from api.client.ensemble_reader import EnsembleReader
 from api.client.metadata import BadVersion, LedgerMetadata, MetadataState
 from bookie.errors import BookieError, NoEntry, NoLedger
+
 
 log = logging.getLogger("api.client.ensemble")
 #: Replacements tried for one entry's write-back before recovery gives up (undecided).
@@ -50,7 +53,7 @@ WRITE_BACK_REPLACEMENTS_MAX = 3
 class Recovery:
     """REPLICATION.md §3's recovery of a ledger whose writer may be dead (LedgerRecoveryOp)."""
 
-    def __init__(self, bk: BookKeeper, metadata: LedgerMetadata, codec: LedgerCodec) -> None:
+    def __init__(self, bk: Bookies, metadata: LedgerMetadata, codec: LedgerCodec) -> None:
         self.bk, self.metadata, self.codec = bk, metadata, codec
         self.ledger_id = metadata.ledger_id
         #: Recovery's view of the ensembles: the fenced ones plus its own changes (RC1).

@@ -64,7 +64,7 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
         self.config = config
         self.disk = disk or OsDisk()
         self._node_state = NodeState()
-        #: Where a cluster bookie is registered in ZooKeeper (api/cluster_member.py), None
+        #: Where a cluster bookie is registered in ZooKeeper (api/cluster/member.py), None
         #: when it is not (standalone, not yet, or lost with the session).
         self.registration: str | None = None
         #: Ledgers marked under-replicated in ZooKeeper, as last counted (a cluster bookie).

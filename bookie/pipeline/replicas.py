@@ -4,7 +4,7 @@
 The driver lists the ledger tree's second-level znodes (BookKeeper's hierarchical layout:
 each one a slice of 10^4 ledger ids) and who is alive; each Spark task takes a share of the
 slices, walks them, reads each ledger's metadata and asks every live bookie of every closed
-fragment which entries it holds (``api/autorecovery/replica_check.py``, the auditor's own
+fragment which entries it holds (``api/cluster/autorecovery/replica_check.py``, the auditor's own
 check), and marks the ledgers that miss copies in BookKeeper's ``underreplication`` layout
 (unless ``--dry-run``). Rows come back only for missing copies, so the driver holds little.
 """
@@ -16,10 +16,10 @@ import time
 
 from pyspark.sql import SparkSession
 
-from api.autorecovery.replica_check import check_ledgers
 from api.client.ensemble import BookKeeper
-from api.client.underreplication import Underreplication
 from api.client.zookeeper import ZkMetadataStore, alive_bookies
+from api.cluster.autorecovery.replica_check import check_ledgers
+from api.cluster.underreplication import Underreplication
 from bookie.pipeline.jobs import JobResult
 
 MISSING_SHOWN = 10

@@ -16,7 +16,7 @@ Commands, one module each (or a few grouped):
     gc                                      gc.py (engine: bookie/gc.py)
     cookie, listbookies                     cookie.py (ZooKeeper)
     listunderreplicated, decommission,
-    autorecovery                            autorecovery_cmd.py (ZooKeeper; api/autorecovery/)
+    autorecovery                            autorecovery_cmd.py (ZooKeeper; api/cluster/autorecovery/)
 
 This is an entry point: nothing imports it but ``bookie.cli`` (DESIGN.md §5).
 """

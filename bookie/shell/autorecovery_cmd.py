@@ -9,10 +9,11 @@ import sys
 import time
 
 from api.client.fragments import referenced_bookies
-from api.client.underreplication import Underreplication
-from api.client.zookeeper import KazooClient, ZkCookies, ZkMetadataStore, alive_bookies
-from bookie.shell.cookie import zookeeper, zookeeper_options
+from api.client.zookeeper import KazooClient, ZkMetadataStore, alive_bookies
+from api.cluster.underreplication import Underreplication
+from api.cluster.zookeeper import ZkCookies
 from bookie.errors import NoLedger
+from bookie.shell.cookie import zookeeper, zookeeper_options
 from bookie.shell.output import EXIT_OK, Output
 
 EXIT_PROBLEMS, EXIT_TIMEOUT = 1, 2

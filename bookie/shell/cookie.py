@@ -7,7 +7,8 @@ import argparse
 import contextlib
 
 from api.client.metadata_format import decode_cookie, decode_service_info
-from api.client.zookeeper import KazooClient, ZkCookies, parse_uri
+from api.client.zookeeper import KazooClient, parse_uri
+from api.cluster.zookeeper import ZkCookies
 from bookie.shell.datadir import UsageError
 from bookie.shell.output import EXIT_OK, Output
 

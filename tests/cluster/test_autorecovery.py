@@ -22,7 +22,7 @@ from api.client.distribution import bookies_of
 from api.client.ensemble import BookKeeper
 from api.client.fragments import referenced_bookies
 from api.client.metadata import MetadataState
-from api.client.underreplication import Underreplication
+from api.cluster.underreplication import Underreplication
 from scripts.drill_cluster import CHILD_WRITER, payload_of
 from tests.support.servers import ROOT, Daemon
 

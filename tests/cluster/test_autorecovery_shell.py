@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from api.client.underreplication import Underreplication
 from api.client.zookeeper import parse_uri
+from api.cluster.underreplication import Underreplication
 from bookie.shell import main as shell
 
 

@@ -13,7 +13,8 @@ import urllib.request
 from kazoo.client import KazooClient
 
 from api.client.metadata_format import decode_service_info
-from api.client.zookeeper import ZkRegistration, parse_uri
+from api.client.zookeeper import parse_uri
+from api.cluster.zookeeper import ZkRegistration
 from tests.support.servers import ROOT, Daemon
 
 FLAGS = ("--checkpoint-interval-ms", "3600000", "--journal-prealloc-bytes", "1MiB")

@@ -11,15 +11,15 @@ import signal
 
 import pytest
 
-from api.autorecovery.throttle import Throttle
-from api.autorecovery.worker import ReplicationWorker
 from api.client.codec import LedgerCodec
 from api.client.distribution import bookies_of
 from api.client.ensemble import BookKeeper, LedgerClosed, RecoveryUndecided
 from api.client.ensemble_reader import BeyondLastConfirmed
 from api.client.ensemble_recovery import Recovery
 from api.client.metadata import MetadataState
-from api.client.underreplication import Underreplication
+from api.cluster.autorecovery.throttle import Throttle
+from api.cluster.autorecovery.worker import ReplicationWorker
+from api.cluster.underreplication import Underreplication
 from bookie.errors import NoLedger
 from tests.support.servers import Daemon
 

@@ -1,11 +1,11 @@
 """Autorecovery's znodes are BookKeeper's (ZkLedgerUnderreplicationManager,
 ZkLedgerAuditorManager): paths and text formats byte for byte, and the invariants UR1-UR4 of
-api/client/underreplication.py against a real ZooKeeper."""
+api/cluster/underreplication.py against a real ZooKeeper."""
 
 from __future__ import annotations
 
-from api.client.underreplication import Underreplication, marker_parent
 from api.client.zookeeper import parse_uri
+from api.cluster.underreplication import Underreplication, marker_parent
 
 
 def test_marker_paths_split_the_id_in_four_hex_levels():

@@ -112,7 +112,7 @@ async def test_openapi_describes_every_route_and_validates(server):
         async with session.get(server.url + "/openapi.json") as reply:
             spec = await reply.json()
     validate(spec)
-    from api.server import make_app
+    from api.server.app import make_app
 
     app = make_app(server.bookie, start_bookie=False)
     routes = {(r.method.lower(), r.resource.canonical) for r in app.router.routes()

@@ -11,7 +11,7 @@ from api.client import BookieClient
 from api.client.codec import LedgerCodec
 from api.client.ensemble import BookKeeper, EnsembleWriter
 from api.client.metadata import LedgerMetadata
-from api.client.underreplication import Underreplication
+from api.cluster.underreplication import Underreplication
 from bookie.pipeline.__main__ import parse_args
 from bookie.pipeline.replicas import run_replicas
 from tests.support.servers import Daemon

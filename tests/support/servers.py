@@ -11,7 +11,7 @@ import sys
 import time
 import urllib.request
 
-from api.server import serving
+from api.server.app import serving
 from bookie.errors import IOFailure
 from bookie.node import Bookie
 

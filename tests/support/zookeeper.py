@@ -1,5 +1,5 @@
-"""The tests' real ZooKeeper: api/local_zookeeper.py, the same one `bookie cluster up` runs."""
+"""The tests' real ZooKeeper: api/cluster/local_zookeeper.py, the same one `bookie cluster up` runs."""
 
-from api.local_zookeeper import ZooKeeperServer, free_port, missing
+from api.cluster.local_zookeeper import ZooKeeperServer, free_port, missing
 
 __all__ = ["ZooKeeperServer", "free_port", "missing"]

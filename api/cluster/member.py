@@ -49,10 +49,10 @@ import time
 from api.client.fragments import referenced_bookies
 from api.client.metadata_format import (MetadataFormatError, decode_cookie, encode_cookie,
                                        encode_service_info)
-from api.client.underreplication import Underreplication
-from api.client.zookeeper import (ZkCookies, ZkMetadataStore, ZkRegistration,
-                                  cluster_instance_id, count_underreplicated,
-                                  create_cluster_instance_id)
+from api.client.zookeeper import ZkMetadataStore
+from api.cluster.underreplication import Underreplication
+from api.cluster.zookeeper import (ZkCookies, ZkRegistration, cluster_instance_id,
+                                   count_underreplicated, create_cluster_instance_id)
 from bookie.disk import atomic_replace
 from bookie.errors import BookieError, NoLedger
 from bookie.identity import instance_id
@@ -84,7 +84,7 @@ class ClusterMember:
         self.metadata = ZkMetadataStore(uri, client=self.registration.client)
         self._missing: dict[int, float] = {}  # ledger id -> when metadata first lacked it
         self._moved: dict[int, float] = {}  # ledger id -> when first seen placed elsewhere
-        self.autorecovery = None  # api.autorecovery.service.AutoRecovery, when enabled
+        self.autorecovery = None  # api.cluster.autorecovery.service.AutoRecovery, when enabled
 
     def _changed(self, path: str | None) -> None:
         """From any thread: what /ready, /v1/bookie/info and the metrics say."""
@@ -177,7 +177,7 @@ class ClusterMember:
                                                name="zk-underreplicated")
         self.bookie.add_state_listener(self._on_state)
         if self.bookie.config.autorecovery_daemon_enabled:
-            from api.autorecovery.service import AutoRecovery  # noqa: PLC0415
+            from api.cluster.autorecovery.service import AutoRecovery  # noqa: PLC0415
 
             self.autorecovery = await AutoRecovery(self.uri, self.bookie_id,
                                                    self.bookie.config).start()

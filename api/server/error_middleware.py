@@ -5,7 +5,7 @@ A ``BookieError`` becomes ``{"error": code, "message": ...}`` with its status (a
 than its HTML page; routing refusals (404 no route, 405) keep their status with ``EBADREQ``;
 anything else is ``500 EIO`` with the traceback logged. Handlers build no errors.
 
-The latency of every request, errors included, is recorded here too (``api/metrics.py``
+The latency of every request, errors included, is recorded here too (``api/server/metrics.py``
 names the metric): one middleware, not two, since each layer costs a coroutine frame and a
 call on every add.
 """
@@ -17,7 +17,7 @@ import time
 
 from aiohttp import web
 
-from api.metrics import observe_request
+from api.server.metrics import observe_request
 from bookie.errors import BookieError, TooLarge, Unavailable
 
 log = logging.getLogger("bookie.api")

@@ -43,16 +43,19 @@ import logging
 import random
 import time
 
-from api.autorecovery.throttle import Throttle
+from api.client.bookies import BOOKIE_FAILURES
 from api.client.codec import LedgerCodec
 from api.client.distribution import write_set
-from api.client.ensemble import BOOKIE_FAILURES, BookKeeper, NotEnoughBookies
+from api.client.ensemble import BookKeeper
+from api.client.ensemble_errors import NotEnoughBookies
+from api.client.ensemble_recovery import Recovery
 from api.client.fragments import Fragment, fragments, missing_entries
 from api.client.metadata import BadVersion, LedgerMetadata
-from api.client.underreplication import Underreplication
+from api.cluster.autorecovery.throttle import Throttle
+from api.cluster.underreplication import Underreplication
 from bookie.errors import BookieError, IOFailure, NoLedger
 
-log = logging.getLogger("api.autorecovery")
+log = logging.getLogger("api.cluster.autorecovery")
 POLL_INTERVAL_S = 1.0
 BACKOFF_FIRST_S, BACKOFF_MAX_S = 1.0, 60.0
 #: A copy reads this many entries at once, then sends them as POST batches of at most
@@ -143,8 +146,6 @@ class ReplicationWorker:
             seen = self._open_seen.setdefault((ledger_id, lost), now)  # RW7
             if now - seen < self.grace_s:
                 return float(max(0.1, self.grace_s - (now - seen)))
-            from api.client.ensemble_recovery import Recovery  # noqa: PLC0415 (a cycle)
-
             log.info("ledger %d: open %.0f s after its bookies %s were lost; recovering it",
                      ledger_id, now - seen, sorted(lost))
             metadata = await Recovery(self.bk, metadata, codec).run()  # RW4

@@ -1,6 +1,6 @@
 """A local ZooKeeper server from Debian's ``zookeeper`` package, started and stopped by PID.
 
-Used by ``bookie cluster up`` (api/cluster_cli.py) and by the tests (tests/cluster/conftest.py).
+Used by ``bookie cluster up`` (api/cluster/cli.py) and by the tests (tests/cluster/conftest.py).
 ``ZooKeeperServer(root).start()`` writes its own ``zoo.cfg`` (127.0.0.1, a free port or the
 one given, ``root/data``), runs ``org.apache.zookeeper.server.ZooKeeperServerMain`` from the
 package's jars, waits (bounded, polling ``ruok``) until it answers ``imok``; ``stop()`` ends

@@ -6,8 +6,8 @@ import hmac
 
 from aiohttp import web
 
-from api.info_json import bookie_info
-from api.keys import BOOKIE
+from api.server.info_json import bookie_info
+from api.server.keys import BOOKIE
 from bookie.errors import BadRequest, BookieError
 
 routes = web.RouteTableDef()

@@ -22,13 +22,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from api.autorecovery.auditor import Auditor
-from api.autorecovery.throttle import Throttle
-from api.autorecovery.worker import ReplicationWorker
 from api.client.ensemble import BookKeeper
-from api.client.underreplication import Underreplication
+from api.cluster.autorecovery.auditor import Auditor
+from api.cluster.autorecovery.throttle import Throttle
+from api.cluster.autorecovery.worker import ReplicationWorker
+from api.cluster.underreplication import Underreplication
 
-log = logging.getLogger("api.autorecovery")
+log = logging.getLogger("api.cluster.autorecovery")
 ELECTION_RECHECK_S = 5.0
 
 

@@ -20,7 +20,7 @@ from api.client.fragments import fragments, missing_entries
 from api.client.metadata import LedgerMetadata
 from bookie.errors import BookieError, NoLedger
 
-log = logging.getLogger("api.autorecovery")
+log = logging.getLogger("api.cluster.autorecovery")
 CONCURRENCY = 16
 
 

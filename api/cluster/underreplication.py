@@ -39,10 +39,10 @@ import time
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
+from api.client.metadata import MetadataError
 from api.client.metadata_format import (AuditorVoteFormat, LedgerRereplicationLayoutFormat,
                                         LockDataFormat, ReplicasCheckFormat,
                                         UnderreplicatedLedgerFormat, from_text, to_text)
-from api.client.metadata import MetadataError
 from api.client.zookeeper import READ_RETRY
 
 LAYOUT_TYPE, LAYOUT_VERSION = "BASIC", 1

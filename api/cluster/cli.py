@@ -12,7 +12,7 @@ with progress lines) until each is ready and registered, and writes ``<dir>/clus
 (PIDs, ports, the metadata URI). ``init`` writes ``<root>/INSTANCEID`` (a new UUID, as
 BookKeeper's ``shell initnewcluster``) into a tree that has none: every bookie's cookie then
 carries it, and a bookie whose dirs name another instance refuses to start (CK2 in
-api/cluster_member.py); the first bookie of an empty tree does the same by itself. ``status`` lists the bookies ZooKeeper knows (writable or
+api/cluster/member.py); the first bookie of an empty tree does the same by itself. ``status`` lists the bookies ZooKeeper knows (writable or
 read-only) with each one's ``/v1/bookie/info``. ``down`` sends SIGTERM to each bookie by PID
 (they unregister, drain and checkpoint), waits for them, then stops ZooKeeper. Exit codes: 0
 done, 1 something did not come up or go down (``init``: the tree already has an instance id),
@@ -31,7 +31,7 @@ import sys
 import time
 import urllib.request
 
-from api.local_zookeeper import ZooKeeperServer, missing
+from api.cluster.local_zookeeper import ZooKeeperServer, missing
 
 STATE_FILE = "cluster.json"
 READY_TIMEOUT_S = 120.0
@@ -74,7 +74,8 @@ def main(argv: list[str]) -> int:
 
 
 def init_cluster(args) -> int:
-    from api.client.zookeeper import ZkMetadataStore, create_cluster_instance_id  # noqa: PLC0415
+    from api.client.zookeeper import ZkMetadataStore  # noqa: PLC0415
+    from api.cluster.zookeeper import create_cluster_instance_id  # noqa: PLC0415
 
     store = ZkMetadataStore(args.metadata_service_uri).start()
     try:

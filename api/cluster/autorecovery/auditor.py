@@ -23,13 +23,13 @@ import logging
 import os
 import time
 
-from api.autorecovery.replica_check import check_ledgers
 from api.client.ensemble import BookKeeper
 from api.client.fragments import referenced_bookies
-from api.client.underreplication import Underreplication
+from api.cluster.autorecovery.replica_check import check_ledgers
+from api.cluster.underreplication import Underreplication
 from bookie.errors import NoLedger
 
-log = logging.getLogger("api.autorecovery")
+log = logging.getLogger("api.cluster.autorecovery")
 AUDIT_INTERVAL_S = 1.0
 #: While lost bookies are still referenced, the metadata is scanned again this often (new
 #: markers for ledgers a writer moved meanwhile are cheap: UR1 writes nothing twice).

@@ -5,8 +5,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from api import wire
-from api.keys import BODY_BUDGET, BOOKIE
-from api.routes_bookie import require_admin
+from api.server.keys import BODY_BUDGET, BOOKIE
+from api.server.routes_bookie import require_admin
 from bookie.entry import DigestType, entry_ids
 from bookie.errors import BadRequest
 

@@ -46,7 +46,7 @@ from prometheus_client import CollectorRegistry, generate_latest  # noqa: F401 (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, \
     HistogramMetricFamily
 
-from api.keys import BOOKIE
+from api.server.keys import BOOKIE
 from bookie.disk_monitor import files_bytes
 from bookie.stats import Histogram
 

@@ -3,7 +3,7 @@
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from api.body_budget import BodyBudget
+from api.server.body_budget import BodyBudget
 from bookie.node import Bookie
 
 BOOKIE = web.AppKey("bookie", Bookie)

@@ -13,10 +13,11 @@ import logging
 
 from aiohttp import web
 
-from api import metrics, openapi, routes_bookie, routes_ledgers, wire
-from api.error_middleware import error_middleware
-from api.body_budget import BodyBudget
-from api.keys import BODY_BUDGET, BOOKIE, REGISTRY
+from api import wire
+from api.server import metrics, openapi, routes_bookie, routes_ledgers
+from api.server.body_budget import BodyBudget
+from api.server.error_middleware import error_middleware
+from api.server.keys import BODY_BUDGET, BOOKIE, REGISTRY
 from bookie.node import Bookie
 
 log = logging.getLogger("bookie.api")
