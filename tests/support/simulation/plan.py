@@ -9,7 +9,11 @@ Phases, in order (a fault's ``at`` is seconds from its phase's start):
     r2       a second recovery, or a ReplicationWorker pass that recovers the open ledger;
              undecided: every fault is healed and recovery retried
 Faults: pause (SIGSTOP), crash (restart with the same id and data), partition (one bookie
-from one client process).
+from one client process). A fault's bookie is a name ("b2") or a role resolved when it
+strikes: "@last:i", the i-th bookie of the ledger's last segment then, or "@spare:j", the
+j-th registered bookie outside it (the one an ensemble change would likely pick). Roles make
+orders such as "pause a segment member and the spare during recovery 1, then another
+member during recovery 2" likely, where concrete names would hit them one time in many.
 """
 
 from __future__ import annotations
@@ -69,7 +73,9 @@ class Plan:
                 f"worker_after={self.worker_after} drop_p={self.drop_p}")
 
 
-def _faults(rng: random.Random, bookies) -> list[Fault]:
+def _faults(rng: random.Random, bookies, ensemble: int) -> list[Fault]:
+    targets = list(bookies) + [f"@last:{i}" for i in range(ensemble)] + \
+        [f"@spare:{j}" for j in range(len(bookies) - ensemble)]
     found = []
     for phase in PHASES:
         count = rng.choices((0, 1, 2, 3), weights=(3, 3, 3, 2))[0]
@@ -79,7 +85,7 @@ def _faults(rng: random.Random, bookies) -> list[Fault]:
             lasting = None if rng.random() < 0.5 else rng.uniform(0.05, 4.0)
             client = rng.choice(CLIENTS[phase]) if kind == "partition" else ""
             at = 0.0 if rng.random() < 0.3 else rng.uniform(0.0, span)
-            found.append(Fault(phase, round(at, 4), kind, rng.choice(bookies),
+            found.append(Fault(phase, round(at, 4), kind, rng.choice(targets),
                                None if lasting is None else round(lasting, 3), client))
     return found
 
@@ -101,4 +107,4 @@ def make_plan(seed: int) -> Plan:
         r2_mode=rng.choices(("recovery", "worker"), weights=(4, 1))[0],
         worker_after=rng.random() < 0.25,
         drop_p=0.0 if rng.random() < 0.8 else round(rng.uniform(0.001, 0.02), 4),
-        faults=tuple(_faults(rng, bookies)))
+        faults=tuple(_faults(rng, bookies, ensemble)))

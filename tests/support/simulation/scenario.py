@@ -64,11 +64,15 @@ class _Run:
             self.net.add_bookie(bookie_id)
         self.store = SimMetadataStore(self.rng, self.trace)
         self.checker = Checker(self.trace)
-        self.faults = FaultInjector(self.net, self.trace)
+        self.faults = FaultInjector(self.net, self.trace, self._last_segment)
         self.processes = Processes(loop)
         self.ledger_id = -1
         self.recoveries = 0
         self.acked_event = asyncio.Event()
+
+    def _last_segment(self) -> tuple[str, ...]:
+        metadata = self.store.ledgers.get(self.ledger_id)
+        return metadata.ensembles[-1][1] if metadata else tuple(self.plan.bookies)
 
     def bk(self, name: str) -> BookKeeper:
         return BookKeeper(self.store, transport=SimTransport(self.net, name), **TIMEOUTS)
