@@ -207,7 +207,7 @@ class _Run:
         first = self.processes.spawn("recovery#1", self._recover("recovery#1"))
         tasks = [first]
         if plan.r1_mode == "two":
-            await asyncio.sleep(plan.r1_cancel_at / 10)
+            await asyncio.sleep(plan.r1_cancel_at / 100)
             tasks.append(self.processes.spawn("recovery#2", self._recover("recovery#2")))
         if plan.r1_mode == "cancel":
             done, _ = await asyncio.wait([first], timeout=plan.r1_cancel_at)
