@@ -180,7 +180,11 @@ class _Run:
                 self.checker.lac_told("reader#0", lac)
                 try:
                     await reader.read_entry(lac + 1)
-                    self.checker.shown_above_lac("reader#0", lac + 1, lac)
+                    # Served only if the reader looked the LAC up again and it now covers
+                    # the entry (RD2): then it was told that LAC before being shown it.
+                    self.checker.lac_told("reader#0", reader.lac)
+                    if reader.lac < lac + 1:
+                        self.checker.shown_above_lac("reader#0", lac + 1, reader.lac)
                 except CLIENT_ERRORS:
                     pass
             except CLIENT_ERRORS:
