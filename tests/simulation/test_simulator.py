@@ -1,0 +1,75 @@
+"""The deterministic simulator (tests/support/simulation/) over the real client code.
+
+(a) a seed is reproducible; (b) a few thousand seeds, S1-S5 hold, fast; (c) bug A of the
+compound-faults issue, pinned as the scenario the simulator found.
+"""
+
+from __future__ import annotations
+
+import time
+
+from tests.support.simulation.plan import Fault, Plan
+from tests.support.simulation.scenario import run_plan, run_seed
+from tests.support.simulation.shrink import report
+
+SEEDS = 2000
+
+
+def test_a_seed_is_reproducible():
+    for seed in (7, 1801, 1082):
+        first, second = run_seed(seed), run_seed(seed)
+        assert first.trace.lines() == second.trace.lines(), f"seed {seed} is not deterministic"
+        assert len(first.trace.lines()) > 20
+
+
+def test_thousands_of_seeds_hold_s1_to_s5():
+    started = time.monotonic()
+    failing = [outcome for outcome in map(run_seed, range(SEEDS)) if outcome.failed]
+    seconds = time.monotonic() - started
+    assert not failing, (f"{len(failing)} of {SEEDS} seeds violate S1-S5 "
+                         f"(seeds {[o.plan.seed for o in failing][:20]}); the first:\n"
+                         + report(failing[0], trace_lines=200))
+    assert seconds < 60, f"{SEEDS} seeds took {seconds:.1f} s"
+
+
+#: Seed 1801 as scripts/simulate_cluster.py --shrink reduced it on commit 2f9ccf9 (two faults).
+BUG_A = Plan(seed=1801, ensemble=2, write_quorum=2, ack_quorum=2,
+             bookies=("b0", "b1", "b2", "b3"), entries=11, window=16, kill_after=1,
+             kill_delay=0.0126, close_race=False, reader_probe=True, r1_mode="cancel",
+             r1_cancel_at=1.6953, r2_mode="worker", worker_after=False, drop_p=0.0,
+             faults=(Fault("r1", 0.3705, "pause", "b0", None),
+                     Fault("between", 0.0, "pause", "b2", None)))
+
+
+def test_bug_a_a_dead_recovery_s_segment_does_not_truncate_the_next_recovery():
+    """Bug A: recovery committed an ensemble change while IN_RECOVERY, before the
+    replacement held anything; when that recovery died, the next one fenced only the last
+    segment, took the empty replacement's ENOENTRY for "missing" and closed below
+    acknowledged entries. Found by seed 1801 (E/Qw/Qa 2/2/2, bookies b0..b3), shrunk:
+
+        t=0.004 metadata create v1 OPEN (0,[b0,b2])
+                writer: e0..e10 acknowledged, then KILLED at t=0.036
+        t=0.044 metadata write v2 IN_RECOVERY (0,[b0,b2])
+        t=0.050 recovery#1->b2 fence: ok   t=0.051 recovery#1->b0 fence: ok
+                recovery#1 reads e0..e10 (present), e11 NoEntry; writes them back
+        t=0.406 FAULT pause b0
+        t=1.714 metadata write v3 IN_RECOVERY (0,[b0,b2]) (5,[b3,b2])   <- e5's write-back
+                to b0 timed out: b0 replaced by b3 from e5, committed mid-recovery
+        t=1.727 recovery#1->b3 recovery-add e5: ok
+        t=1.731 recovery#1: KILLED mid-way
+        t=1.731 HEAL resume b0            t=1.731 FAULT pause b2
+        t=1.983 worker: b2 is being decommissioned (the open ledger is recovered)
+        t=2.003 worker->b3 fence: ok      (b2 paused: coverage still passes at Qa 2)
+                start = max(LAC -1, segment first 5 - 1) = 4
+        t=3.035 worker->b3 read e7: NoEntry   (Qw-Qa+1 = 1 ENOENTRY: "missing")
+        t=4.059 metadata write v5 CLOSED last=6 (0,[b0,b2]) (5,[b3,b0])
+        VIOLATION S5: worker closed at 6 below acknowledged e7..e10
+
+    The fix (BookKeeper's closeRecovered): recovery keeps its ensemble changes in memory and
+    commits them only with the close. Then this order closes at 10."""
+    outcome = run_plan(BUG_A)
+    lines = outcome.trace.lines()
+    assert any("recovery#1: KILLED mid-way" in line for line in lines)  # the order holds
+    assert any("FAULT pause b2" in line for line in lines)
+    assert outcome.acked == 11
+    assert not outcome.violations, report(outcome, trace_lines=300)

@@ -1,0 +1,13 @@
+"""A deterministic simulator of the replication protocol (FoundationDB / TigerBeetle style).
+
+The real client code (api/client/ensemble*.py, api/autorecovery/worker.py) runs unmodified on
+a virtual-time event loop (loop.py) against in-memory bookies (bookie.py) behind a seeded,
+faulty network (network.py), an in-memory metadata store and under-replication twin
+(metadata.py). A seed picks a plan (plan.py): quorums, a writer that dies mid-stream, faults
+before, during and between recoveries; scenario.py runs it, checker.py checks S1-S5 of
+REPLICATION.md §5, shrink.py reduces a failing plan's faults. Entry point: scripts/
+simulate_cluster.py; tests: tests/simulation/.
+
+Module dependencies point one way: loop, trace, processes <- bookie <- network <- faults,
+metadata <- checker, plan <- scenario <- shrink.
+"""

@@ -1,0 +1,109 @@
+"""The safety properties of REPLICATION.md §5, checked on one simulated ledger.
+
+    S1  every acknowledged entry (its ``append`` returned) reads back byte-identical
+        through the final metadata once the ledger is closed
+    S2  a closed ledger's lastEntryId >= every acknowledged entry id; no append is
+        acknowledged with an id above a close
+    S3  every replica that holds an entry holds the same bytes; every reader sees the same
+        end and the same bytes
+    S4  a reader is never shown an entry above the LAC it was told, and the LAC one reader
+        reports (``read_lac()``) never goes back
+    S5  recovery never closes below an acknowledged entry
+    LIVE  once every fault is healed, recovery closes the ledger
+
+The checker only records: each violation is a line naming the property, also put in the
+trace, so the report shows where in the run it happened.
+"""
+
+from __future__ import annotations
+
+from tests.support.simulation.trace import Trace
+
+
+class Checker:
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.acked: dict[int, bytes] = {}  # entry id -> payload
+        self.closes: list[tuple[str, int]] = []  # (who, lastEntryId): who closed it
+        self.ends: list[tuple[str, int]] = []  # (who, lastEntryId): who found it closed
+        self.violations: list[str] = []
+        self._lac: dict[str, int] = {}
+
+    def violation(self, prop: str, text: str) -> None:
+        line = f"{prop}: {text}"
+        if line not in self.violations:
+            self.violations.append(line)
+            self.trace(f"VIOLATION {line}")
+
+    # -- events -------------------------------------------------------------------------
+
+    def ack(self, entry_id: int, payload: bytes) -> None:
+        self.trace(f"writer: append e{entry_id} acknowledged")
+        self.acked[entry_id] = payload
+        for who, last in self.closes:
+            if entry_id > last:
+                self.violation("S2", f"e{entry_id} acknowledged after {who} closed the "
+                                     f"ledger at {last}")
+
+    def closed(self, who: str, last: int) -> None:
+        self.trace(f"{who}: closed at {last}")
+        self.closes.append((who, last))
+        self._check_close(who, last)
+
+    def sees_end(self, who: str, last: int) -> None:
+        """A client that found the ledger closed: its end must be the one (S3)."""
+        self.trace(f"{who}: found it closed at {last}")
+        self.ends.append((who, last))
+
+    def _check_close(self, who: str, last: int) -> None:
+        above = [e for e in self.acked if e > last]
+        if above:
+            prop = "S5" if who.startswith(("recovery", "worker")) else "S2"
+            self.violation(prop, f"{who} closed at {last} below acknowledged "
+                                 f"e{min(above)}..e{max(above)}")
+
+    def lac_told(self, reader: str, lac: int) -> None:
+        before = self._lac.get(reader, -1)
+        if lac < before:
+            self.violation("S4", f"{reader}'s read_lac went back from {before} to {lac}")
+        self._lac[reader] = max(before, lac)
+
+    def shown_above_lac(self, reader: str, entry_id: int, lac: int) -> None:
+        self.violation("S4", f"{reader} was shown e{entry_id} above the LAC {lac} it was told")
+
+    # -- the end ------------------------------------------------------------------------
+
+    def final(self, metadata, replicas: dict[str, dict[int, bytes]],
+              reads: dict[str, dict[int, bytes | None]]) -> None:
+        """``replicas``: bookie -> entry -> bytes; ``reads``: reader -> entry -> payload
+        (None: the read failed) for every entry up to the final end."""
+        for who, last in self.closes:
+            self._check_close(who, last)
+        if not metadata.closed:
+            self.violation("LIVE", f"the ledger is still {metadata.state.value} at the end")
+            return
+        ends = {last for _, last in self.closes + self.ends} | {metadata.last_entry_id}
+        if len(ends) > 1:
+            self.violation("S3", f"closed at different ends {sorted(ends)}")
+        holders: dict[int, tuple[str, bytes]] = {}
+        for bookie_id, entries in sorted(replicas.items()):
+            for entry_id, data in sorted(entries.items()):
+                first = holders.setdefault(entry_id, (bookie_id, data))
+                if first[1] != data:
+                    self.violation("S3", f"e{entry_id} differs on {first[0]} and {bookie_id}")
+        for reader, seen in sorted(reads.items()):
+            for entry_id, payload in self.acked.items():
+                if entry_id > metadata.last_entry_id:
+                    continue  # S2/S5 already reported it
+                got = seen.get(entry_id)
+                if got is None:
+                    self.violation("S1", f"{reader} could not read acknowledged e{entry_id}")
+                elif got != payload:
+                    self.violation("S1", f"{reader} read different bytes for e{entry_id}")
+            for entry_id in range(metadata.last_entry_id + 1):
+                if seen.get(entry_id) is None and entry_id not in self.acked:
+                    self.violation("S3", f"{reader} could not read e{entry_id} below the "
+                                         f"end {metadata.last_entry_id}")
+        views = {reader: seen for reader, seen in reads.items()}
+        if len({tuple(sorted(v.items())) for v in views.values()}) > 1:
+            self.violation("S3", "two readers saw different entries")

@@ -1,0 +1,149 @@
+"""In-memory twins of the metadata service: the ledger store (CAS on version, as
+api/client/zookeeper.py's ZkMetadataStore) and the under-replication markers and locks (the
+methods api/autorecovery/worker.py calls on api/client/underreplication.py's class).
+
+Invariants:
+    SM1. ``write`` succeeds only at the stored version and stores version + 1 (MD1): of two
+         racing writers exactly one wins, the other gets BadVersion.
+    SM2. Every successful write is traced with the state and ensembles it stored, so a
+         violation's trace shows every metadata step; ``history`` keeps them for the checker.
+    SM3. Each call takes one seeded network delay before it acts (ZooKeeper is a server too);
+         its effect happens at one instant, so the CAS stays atomic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+
+from api.client.metadata import BadVersion, LedgerExists, LedgerMetadata
+from bookie.errors import NoLedger
+from tests.support.simulation.trace import Trace
+
+
+def describe(metadata: LedgerMetadata) -> str:
+    segments = " ".join(f"({first},[{','.join(members)}])"
+                        for first, members in metadata.ensembles)
+    end = f" last={metadata.last_entry_id}" if metadata.closed else ""
+    return f"v{metadata.version} {metadata.state.value}{end} {segments}"
+
+
+class SimMetadataStore:
+    def __init__(self, rng: random.Random, trace: Trace, delay_s=(0.0005, 0.005)) -> None:
+        self.rng, self.trace, self.delay_s = rng, trace, delay_s
+        self.ledgers: dict[int, LedgerMetadata] = {}
+        self.history: list[tuple[float, LedgerMetadata]] = []
+        self._next = 0
+
+    async def _hop(self) -> None:
+        await asyncio.sleep(self.rng.uniform(*self.delay_s))
+
+    async def create(self, metadata: LedgerMetadata) -> LedgerMetadata:
+        await self._hop()
+        ledger_id = self._next if metadata.ledger_id is None else metadata.ledger_id
+        if ledger_id in self.ledgers:
+            raise LedgerExists(f"ledger {ledger_id} exists")
+        self._next = max(self._next, ledger_id + 1)
+        stored = dataclasses.replace(metadata, ledger_id=ledger_id, version=1, ctime_ms=1)
+        self._store(stored, "create")
+        return stored
+
+    async def read(self, ledger_id: int) -> LedgerMetadata:
+        await self._hop()
+        if ledger_id not in self.ledgers:
+            raise NoLedger(f"ledger {ledger_id} has no metadata")
+        return self.ledgers[ledger_id]
+
+    async def write(self, metadata: LedgerMetadata) -> LedgerMetadata:
+        await self._hop()
+        current = self.ledgers.get(metadata.ledger_id)
+        if current is None:
+            raise NoLedger(f"ledger {metadata.ledger_id} has no metadata")
+        if current.version != metadata.version:  # SM1
+            self.trace(f"metadata CAS at v{metadata.version} lost (at v{current.version})")
+            raise BadVersion(f"ledger {metadata.ledger_id}: at version {current.version}, "
+                             f"the update was based on {metadata.version}")
+        stored = dataclasses.replace(metadata, version=current.version + 1)
+        self._store(stored, "write")
+        return stored
+
+    async def delete(self, ledger_id: int, version: int) -> None:
+        await self._hop()
+        current = self.ledgers.get(ledger_id)
+        if current is None:
+            raise NoLedger(f"ledger {ledger_id} has no metadata")
+        if current.version != version:
+            raise BadVersion(f"ledger {ledger_id}: at version {current.version}")
+        del self.ledgers[ledger_id]
+        self.trace(f"metadata delete L{ledger_id}")
+
+    async def ledger_ids(self) -> list[int]:
+        await self._hop()
+        return sorted(self.ledgers)
+
+    async def close(self) -> None:
+        pass
+
+    def _store(self, metadata: LedgerMetadata, how: str) -> None:
+        self.ledgers[metadata.ledger_id] = metadata
+        self.history.append((asyncio.get_running_loop().time(), metadata))
+        self.trace(f"metadata {how} {describe(metadata)}")  # SM2
+
+
+class SimUnderreplication:
+    """The markers and locks of REPLICATION.md §4 in memory, for ReplicationWorker.
+    Synchronous like the kazoo class (the worker calls it through asyncio.to_thread)."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.markers: dict[int, tuple[list[str], int, int]] = {}  # id -> (replicas, ctime, v)
+        self.locks: set[int] = set()
+        self.leaving: set[str] = set()
+        self.disabled = False
+
+    def enabled(self) -> bool:
+        return not self.disabled
+
+    def decommissioning(self) -> set[str]:
+        return set(self.leaving)
+
+    def mark(self, ledger_id: int, replicas) -> bool:
+        old = self.markers.get(ledger_id)
+        if old is None:
+            self.markers[ledger_id] = (sorted(set(replicas)), 0, 0)
+        else:
+            new = [r for r in sorted(set(replicas)) if r not in old[0]]
+            if not new:
+                return False
+            self.markers[ledger_id] = (old[0] + new, old[1], old[2] + 1)
+        self.trace(f"underreplicated L{ledger_id} marked for {sorted(set(replicas))}")
+        return True
+
+    def marker(self, ledger_id: int):
+        found = self.markers.get(ledger_id)
+        return None if found is None else (list(found[0]), found[1], found[2])
+
+    def marked(self) -> list[int]:
+        return sorted(self.markers)
+
+    def poll(self, skip=frozenset()):
+        for ledger_id in self.marked():  # ascending, not shuffled: determinism
+            if ledger_id in skip or ledger_id in self.locks:
+                continue
+            self.locks.add(ledger_id)
+            return (ledger_id, *self.marker(ledger_id))
+        return None
+
+    def release(self, ledger_id: int) -> None:
+        self.locks.discard(ledger_id)
+
+    def mark_replicated(self, ledger_id: int, version: int) -> bool:
+        found = self.markers.get(ledger_id)
+        if found is not None and found[2] != version:
+            self.release(ledger_id)
+            return False
+        self.markers.pop(ledger_id, None)
+        self.release(ledger_id)
+        self.trace(f"underreplicated L{ledger_id} replicated")
+        return True
