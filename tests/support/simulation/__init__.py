@@ -1,6 +1,6 @@
 """A deterministic simulator of the replication protocol (FoundationDB / TigerBeetle style).
 
-The real client code (api/client/ensemble*.py, api/autorecovery/worker.py) runs unmodified on
+The real client code (api/client/ensemble*.py, api/cluster/autorecovery/worker.py) runs unmodified on
 a virtual-time event loop (loop.py) against in-memory bookies (bookie.py) behind a seeded,
 faulty network (network.py), an in-memory metadata store and under-replication twin
 (metadata.py). A seed picks a plan (plan.py): quorums, a writer that dies mid-stream, faults

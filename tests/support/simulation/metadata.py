@@ -1,6 +1,6 @@
 """In-memory twins of the metadata service: the ledger store (CAS on version, as
 api/client/zookeeper.py's ZkMetadataStore) and the under-replication markers and locks (the
-methods api/autorecovery/worker.py calls on api/client/underreplication.py's class).
+methods api/cluster/autorecovery/worker.py calls on api/cluster/underreplication.py's class).
 
 Invariants:
     SM1. ``write`` succeeds only at the stored version and stores version + 1 (MD1): of two

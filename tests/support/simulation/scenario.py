@@ -15,8 +15,8 @@ import dataclasses
 import logging
 import random
 
-from api.autorecovery.throttle import Throttle
-from api.autorecovery.worker import ReplicationWorker
+from api.cluster.autorecovery.throttle import Throttle
+from api.cluster.autorecovery.worker import ReplicationWorker
 from api.client.ensemble import BookKeeper
 from api.client.metadata import MetadataState
 from bookie.errors import BookieError
