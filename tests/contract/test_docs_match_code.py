@@ -1,0 +1,94 @@
+"""docs/http-api.md's generated tables equal what the code says.
+
+The endpoint table comes from ``api/openapi.py``'s spec, the settings table from
+``bookie/config.py``'s ``SETTINGS``, both rendered by ``scripts/gen_docs.py`` (the same
+functions this test calls). A setting or endpoint added without its row, a row left for one
+removed, or a row whose text no longer matches fails here, naming the rows; the fix is
+``python scripts/gen_docs.py``. The doc's error table is checked against the error classes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import re
+
+import pytest
+
+from bookie import errors
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+
+
+def _load_generator():
+    spec = importlib.util.spec_from_file_location("gen_docs", ROOT / "scripts" / "gen_docs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+gen = _load_generator()
+
+
+def _doc_rows(name: str) -> list[str]:
+    text = gen.current(gen.DOC.read_text(), name)
+    return [line for line in text.splitlines()
+            if line.startswith("|") and line not in gen.HEADERS[name]]
+
+
+def _key(name: str, row: str) -> str:
+    cells = [c.strip().strip("`") for c in re.split(r"(?<!\\)\|", row)[1:-1]]
+    return f"{cells[0]} {cells[1]}" if name == "endpoints" else cells[0]
+
+
+@pytest.mark.parametrize("name", ["endpoints", "settings"])
+def test_generated_table_matches_the_code(name):
+    expected = dict(gen.ROWS[name]())
+    documented = {_key(name, row): row for row in _doc_rows(name)}
+    missing = sorted(set(expected) - set(documented))
+    extra = sorted(set(documented) - set(expected))
+    changed = sorted(k for k in set(expected) & set(documented) if expected[k] != documented[k])
+    problems = []
+    if missing:
+        problems.append(f"rows missing from docs/http-api.md ({name}): {', '.join(missing)}")
+    if extra:
+        problems.append(f"rows in docs/http-api.md ({name}) for nothing in the code: "
+                        f"{', '.join(extra)}")
+    if changed:
+        problems.append(f"rows of docs/http-api.md ({name}) that differ from the code: "
+                        f"{', '.join(changed)}")
+    assert not problems, "; ".join(problems) + ". Run: python scripts/gen_docs.py"
+    assert gen.current(gen.DOC.read_text(), name) == gen.render(name), (
+        f"docs/http-api.md ({name}): same rows, other text or order. "
+        "Run: python scripts/gen_docs.py")
+
+
+def test_gen_docs_check_passes():
+    assert gen.main(["--check"]) == 0, "docs/http-api.md is stale: python scripts/gen_docs.py"
+
+
+def test_check_names_a_setting_added_without_its_row(monkeypatch):
+    from bookie.config import SETTINGS, Setting
+    extra = Setting("a_new_setting", int, 1, "added without a doc row")
+    monkeypatch.setattr(gen, "ROWS", {**gen.ROWS, "settings": lambda: gen.setting_rows(
+        SETTINGS + (extra,))})
+    documented = {_key("settings", row) for row in _doc_rows("settings")}
+    assert "a_new_setting" not in documented
+    assert gen.regenerate(gen.DOC.read_text()) != gen.DOC.read_text()
+
+
+def test_error_table_equals_the_error_classes():
+    text = (DOCS / "http-api.md").read_text()
+    section = text.split("## Errors", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\|\s*(\d{3})\s*\|\s*`(E[A-Z]+)`\s*\|", section, re.MULTILINE)
+    assert {(cls.status, cls.code) for cls in errors.API_ERRORS} == {
+        (int(status), code) for status, code in rows}
+
+
+def test_docs_cite_no_old_reference_files():
+    old = re.compile(r"(?<![\w/.])(API|FORMATS|DESIGN|REPLICATION)\.md|\.\./shared")
+    found = [f"{path.name}:{n}: {line.strip()}"
+             for path in sorted(DOCS.glob("*.md"))
+             for n, line in enumerate(path.read_text().splitlines(), 1) if old.search(line)]
+    assert found == []
