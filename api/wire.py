@@ -1,6 +1,6 @@
 """What crosses HTTP besides JSON: ids, headers and i32-framed entry batches. Pure.
 
-Batch (API.md, "A batch"), ``Content-Type: application/x-bookie-entries``, big-endian:
+Batch (docs/http-api.md, "A batch"), ``Content-Type: application/x-bookie-entries``, big-endian:
     offset  size  field
     0       4     length n (i32) of the first entry
     4       n     the entry bytes

@@ -1,6 +1,6 @@
 """Checkpoint: make the write cache durable in entry logs and indexes, then move lastMark.
 
-BookKeeper's SyncThread and Journal.LastLogMark. The order (DESIGN.md §3.4, FORMATS.md §8.2):
+BookKeeper's SyncThread and Journal.LastLogMark. The order (docs/design.md §3.4, docs/formats.md §8.2):
 
     # Checkpoint. Each step is durable before the next one starts.
     #   1. mark = journal.current_mark()   First. Adds enter the write cache before the journal
@@ -51,7 +51,7 @@ LAST_MARK = "lastMark"
 
 def read_last_mark(disk: "Disk", ledger_dir: str, *, journals: bool = True,
                    quiet: bool = False) -> LogMark:
-    """FORMATS.md §4.4: missing or short -> (0, 0) with a warning; longer -> first 16 bytes.
+    """docs/formats.md §4.4: missing or short -> (0, 0) with a warning; longer -> first 16 bytes.
 
     A missing lastMark with no journal at all is a new data dir, not a problem: said once, at
     INFO. ``quiet`` for a second reader of the same file (the Checkpointer at start)."""

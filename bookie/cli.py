@@ -52,14 +52,14 @@ def build_parser() -> argparse.ArgumentParser:
         "ledger store. Settings come from --config FILE, then BOOKIE_* variables, then flags.")
     parser.add_argument("--version", action="version", version=f"bookie {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    serve = commands.add_parser("serve", help="replay the journal and serve API.md over HTTP",
+    serve = commands.add_parser("serve", help="replay the journal and serve docs/http-api.md over HTTP",
                                 description="Start the bookie on --data-dir and serve HTTP. "
                                 "SIGTERM drains in-flight adds, checkpoints and exits 0.")
     serve.add_argument("--config", help="TOML settings file (or BOOKIE_CONFIG)")
     add_setting_flags(serve)
     recovery = commands.add_parser(
         "autorecovery", help="run autorecovery on its own: the auditor election and a "
-        "replication worker (REPLICATION.md §4)",
+        "replication worker (docs/cluster.md §4)",
         description="Join the auditor election and run a replication worker against the "
         "cluster at --metadata-service-uri, until SIGTERM. Cluster bookies run the same "
         "inside (autorecovery_daemon_enabled); run this where bookies do not. Reads the "

@@ -1,11 +1,11 @@
 """Compaction: a rolled entry log's live entries move to a new log; then the old one goes.
 
 BookKeeper's EntryLogCompactor and TransactionalEntryLogCompactor, in the order of
-FORMATS.md §5.8. A log whose live fraction fell under the minor or major threshold (gc.py
+docs/formats.md §5.8. A log whose live fraction fell under the minor or major threshold (gc.py
 chooses) is scanned; every entry the index still locates in it is copied to a new
 ``<hex>.log.compacting``, which is finalized and renamed into place; the index is switched;
 the old log is deleted. One ``LogCompaction`` advances in bounded steps on the checkpoint
-thread, so checkpoints run between steps (DESIGN.md §3.4: never interleaved with one).
+thread, so checkpoints run between steps (docs/design.md §3.4: never interleaved with one).
 
 Crash story of one log; each step is durable before the next starts:
     1. allocate the new id: lastId.tmp, fsync, rename, fsync dir (log_ids.py, L1)
@@ -17,7 +17,7 @@ Crash story of one log; each step is durable before the next starts:
     3. finalize it: trailer, fsync, header patch, fsync (E1)
        ! crash: as 2
     4. rename <new>.log.compacting -> <new>.log
-    5. fsync the dir (DESIGN.md §1.6)
+    5. fsync the dir (docs/design.md §1.6)
        ! crash between 4 and 6: after power loss the dir holds either name (A4); a
          .compacting is as 2. A <new>.log is a whole log of copies no location points at,
          beside the old log the index still uses: nothing is lost, the old log (its live
@@ -37,7 +37,7 @@ Crash story of one log; each step is durable before the next starts:
 
 Invariants:
     CP1. An entry is copied only if the index holds exactly its location in the old log:
-        orphans of a checkpoint that crashed before its index batch (DESIGN.md §3.4 3!),
+        orphans of a checkpoint that crashed before its index batch (docs/design.md §3.4 3!),
         entries superseded by a later re-add, and entries of deleted ledgers whose locations
         are gone (range-deleted by a checkpoint or GC) are dropped, not copied. A deleted
         ledger whose locations are still there is copied like a live one, so no location is

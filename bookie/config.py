@@ -1,7 +1,7 @@
 """Configuration: defaults < TOML file < ``BOOKIE_*`` environment < command-line flags.
 
-Every setting has three spellings (API.md, "CLI"): TOML key ``name``, environment variable
-``BOOKIE_NAME`` and flag ``--name`` (dashes for underscores). API.md's table names are
+Every setting has three spellings (docs/http-api.md, "CLI"): TOML key ``name``, environment variable
+``BOOKIE_NAME`` and flag ``--name`` (dashes for underscores). docs/http-api.md's table names are
 contracts; the settings after them are this project's additions and are documented in
 README.md. Unknown TOML keys and ``BOOKIE_*`` variables are rejected with the key named, and
 every value is range-checked before the bookie touches a file.
@@ -44,13 +44,13 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    # API.md's table: these names are contracts.
+    # docs/http-api.md's table: these names are contracts.
     Setting("data_dir", str, "./data", "root of the journal and ledger dirs"),
     Setting("host", str, "127.0.0.1", "listen address"),
     Setting("port", int, 3180, "listen port (0 picks a free one)", 0, 65535),
     Setting("admin_token", str, None, "bearer token for admin endpoints", secret=True),
     Setting("metadata_service_uri", str, None,
-            "the cluster's ZooKeeper, zk://host:port[,host:port]/ledgers (REPLICATION.md); "
+            "the cluster's ZooKeeper, zk://host:port[,host:port]/ledgers (docs/cluster.md); "
             "unset: a standalone bookie"),
     Setting("journal_max_bytes", int, 2 * GiB, "journal file roll size", 64 * KiB, 2**62),
     Setting("entrylog_max_bytes", int, 1 * GiB,

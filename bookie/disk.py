@@ -2,11 +2,11 @@
 
 ``OsDisk`` is the real filesystem. Tests substitute ``SimDisk`` (power loss: unsynced writes
 kept, dropped or garbled) and ``CrashingDisk`` (SIGKILL at the k-th fsync or rename), so that
-crash points are I/O events, never hooks in production code (DESIGN.md §9.4). This is the only
+crash points are I/O events, never hooks in production code (docs/design.md §9.4). This is the only
 module that calls ``os.fsync``, ``os.fdatasync``, ``os.rename`` or ``os.replace`` (§5.5).
 RocksDB is outside the seam.
 
-Assumptions (DESIGN.md §2.1), cited by number in callers:
+Assumptions (docs/design.md §2.1), cited by number in callers:
     A1. No atomic sectors: a crash may leave any prefix of a write.
     A2. The page cache survives kill -9, not power loss.
     A3. A successful fdatasync means stable media.
@@ -118,7 +118,7 @@ class OsFile:
         """posix_fadvise DONTNEED over a synced range (BookKeeper's
         journalRemoveFromPageCache). Nothing reads a synced journal while the bookie runs:
         its pages would only crowd the cache, and pages freed are reused by the next writes
-        (on this machine's VM, filling a page never touched before costs ~10x more, DESIGN.md
+        (on this machine's VM, filling a page never touched before costs ~10x more, docs/design.md
         §11). A hint: bytes and durability are unchanged, so a failure is ignored."""
         if length > 0 and hasattr(os, "posix_fadvise"):
             try:
@@ -225,7 +225,7 @@ def makedirs_durably(disk: Disk, path: str) -> None:
     """Create ``path`` and its missing parents, fsyncing each new directory's parent (§1.6).
 
     Without it a power loss may forget a directory made at first start, and every journal
-    and log fsynced inside it with it (found by the power-loss sweep, DESIGN.md §2.2).
+    and log fsynced inside it with it (found by the power-loss sweep, docs/design.md §2.2).
     """
     missing = []
     head = os.path.abspath(path)

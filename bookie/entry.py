@@ -1,9 +1,9 @@
-"""Entry framing and digests (BookKeeper's DigestManager). Implements FORMATS.md §6.
+"""Entry framing and digests (BookKeeper's DigestManager). Implements docs/formats.md §6.
 
 A pure leaf shared by the server (digest check on add and replay), the readers (scrub) and
 the client library (framing). Imports only the standard library and ``crc32c``.
 
-Entry layout, integers big-endian (FORMATS.md §6.1):
+Entry layout, integers big-endian (docs/formats.md §6.1):
     offset  size  field
     0       8     ledgerId (i64)
     8       8     entryId (i64)
@@ -14,7 +14,7 @@ Entry layout, integers big-endian (FORMATS.md §6.1):
 
 The digest covers bytes 0..31 then the payload, skipping the digest bytes.
 
-Explicit-LAC body (FORMATS.md §6.4): ledgerId i64 | lac i64 | digest over those 16 bytes.
+Explicit-LAC body (docs/formats.md §6.4): ledgerId i64 | lac i64 | digest over those 16 bytes.
 
 Invariants:
     D1. CRC32 is stored as an i64 whose high 4 bytes are zero; CRC32C as an i32 (BookKeeper).
@@ -40,7 +40,7 @@ MASTER_KEY_LENGTH = 20
 ENTRY_HEADER = struct.Struct(">qqqq")
 assert ENTRY_HEADER.size == METADATA_LENGTH
 IDS = struct.Struct(">qq")
-#: Where the payload starts behind each CRC digest (FORMATS.md §6.1, §6.2): the hot loops that
+#: Where the payload starts behind each CRC digest (docs/formats.md §6.1, §6.2): the hot loops that
 #: check CRCs in place (scrub, the pipeline) slice with these. CRC32 is stored in 8 bytes.
 CRC32C_PAYLOAD_OFFSET = METADATA_LENGTH + 4
 CRC32_PAYLOAD_OFFSET = METADATA_LENGTH + 8
@@ -63,7 +63,7 @@ class DigestType(enum.IntEnum):
 
     @property
     def header_name(self) -> str:
-        """The spelling of API.md's ``X-Digest-Type`` header."""
+        """The spelling of docs/http-api.md's ``X-Digest-Type`` header."""
         return self.name.lower()
 
     @classmethod
@@ -87,7 +87,7 @@ _DIGEST_LENGTH = {DigestType.CRC32: 8, DigestType.MAC: 20, DigestType.CRC32C: 4,
 
 
 #: BookKeeper's "no key": 20 zero bytes (a fence or LAC read before the key is known). It
-#: never conflicts with a real key and is replaced by the first one (FORMATS.md §7.2).
+#: never conflicts with a real key and is replaced by the first one (docs/formats.md §7.2).
 ZERO_KEY = bytes(20)
 
 
@@ -142,13 +142,13 @@ def entry_ids(entry) -> tuple[int, int]:
     return IDS.unpack_from(entry, 0)
 
 
-#: Where an entry's piggybacked LAC sits (FORMATS.md §6.1): after ledgerId and entryId.
+#: Where an entry's piggybacked LAC sits (docs/formats.md §6.1): after ledgerId and entryId.
 LAC_OFFSET = 16
 _LAC = struct.Struct(">q")
 
 
 def piggybacked_lac(entry) -> int:
-    """The writer's LAC stored at bytes 16..23 of an entry (FORMATS.md §6.1)."""
+    """The writer's LAC stored at bytes 16..23 of an entry (docs/formats.md §6.1)."""
     return _LAC.unpack_from(entry, LAC_OFFSET)[0]
 
 

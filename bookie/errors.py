@@ -1,8 +1,8 @@
 """The bookie's error tree, and ScanEnd. A leaf: imports only the standard library.
 
-Every operating error a client can see carries API.md's ``code`` and HTTP ``status``; the one
+Every operating error a client can see carries docs/http-api.md's ``code`` and HTTP ``status``; the one
 translator, ``api/server/error_middleware.py``, renders them as ``{"error": code, "message": ...}``.
-``tests/contract/test_api_md_errors.py`` checks this tree against API.md's error table.
+``tests/contract/test_api_md_errors.py`` checks this tree against docs/http-api.md's error table.
 
     BookieError                  code               status
     ├── BadRequest               EBADREQ            400
@@ -19,7 +19,7 @@ translator, ``api/server/error_middleware.py``, renders them as ``{"error": code
         └── CorruptRecord        EIO                500
 
 ``ScanEnd`` is not an error: it is the value a scanner returns where the written region ends,
-cleanly or torn (DESIGN.md §6, "torn tail is not corruption").
+cleanly or torn (docs/design.md §6, "torn tail is not corruption").
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import dataclasses
 
 
 class BookieError(Exception):
-    """Base of every error with an API.md code. ``message`` is for humans; ``code`` is stable."""
+    """Base of every error with an docs/http-api.md code. ``message`` is for humans; ``code`` is stable."""
 
     code = "EIO"
     status = 500
@@ -97,7 +97,7 @@ class CorruptRecord(IOFailure):
         self.reason = reason
 
 
-#: Concrete classes with an API.md code, for the contract test and the client's decoding.
+#: Concrete classes with an docs/http-api.md code, for the contract test and the client's decoding.
 API_ERRORS: tuple[type[BookieError], ...] = (
     BadRequest, BadDigest, Unauthorized, NoLedger, NoEntry, Fenced, TooLarge,
     ReadOnly, TooManyRequests, IOFailure,

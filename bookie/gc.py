@@ -1,7 +1,7 @@
 """Garbage collection: deleted ledgers give their space back (GarbageCollectorThread).
 
 One run, in phases, each advanced in bounded steps on the checkpoint thread so that it never
-interleaves with a checkpoint (DESIGN.md §3.4) and never holds checkpoints off for long:
+interleaves with a checkpoint (docs/design.md §3.4) and never holds checkpoints off for long:
 
     1. index   range-delete the locations of tombstoned ledgers that still have some (a
                crash lost the pending delete of storage R3), then compact that key range of
@@ -28,7 +28,7 @@ Invariants:
     G4. Tombstones stay. This bookie has no metadata store to ask (BookKeeper's GC asks
         ZooKeeper), so the tombstone is its only memory of the delete: replay of the journals
         still on disk (below lastMark, journal_backups_count of them, and after it) and a late
-        add from a zombie writer must keep finding it (DESIGN.md §1.3). It costs tens of
+        add from a zombie writer must keep finding it (docs/design.md §1.3). It costs tens of
         bytes per deleted ledger.
     G5. A corrupt log is renamed ``<hex>.log.quarantined`` and reported, and GC goes on with
         the next log. Point reads of locations still in the index keep working (entry logger

@@ -1,7 +1,7 @@
 """How many entries and bytes a ledger holds, for ``GET /v1/ledgers/{L}``, without reading it.
 
 Each ledger's state keeps counters of what the ``locations`` index holds (``LedgerState``
-``entry_count``/``byte_count``, FORMATS.md §7.2 version 2). A checkpoint adds what it indexes
+``entry_count``/``byte_count``, docs/formats.md §7.2 version 2). A checkpoint adds what it indexes
 that the index did not hold yet; the write cache's entries not yet counted are added at read
 time. So an answer costs one floor lookup plus the ledger's cached entries: never a walk over
 the ledger (issue 13: 0.4 s for 60k entries before, holding a read thread).

@@ -1,6 +1,6 @@
 """Replay on start: journals from lastMark back into storage (BookieImpl.replay).
 
-Steps (DESIGN.md §3.5, FORMATS.md §8.3):
+Steps (docs/design.md §3.5, docs/formats.md §8.3):
     1. read lastMark (absent: (0, 0)) and list journal ids >= its id; if the marked journal
        is missing, refuse to start ("recovery log <id> is missing")
     2. scan each file in id order, the marked one from the mark's offset, and apply every
@@ -10,7 +10,7 @@ Steps (DESIGN.md §3.5, FORMATS.md §8.3):
        ``skip_corrupt_journal_records`` is set, and then it is reported too
     4. return the end mark; the node checkpoints to it before opening a new journal
 
-Record decision table (FORMATS.md §8.4):
+Record decision table (docs/formats.md §8.4):
     record          ledger deleted   ledger unknown              ledger known
     LEDGER_KEY      skip             create with the key         same key / zero key: ok;
                                                                  other key: refuse to start
@@ -246,7 +246,7 @@ class Replayer:
         return not digest_type.verifiable or entry_digest_ok(data, digest_type)
 
     def _learn_digest_type(self, ledger_id: int, data: bytes, state: LedgerState) -> LedgerState:
-        """A ledger re-created from its key record has no digest type (FORMATS.md §9.4).
+        """A ledger re-created from its key record has no digest type (docs/formats.md §9.4).
         An entry that verifies as CRC32C or CRC32 fixes it: a MAC or DUMMY entry matches a
         CRC by chance with probability 2^-32, so later torn records of it are caught."""
         if state.digest_type != 0 or not self.config.verify_digest:
@@ -263,7 +263,7 @@ class Replayer:
         if cached is not None:
             return cached
         # Only entries up to the index's last one per ledger can be stored already: ask
-        # RocksDB once per ledger, not once per record (replay speed, DESIGN.md §11).
+        # RocksDB once per ledger, not once per record (replay speed, docs/design.md §11).
         last = self._indexed_last.get(ledger_id)
         if last is None:
             found = self.storage.locations.last_entry_id(ledger_id)
@@ -282,7 +282,7 @@ class Replayer:
             return None
 
 
-# -- what start does, as data (DESIGN.md §3.5; after TigerBeetle's recovery cases) ----------
+# -- what start does, as data (docs/design.md §3.5; after TigerBeetle's recovery cases) ----------
 #
 # Three small tables, each over its own dimensions; every combination of a table's
 # dimensions matches exactly one of its rows ("*" matches anything), which

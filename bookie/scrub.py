@@ -4,9 +4,9 @@ Used by ``bookie shell scrub`` and ``check-index`` on a stopped bookie's files (
 the daemon runs no scrub (the Spark pipeline's ``scrub`` job is the other, parallel way).
 Apache BookKeeper's nearest tool is ``bookkeeper shell localconsistencycheck``, which reads
 every index entry back; this adds the digest check that our ledger states make possible
-(FORMATS.md §9.4).
+(docs/formats.md §9.4).
 
-Checks, per index entry (L, E) -> location (log, pos) (FORMATS.md §5.3, §5.6, §6):
+Checks, per index entry (L, E) -> location (log, pos) (docs/formats.md §5.3, §5.6, §6):
     1. the log ``<hex>.log`` exists and ``pos`` lies past its 1024-byte header
     2. framing: the size at ``pos - 4`` is >= 16 and the entry ends inside the file
     3. the entry's own ledgerId and entryId are (L, E)
@@ -77,11 +77,11 @@ PROBLEMS_KEPT_MAX = 10_000
 _POS_MASK = 0xFFFFFFFF
 _U64 = struct.Struct(">Q")
 #: size | ledgerId | entryId | (LAC, length) | a CRC32C digest: one unpack per entry. An entry
-#: shorter than 40 bytes leaves the last field meaningless; its size says so (FORMATS.md §6).
+#: shorter than 40 bytes leaves the last field meaningless; its size says so (docs/formats.md §6).
 _HEAD = struct.Struct(">iqq16xI")
 assert _HEAD.size == SIZE.size + CRC32C_PAYLOAD_OFFSET
 #: Offsets from an entry's size field (the hot loop's ``p``): the entry, its digest, and the
-#: payload behind a CRC32C (4-byte) or CRC32 (8-byte) digest (FORMATS.md §5.3, §6.1).
+#: payload behind a CRC32C (4-byte) or CRC32 (8-byte) digest (docs/formats.md §5.3, §6.1).
 _ENTRY_AT = SIZE.size
 _DIGEST_AT = SIZE.size + METADATA_LENGTH
 _CRC32C_PAYLOAD_AT = SIZE.size + CRC32C_PAYLOAD_OFFSET

@@ -128,7 +128,7 @@ def index_windows(locations: "EntryLocationIndex", size: int,
              report: "ScrubReport") -> Iterator[list[tuple[int, int, int]]]:
     """Windows of (location, ledgerId, entryId) sorted by location (SC3).
 
-    Decoded in bulk by the index (``item_windows``). Location 0 is "absent" (FORMATS.md
+    Decoded in bulk by the index (``item_windows``). Location 0 is "absent" (docs/formats.md
     §7.1): skipped.
     """
     for ledger_ids, entry_ids, locations_ in locations.item_windows(size):

@@ -6,7 +6,7 @@ import collections
 import dataclasses
 
 _POS_MASK = 0xFFFFFFFF
-#: Digest type numbers (FORMATS.md §6.2) as report names; 0 is "not known yet" (§9.4).
+#: Digest type numbers (docs/formats.md §6.2) as report names; 0 is "not known yet" (§9.4).
 TYPE_NAMES = {0: "unknown", 1: "crc32", 2: "mac", 3: "crc32c", 4: "dummy"}
 #: A ledger with locations but no state in the ``ledgers`` index.
 NO_STATE = -1

@@ -1,7 +1,7 @@
 """The bookie's state machine: states, transitions, read-only reasons, the sticky io failure.
 
 Pure: no asyncio, no I/O. ``bookie/node/`` owns one ``NodeState`` and calls it from the
-event loop. States (DESIGN.md §3.6); each arrow names the function that takes it:
+event loop. States (docs/design.md §3.6); each arrow names the function that takes it:
 
      STARTING
         │ dirs ok [Bookie.start]                  bad dir, missing journal or
@@ -21,7 +21,7 @@ event loop. States (DESIGN.md §3.6); each arrow names the function that takes i
 
 Invariants:
     ST1. Only the transitions of ``TRANSITIONS`` happen; any other is a programmer error.
-    ST2. ``io`` is sticky: once a durable write failed, no call here clears it (DESIGN.md
+    ST2. ``io`` is sticky: once a durable write failed, no call here clears it (docs/design.md
         §1.5); the first failure's text is kept, later ones only logged by the caller.
     ST3. A privileged write (fence, recovery add, explicit LAC) passes READ_ONLY unless the
         reason is ``io`` or the free space is under the reserve kept for ledger recovery.

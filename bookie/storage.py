@@ -7,9 +7,9 @@ Invariants:
     R1. A location enters RocksDB only after the entry-log bytes it points at are fsynced
         (``flush`` step order), so a reader never follows a location past the durable end.
     R2. An entry the index knows but that cannot be read back is ``IOFailure`` (EIO), never
-        "no such entry" (DESIGN.md §1.10): a false 404 during ledger recovery truncates a ledger.
+        "no such entry" (docs/design.md §1.10): a false 404 during ledger recovery truncates a ledger.
     R3. A deleted ledger is a synced tombstone in ``ledgers`` before ``delete_ledger`` returns
-        (DESIGN.md §1.3); its locations are range-deleted at the next flush.
+        (docs/design.md §1.3); its locations are range-deleted at the next flush.
     R4. Compaction moves an entry (index switched) before it deletes the old log, so a read
         that fails on a location the index no longer holds is retried once at the new one.
     R6. ``revive_ledger`` (checkpoint thread) is the way back from a tombstone; see there.
@@ -101,7 +101,7 @@ class LedgerStorage:
         self.ledgers.revive(ledger_id)
 
     def flush(self) -> FlushStats:
-        """Checkpoint steps 2-6 (DESIGN.md §3.4): swap, append sorted, fsync, index, sync.
+        """Checkpoint steps 2-6 (docs/design.md §3.4): swap, append sorted, fsync, index, sync.
 
         Crash story:
             1. swap the write cache halves

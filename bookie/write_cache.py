@@ -5,9 +5,9 @@ the *flushing* half, appends the flushing half to the entry log in (ledgerId, en
 indexes it, then drops it. Reads look in the active half, then the flushing one.
 
 Invariants:
-    W1. An add enters the cache before its journal record is queued (FORMATS.md §8.1), so
+    W1. An add enters the cache before its journal record is queued (docs/formats.md §8.1), so
         every journal record below a mark taken before ``swap()`` is in the flushing half or
-        already flushed. This is what makes the checkpoint's mark safe (DESIGN.md §3.4).
+        already flushed. This is what makes the checkpoint's mark safe (docs/design.md §3.4).
     W2. An entry is in at most one place the reader can see as newest: the active half wins
         over the flushing one, and both over the entry log.
     W3. Once the flushing half is ``counted`` (its new entries are in the ledgers' usage

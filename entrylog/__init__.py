@@ -1,1 +1,1 @@
-"""BKLO entry logs (FORMATS.md §5). Synchronous; no asyncio."""
+"""BKLO entry logs (docs/formats.md §5). Synchronous; no asyncio."""

@@ -1,7 +1,7 @@
 """The entry logger of one ledger dir: the active log, rolling, point reads of any log.
 
 BookKeeper's DefaultEntryLogger with EntryLogManagerForSingleEntryLog: one log is appended
-at a time; it rolls when the next record would pass ``max_bytes`` (FORMATS.md §5.5 step 4).
+at a time; it rolls when the next record would pass ``max_bytes`` (docs/formats.md §5.5 step 4).
 A log is created on the first add after open or a roll, never reopened for append after a
 restart (§5.5 step 6), and deleted instead of finalized if it holds no entries.
 
@@ -225,7 +225,7 @@ class EntryLogger:
     # ----------------------------------------------------------------- compaction
 
     def create_compaction_log(self) -> BufferedLogChannel:
-        """A new ``<hex>.log.compacting`` (FORMATS.md §5.8) under a freshly allocated id.
+        """A new ``<hex>.log.compacting`` (docs/formats.md §5.8) under a freshly allocated id.
 
         The id comes from the same allocator as active logs (lastId durable first, L1), so
         the file never collides with a log and is never appended to by a checkpoint.
@@ -360,7 +360,7 @@ class EntryLogger:
             raise IOFailure(f"cannot list ledger dir {self.ledger_dir}: {err}") from err
 
     def _delete_compacting_leftovers(self) -> None:
-        # FORMATS.md §5.8: a .log.compacting was never renamed into place, so no index
+        # docs/formats.md §5.8: a .log.compacting was never renamed into place, so no index
         # location points into it; the entries are still in the old log.
         leftovers = [n for n in self._listdir() if n.endswith(COMPACTING_SUFFIX)]
         if not leftovers:

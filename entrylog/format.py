@@ -1,4 +1,4 @@
-"""BKLO entry logs. Implements FORMATS.md, "Entry log".
+"""BKLO entry logs. Implements docs/formats.md, "Entry log".
 
 Byte layout, integers big-endian:
     offset  size   field
@@ -10,17 +10,17 @@ Byte layout, integers big-endian:
     1024    ...    entries: i32 size | size bytes, starting ledgerId, entryId
     ...            on roll: ledgersMap batches, framed as entries of ledgerId -1
 
-ledgersMap batch (FORMATS.md §5.4), at most 10,000 ledgers each, ascending ledger id:
+ledgersMap batch (docs/formats.md §5.4), at most 10,000 ledgers each, ascending ledger id:
     0       4      batchLen (i32) = 20 + 16 * n, the bytes after this field
     4       8      -1 (INVALID_LID)
     12      8      -2 (LEDGERS_MAP_ENTRY_ID)
     20      4      n (i32), 1..10000
     24      16 n   n x (ledgerId i64, totalBytes i64); totalBytes = sum of (size + 4)
 
-Location (FORMATS.md §5.3): (logId << 32) | pos, pos = offset of the entry's ledgerId, so
+Location (docs/formats.md §5.3): (logId << 32) | pos, pos = offset of the entry's ledgerId, so
 the size field is at pos - 4 and a real location is never 0.
 
-lastId (FORMATS.md §5.7): the last allocated log id as lowercase hex, then "\\n".
+lastId (docs/formats.md §5.7): the last allocated log id as lowercase hex, then "\\n".
 
 Invariants:
     E1. Bytes 8..20 are rewritten only after the ledgersMap is fsynced, so a non-zero
@@ -37,7 +37,7 @@ Versions:
     0  no ledgersMap (read only)
     1  ledgersMap trailer (written)
 
-Pure: no file is opened here (DESIGN.md §5 rule 6).
+Pure: no file is opened here (docs/design.md §5 rule 6).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ class LogHeader:
 
     @property
     def has_ledgers_map(self) -> bool:
-        """Whether the index path applies (FORMATS.md §5.6): version 1, offset and count set."""
+        """Whether the index path applies (docs/formats.md §5.6): version 1, offset and count set."""
         return self.version >= 1 and self.map_offset > 0 and self.ledgers_count > 0
 
 
@@ -110,7 +110,7 @@ def decode_header(data) -> LogHeader:
 
 
 def header_problem(data) -> str | None:
-    """Why the first bytes of a log are corrupt (FORMATS.md §5.6, "Magic and version").
+    """Why the first bytes of a log are corrupt (docs/formats.md §5.6, "Magic and version").
 
     A file of 8 bytes or more whose first 8 bytes are not zero must carry magic BKLO and
     version 0 or 1. Zeros are an allocated, never written header (A1), read by scanning.
@@ -165,7 +165,7 @@ def decode_ledgers_map_batch(data, offset: int = 0) -> tuple[list[tuple[int, int
     """One batch starting at ``offset`` (its batchLen field): (pairs, offset after it).
 
     ``data`` must hold the whole batch. Raises ValueError naming what is wrong, with the
-    rules of BookKeeper's extractEntryLogMetadataFromIndex (FORMATS.md §5.6 index path).
+    rules of BookKeeper's extractEntryLogMetadataFromIndex (docs/formats.md §5.6 index path).
     """
     if len(data) - offset < MAP_BATCH_HEAD.size:
         raise ValueError(f"ledgersMap batch at {offset} is shorter than its 24-byte head")
@@ -184,7 +184,7 @@ def decode_ledgers_map_batch(data, offset: int = 0) -> tuple[list[tuple[int, int
 
 
 def log_file_name(log_id: int) -> str:
-    """``<hex id>.log``, lowercase, no padding (FORMATS.md §1, §2)."""
+    """``<hex id>.log``, lowercase, no padding (docs/formats.md §1, §2)."""
     assert 0 <= log_id <= MAX_LOG_ID, log_id
     return f"{log_id:x}{LOG_SUFFIX}"
 

@@ -1,15 +1,15 @@
 """Entry log id allocation over the ``lastId`` file (BookKeeper's EntryLoggerAllocator).
 
-FORMATS.md §5.7. ``lastId`` holds the **last id allocated**, lowercase hex and "\\n".
+docs/formats.md §5.7. ``lastId`` holds the **last id allocated**, lowercase hex and "\\n".
 
 Invariants:
     LI1. An id is written to lastId in every ledger dir, durably, before its log file is
         created, so after any crash the next start allocates above every log that exists.
-    LI2. Ids only grow and never wrap (FORMATS.md §9.7): past 2**31-1 allocation fails and
+    LI2. Ids only grow and never wrap (docs/formats.md §9.7): past 2**31-1 allocation fails and
         the bookie goes read-only.
     LI3. An id whose .log or .log.compacting file exists in any dir is skipped.
 
-Crash story of one allocation, per dir (DESIGN.md §1.6, A1, A4):
+Crash story of one allocation, per dir (docs/design.md §1.6, A1, A4):
     1. write "<hex>\\n" to lastId.tmp    ! crash: a partial lastId.tmp, deleted at startup
     2. fsync lastId.tmp                 ! crash: same; lastId still holds the old id
     3. rename lastId.tmp over lastId    ! crash: old or new id (A4), no log uses the new one

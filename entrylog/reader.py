@@ -1,10 +1,10 @@
-"""Reading BKLO entry logs: point reads, scans and the ledgersMap (FORMATS.md §5.6).
+"""Reading BKLO entry logs: point reads, scans and the ledgersMap (docs/formats.md §5.6).
 
 One reader serves the daemon (point reads), ``bookie shell readlog``, scrub, GC and the
-pipeline (DESIGN.md §8). Scans read the file in large chunks and parse records with
+pipeline (docs/design.md §8). Scans read the file in large chunks and parse records with
 ``struct.unpack_from``, one unpack per record, never one pread per entry.
 
-Paths (FORMATS.md §5.6):
+Paths (docs/formats.md §5.6):
     index path  ledgers_map(): the header points at a whole trailer (E1); any doubt about it
                 (offset outside the file, wrong count, bad batch) discards it with a
                 warning and returns None, and ledger_totals() falls back to scanning.
@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_ENTRY_SIZE = 5 * 1024 * 1024
 SCAN_CHUNK_BYTES = 8 * 1024 * 1024
-#: One pread covers the size field and an entry of up to 4092 bytes (DESIGN.md §3.3).
+#: One pread covers the size field and an entry of up to 4092 bytes (docs/design.md §3.3).
 READ_AHEAD_BYTES = 4096
 _NON_ZERO = re.compile(rb"[^\x00]")
 _CLEAN = "clean"
@@ -117,7 +117,7 @@ class EntryLogReader:
     def header(self) -> LogHeader | None:
         """The decoded header, or None for a file shorter than 1024 bytes (no entries).
 
-        Raises CorruptRecord for a wrong magic or version (FORMATS.md §5.6).
+        Raises CorruptRecord for a wrong magic or version (docs/formats.md §5.6).
         """
         if not self._header_read:
             data = self._read(0, HEADER_SIZE)
@@ -135,7 +135,7 @@ class EntryLogReader:
         """The entry whose first byte is at ``pos`` (a location's low 32 bits).
 
         Its size is read at pos - 4 (below 16: CorruptRecord); its stored ids must equal the
-        expected ones, else IOFailure (DESIGN.md §1.10, BookKeeper's WrongEntryException).
+        expected ones, else IOFailure (docs/design.md §1.10, BookKeeper's WrongEntryException).
         """
         if pos < HEADER_SIZE + SIZE.size:
             raise IOFailure(f"{self.path}: entry position {pos} lies inside the header")
@@ -145,7 +145,7 @@ class EntryLogReader:
         size = SIZE.unpack_from(data, 0)[0]
         if size < MIN_ENTRY_SIZE:
             raise CorruptRecord(self.path, pos - SIZE.size, f"entry size {size} < 16")
-        if size > self.max_entry_size:  # BookKeeper only warns (FORMATS.md §5.6)
+        if size > self.max_entry_size:  # BookKeeper only warns (docs/formats.md §5.6)
             log.warning("%s: entry at %d has size %d above the maximum %d",
                         self.path, pos, size, self.max_entry_size)
         if SIZE.size + size <= len(data):
@@ -173,7 +173,7 @@ class EntryLogReader:
         try:
             return self._read_map_batches(header, file_size)
         except ValueError as err:
-            # Not an error (FORMATS.md §5.6 index path 4): the caller scans instead.
+            # Not an error (docs/formats.md §5.6 index path 4): the caller scans instead.
             self.map_problem = str(err)
             log.warning("%s: ledgersMap discarded, scanning instead: %s", self.path, err)
             return None
@@ -209,7 +209,7 @@ class EntryLogReader:
     def ledger_totals(self) -> tuple[dict[int, int], str]:
         """(ledgerId -> Σ(size + 4), source), source "ledgersMap" or "scan".
 
-        A log whose header points nowhere is scanned, never taken as empty (DESIGN.md §1.9).
+        A log whose header points nowhere is scanned, never taken as empty (docs/design.md §1.9).
         """
         totals = self.ledgers_map()
         if totals is not None:
@@ -376,7 +376,7 @@ def _log_id_of(path: str) -> int:
 
 
 def _index_path_refusal(header: LogHeader | None, file_size: int) -> str | None:
-    """Why the index path does not apply, or None (FORMATS.md §5.6)."""
+    """Why the index path does not apply, or None (docs/formats.md §5.6)."""
     if header is None:
         return "the file is shorter than its 1024-byte header"
     if not header.has_ledgers_map:

@@ -1,6 +1,6 @@
 """Appending to one BKLO entry log and finalizing it (BookKeeper's BufferedLogChannel).
 
-Writer rules, FORMATS.md §5.5: create with a 1024-byte header (version 1, offset 0, count 0),
+Writer rules, docs/formats.md §5.5: create with a 1024-byte header (version 1, offset 0, count 0),
 append ``i32 size | entry`` records, and on roll or close write the ledgersMap trailer, fsync,
 point the header at it, fsync (E1). A log with no entries is deleted instead.
 
@@ -67,8 +67,8 @@ class BufferedLogChannel:
                cache_keep_bytes: int | None = None) -> BufferedLogChannel:
         """Create ``<hex id>.log`` (or ``.log.compacting``) and write its header.
 
-        The allocator has already written lastId (FORMATS.md §5.5 step 1). The directory is
-        fsynced before anything relies on the new name (DESIGN.md §1.6).
+        The allocator has already written lastId (docs/formats.md §5.5 step 1). The directory is
+        fsynced before anything relies on the new name (docs/design.md §1.6).
         """
         name = compacting_file_name(log_id) if compacting else log_file_name(log_id)
         path = os.path.join(ledger_dir, name)
@@ -155,7 +155,7 @@ class BufferedLogChannel:
     def finalize(self) -> bool:
         """Write the ledgersMap and point the header at it; False if the log was deleted.
 
-        Crash story (FORMATS.md §5.5 step 5, invariant E1):
+        Crash story (docs/formats.md §5.5 step 5, invariant E1):
             1. write the buffered records     ! crash: header offset 0, the log is scanned
             2. write all map batches at the   ! crash: a torn trailer after the entries; the
                current position                  header still says 0 and the scan skips the
@@ -195,7 +195,7 @@ class BufferedLogChannel:
                 pass  # nothing more is written through it; A5 makes its state moot
 
     def _delete_empty(self) -> None:
-        # A log with no entries is deleted, not finalized (FORMATS.md §9.6).
+        # A log with no entries is deleted, not finalized (docs/formats.md §9.6).
         self.close()
         self._io(lambda: self._disk.unlink(self.path), "unlink of the empty log")
         self._io(lambda: self._disk.fsync_dir(self.ledger_dir), "fsync of its directory")

@@ -1,1 +1,1 @@
-"""BKLG journal files (FORMATS.md §3). Synchronous; no asyncio."""
+"""BKLG journal files (docs/formats.md §3). Synchronous; no asyncio."""

@@ -1,16 +1,16 @@
 """One journal file being written: create, zero-filled preallocation, append, fdatasync.
 
-Implements FORMATS.md §3.6 and §3.8 "Creation" (BookKeeper's JournalChannel). The file is
+Implements docs/formats.md §3.6 and §3.8 "Creation" (BookKeeper's JournalChannel). The file is
 addressed by offset through a ``DiskFile``; nothing here calls os directly.
 
 Preallocation writes real zeros, not a sparse extension as Apache BookKeeper does: the bytes
 are the same, but a group's fdatasync then overwrites allocated blocks instead of extending
-the file, measured at ~7.1k against ~4.8k syncs/s (DESIGN.md §3.1 step 5, §11). The file grows
+the file, measured at ~7.1k against ~4.8k syncs/s (docs/design.md §3.1 step 5, §11). The file grows
 by whole chunks (16 MiB by default, rounded down to the alignment), in one step, just before
 an append would pass the zero-filled end; those zeros reach the disk with that group's sync.
 
-Crash story of ``create`` (A1, A4; DESIGN.md §1.6):
-    1. create <hex id>.txn.tmp        ! crash: a temp file no reader matches (FORMATS.md §2);
+Crash story of ``create`` (A1, A4; docs/design.md §1.6):
+    1. create <hex id>.txn.tmp        ! crash: a temp file no reader matches (docs/formats.md §2);
     2. write the V6 header and zeros    the next start deletes it
     3. fsync the file
     4. rename it to <hex id>.txn      ! crash: the rename may be forgotten (no dir fsync yet):

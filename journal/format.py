@@ -1,6 +1,6 @@
-"""BKLG journal files and the lastMark. Implements FORMATS.md §3 and §4; pure (JournalChannel).
+"""BKLG journal files and the lastMark. Implements docs/formats.md §3 and §4; pure (JournalChannel).
 
-Header, integers big-endian (FORMATS.md §3.1, §3.2):
+Header, integers big-endian (docs/formats.md §3.1, §3.2):
     offset  size   field
     0       4      magic b"BKLG"
     4       4      version (i32): 4, 5 or 6; the project writes 6
@@ -112,7 +112,7 @@ def encode_header(version: int = CURRENT_VERSION) -> bytes:
 
 
 def detect_version(first8: bytes) -> int | None:
-    """The version per FORMATS.md §3.2 from the file's first (up to) 8 bytes.
+    """The version per docs/formats.md §3.2 from the file's first (up to) 8 bytes.
 
     None is the project's *empty journal* (shorter than 8 bytes or 8 zero bytes: a crash
     during creation). Bytes without the magic are V1, as in Apache BookKeeper. The caller
@@ -233,7 +233,7 @@ class JournalRecord:
 
 
 def journal_file_name(journal_id: int) -> str:
-    """``<hex id>.txn``: lowercase hex, no padding (FORMATS.md §2)."""
+    """``<hex id>.txn``: lowercase hex, no padding (docs/formats.md §2)."""
     assert journal_id >= 0, journal_id
     return f"{journal_id:x}.txn"
 
@@ -244,7 +244,7 @@ _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 def parse_journal_id(name: str) -> int | None:
     """The id of a journal file name, or None if ``name`` is not one.
 
-    Names end in ``.txn``; the part before the first ``.`` is base 16 (FORMATS.md §2).
+    Names end in ``.txn``; the part before the first ``.`` is base 16 (docs/formats.md §2).
     """
     if not name.endswith(".txn"):
         return None

@@ -1,4 +1,4 @@
-"""When the journal thread writes and syncs its pending group: one pure function (DESIGN.md §3.2).
+"""When the journal thread writes and syncs its pending group: one pure function (docs/design.md §3.2).
 
 Apache BookKeeper spreads these triggers through ``Journal.run()``; here they are one function,
 tested without threads or disks. The reason feeds ``bookie_journal_flush_total{reason}``.

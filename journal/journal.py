@@ -1,10 +1,10 @@
 """The journal: queue -> one thread -> group write -> fdatasync -> mark -> completions.
 
-Apache BookKeeper's Journal and ForceWriteThread in one thread (DESIGN.md §3.1 steps 5-7,
+Apache BookKeeper's Journal and ForceWriteThread in one thread (docs/design.md §3.1 steps 5-7,
 §3.7): one sync in flight keeps up with the disk's sync rate, and records that arrive during
-a sync form the next group. Implements FORMATS.md §3.8 (writer rules) and §3.9 (ids).
+a sync form the next group. Implements docs/formats.md §3.8 (writer rules) and §3.9 (ids).
 
-Flush, in order (FORMATS.md §3.8):
+Flush, in order (docs/formats.md §3.8):
     1. append a padding record, so the group ends 512-aligned (J1)
     2. one write of the whole group           ! crash: a prefix persists (A1); nothing of
                                                  the group was acknowledged; replay cuts it
@@ -24,7 +24,7 @@ Invariants:
 Thread-safety: ``submit``, ``current_mark``, ``current_journal_id``, ``queued_count``,
 ``queued_bytes`` and ``close`` may be called from any thread; ``submit`` costs a deque append,
 and a notify only while the journal thread waits. The queued_* counters are exact when one
-thread submits (the node's loop, DESIGN.md §3.7). Callbacks run on the journal thread.
+thread submits (the node's loop, docs/design.md §3.7). Callbacks run on the journal thread.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class Journal:
     # -- any thread ---------------------------------------------------------------------
 
     def start(self) -> None:
-        """Create the next journal file (FORMATS.md §3.9) and start the "journal" thread."""
+        """Create the next journal file (docs/formats.md §3.9) and start the "journal" thread."""
         assert self._thread is None and not self._closing, "start() once, before close()"
         journal_id = self._next_journal_id()
         self._channel = self._create_channel(journal_id)
@@ -301,7 +301,7 @@ class Journal:
         return failure
 
     def _roll(self) -> bool:
-        """Close the full file and continue in id + 1 (FORMATS.md §3.8 "Rolling")."""
+        """Close the full file and continue in id + 1 (docs/formats.md §3.8 "Rolling")."""
         old = self._channel
         try:
             channel = self._create_channel(old.journal_id + 1)

@@ -1,4 +1,4 @@
-"""Scan a BKLG journal into records, then a ScanEnd (Journal.scanJournal; FORMATS.md §3.7).
+"""Scan a BKLG journal into records, then a ScanEnd (Journal.scanJournal; docs/formats.md §3.7).
 
 ``JournalReader(disk, path).scan(from_offset)`` yields ``JournalRecord``s in file order and,
 once exhausted, leaves ``reader.end``: a ``ScanEnd(offset, cut_bytes, reason)``. It serves
@@ -25,7 +25,7 @@ missing bytes (its last byte is zero; fence and padding records cannot be torn t
 it is treated as damage at its offset. A record with an intact non-zero last byte is kept,
 as Apache BookKeeper keeps it. Entry digests (replay) catch the rest.
 
-Torn or corrupt (DESIGN.md §6). Damage at offset D is a torn tail when no valid data follows
+Torn or corrupt (docs/design.md §6). Damage at offset D is a torn tail when no valid data follows
 it, and ``CorruptRecord(path, D, reason)`` when some does. Every flush ends on a 512 boundary
 (J1), so valid data after damage starts at an aligned offset P > D. Each such P up to the last
 non-zero byte of the file is tried: P is plausible when its record is a padding record ending
@@ -78,7 +78,7 @@ _UNKNOWN_META = RecordKind.UNKNOWN_META
 
 
 class UnsupportedJournalVersion(IOFailure):
-    """A V1..V3 journal needs replay by an Apache BookKeeper bookie first (FORMATS.md §3.1)."""
+    """A V1..V3 journal needs replay by an Apache BookKeeper bookie first (docs/formats.md §3.1)."""
 
     def __init__(self, path: str, version: int) -> None:
         super().__init__(f"{path}: journal format version {version} is not replayed by this "

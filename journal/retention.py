@@ -1,6 +1,6 @@
-"""Which journals a checkpoint may delete (Journal.checkpointComplete; FORMATS.md §3.9). Pure.
+"""Which journals a checkpoint may delete (Journal.checkpointComplete; docs/formats.md §3.9). Pure.
 
-Invariant (DESIGN.md §1.8): a journal is deleted only when it lies wholly below the persisted
+Invariant (docs/design.md §1.8): a journal is deleted only when it lies wholly below the persisted
 lastMark, i.e. its id is strictly below the mark's id; the marked journal and newer ones are
 never deleted, and ``backups`` (journalMaxBackups, default 5) older ones are kept.
 """

@@ -1,1 +1,1 @@
-"""RocksDB ledger indexes (FORMATS.md §7)."""
+"""RocksDB ledger indexes (docs/formats.md §7)."""

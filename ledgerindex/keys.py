@@ -1,14 +1,14 @@
-"""RocksDB keys and values of the ledger indexes. Implements FORMATS.md §7.
+"""RocksDB keys and values of the ledger indexes. Implements docs/formats.md §7.
 
 A pure format module: imports only ``struct`` and ``dataclasses``, never opens a file.
 
-``locations`` (FORMATS.md §7.1), integers big-endian:
+``locations`` (docs/formats.md §7.1), integers big-endian:
     part    offset  size  field
     key     0       8     ledgerId (i64)
     key     8       8     entryId (i64)
-    value   0       8     location (i64) = logId << 32 | pos (FORMATS.md §5.3); 0 = absent
+    value   0       8     location (i64) = logId << 32 | pos (docs/formats.md §5.3); 0 = absent
 
-``ledgers`` (FORMATS.md §7.2): key = ledgerId (i64, 8 bytes BE). Negative keys are not ledgers
+``ledgers`` (docs/formats.md §7.2): key = ledgerId (i64, 8 bytes BE). Negative keys are not ledgers
 (BookKeeper keeps storage-state flags under -0xeefd = ``FF FF FF FF FF FF 11 03``).
 Value, the project's ``LedgerState`` struct (written):
     offset  size  field
@@ -17,9 +17,9 @@ Value, the project's ``LedgerState`` struct (written):
     5       1     flags (u8): 0x01 exists, 0x02 fenced, 0x04 limbo, 0x08 explicit LAC present
     6       1     digest type (u8): 1 CRC32, 2 MAC, 3 CRC32C, 4 DUMMY; 0 = not known yet
     7       1     k = master key length (u8), normally 20
-    8       k     master key, SHA1("ledger" || password) (FORMATS.md §6.3)
+    8       k     master key, SHA1("ledger" || password) (docs/formats.md §6.3)
     8+k     4     n = explicit-LAC body length (u32, BE); 0 when flag 0x08 is clear
-    12+k    n     explicit-LAC body (FORMATS.md §6.4)
+    12+k    n     explicit-LAC body (docs/formats.md §6.4)
     12+k+n  8     entries stored (i64, BE), version 2 only; -1 = not known (K5)
     20+k+n  8     bytes stored (i64, BE), sum of entry lengths, version 2 only; -1 = not known
 Usage-pending key (the project's, version 2): key = ``USAGE_PENDING_LEDGER_ID`` (-0xB00C, a
@@ -84,7 +84,7 @@ FLAG_LIMBO = 0x04
 FLAG_EXPLICIT_LAC = 0x08
 KNOWN_FLAGS = FLAG_EXISTS | FLAG_FENCED | FLAG_LIMBO | FLAG_EXPLICIT_LAC
 
-#: Largest digest type number of FORMATS.md §6.2 (DUMMY); 0 means "not known yet".
+#: Largest digest type number of docs/formats.md §6.2 (DUMMY); 0 means "not known yet".
 MAX_DIGEST_TYPE = 4
 MAX_ID = 2**63 - 1
 #: What the indexes can store, the one place the write path's accepted ranges come from
@@ -95,7 +95,7 @@ MAX_ID = 2**63 - 1
 LEDGER_ID_MAX = MAX_ID
 ENTRY_ID_MAX = MAX_ID - 1
 LAC_MIN = -1
-#: BookKeeper's storage-state flags key (FORMATS.md §7.2); not a ledger.
+#: BookKeeper's storage-state flags key (docs/formats.md §7.2); not a ledger.
 STORAGE_STATE_LEDGER_ID = -0xEEFD
 #: The project's usage-pending key (K6); negative, so never a ledger, and not BookKeeper's.
 USAGE_PENDING_LEDGER_ID = -0xB00C
@@ -133,7 +133,7 @@ def decode_location_items(pairs: list[tuple[bytes, bytes]]) -> tuple:
     n = len(pairs)
     blob = b"".join(part for pair in pairs for part in pair)
     if len(blob) != (LOCATION_KEY.size + LOCATION_VALUE.size) * n:
-        raise ValueError("locations keys and values are not 16 and 8 bytes (FORMATS.md §7.1)")
+        raise ValueError("locations keys and values are not 16 and 8 bytes (docs/formats.md §7.1)")
     fields = struct.unpack(f">{3 * n}q", blob)
     return fields[0::3], fields[1::3], fields[2::3]
 
@@ -146,7 +146,7 @@ def decode_location_key(key: bytes) -> tuple[int, int]:
 
 
 def encode_location_value(location: int) -> bytes:
-    """The 8-byte ``locations`` value: the location as i64 big-endian (FORMATS.md §5.3)."""
+    """The 8-byte ``locations`` value: the location as i64 big-endian (docs/formats.md §5.3)."""
     return LOCATION_VALUE.pack(location)
 
 
@@ -178,9 +178,9 @@ class LedgerState:
     """What the bookie keeps about one ledger (BookKeeper's ``LedgerData``, plus digest type).
 
     ``exists = False`` is a tombstone: the ledger was deleted, and the record stays so that
-    replay never re-creates it from older journal records (DESIGN.md §1.3).
-    ``digest_type`` is a ``bookie.entry.DigestType`` number, 0 while not known (FORMATS.md §9.4).
-    ``explicit_lac`` is the raw explicit-LAC body (FORMATS.md §6.4), None if never set.
+    replay never re-creates it from older journal records (docs/design.md §1.3).
+    ``digest_type`` is a ``bookie.entry.DigestType`` number, 0 while not known (docs/formats.md §9.4).
+    ``explicit_lac`` is the raw explicit-LAC body (docs/formats.md §6.4), None if never set.
     """
 
     exists: bool = True
@@ -203,7 +203,7 @@ class LedgerState:
 
 
 def encode_ledger_state(state: LedgerState) -> bytes:
-    """The BKLD version 2 value of ``state`` (FORMATS.md §7.2 plus the usage trailer)."""
+    """The BKLD version 2 value of ``state`` (docs/formats.md §7.2 plus the usage trailer)."""
     _check_usage(state.entry_count, state.byte_count)
     if not 0 <= state.digest_type <= MAX_DIGEST_TYPE:
         raise ValueError(f"digest type {state.digest_type} is not 0..{MAX_DIGEST_TYPE}")
@@ -371,7 +371,7 @@ def _read_field(data: bytes, offset: int) -> tuple[int, int, int | bytes, int]:
 
 
 def _decode_ledger_data(data: bytes) -> LedgerState:
-    """Apache BookKeeper's ``LedgerData`` (FORMATS.md §7.2); unknown fields are skipped."""
+    """Apache BookKeeper's ``LedgerData`` (docs/formats.md §7.2); unknown fields are skipped."""
     fields: dict[int, int | bytes] = {}
     offset = 0
     while offset < len(data):

@@ -1,13 +1,13 @@
 """One RocksDB database as a bytes-to-bytes store (BookKeeper's KeyValueStorageRocksDB).
 
-The only module that imports ``rocksdict`` (DESIGN.md §5 rule 5); the indexes above it see
-bytes keys and values, big-endian, compared bytewise (FORMATS.md §7).
+The only module that imports ``rocksdict`` (docs/design.md §5 rule 5); the indexes above it see
+bytes keys and values, big-endian, compared bytewise (docs/formats.md §7).
 
 Invariants:
     V1. A write with ``sync=True`` returns only after RocksDB has fsynced its WAL, so it
         survives power loss; ``sync=False`` survives ``kill -9`` (A2), not power loss.
     V2. A failed write or read raises ``bookie.errors.IOFailure`` naming the path and the
-        operation. It is never retried here (DESIGN.md §1.5, A5): the caller goes READ_ONLY.
+        operation. It is never retried here (docs/design.md §1.5, A5): the caller goes READ_ONLY.
     V3. A batch is atomic: after a crash all of it or none of it is visible.
 """
 
@@ -23,7 +23,7 @@ import rocksdict
 from bookie.errors import IOFailure
 
 #: BookKeeper's ``locations`` settings that matter for reading its files: LZ4 blocks
-#: (FORMATS.md §7). The rest is tuning, not contract: 64 KiB blocks and a 10-bit bloom filter
+#: (docs/formats.md §7). The rest is tuning, not contract: 64 KiB blocks and a 10-bit bloom filter
 #: as in KeyValueStorageRocksDB, for point gets on the read path.
 _BLOCK_SIZE_BYTES = 64 * 1024
 _BLOOM_BITS_PER_KEY = 10
@@ -91,7 +91,7 @@ class KeyValueStore:
     """A RocksDB database with bytes keys and values (raw mode).
 
     Thread-safety: RocksDB is safe for concurrent use, and so is this wrapper: the loop
-    thread reads while the checkpoint thread writes batches (DESIGN.md §3.7). rocksdict
+    thread reads while the checkpoint thread writes batches (docs/design.md §3.7). rocksdict
     releases the GIL inside RocksDB calls (measured: other threads keep running during a
     synced write), so a checkpoint batch does not stop the loop. Only
     ``close`` must not race other calls; its owner calls it after the threads are joined.
@@ -115,7 +115,7 @@ class KeyValueStore:
         ``lz4`` selects LZ4 block compression, as BookKeeper uses for ``locations``; a
         database is readable whatever its blocks were compressed with. ``read_only`` opens
         without the write lock; ``secondary_path`` opens a secondary instance that follows a
-        running primary (``catch_up``), for ``bookie shell export-index`` (DESIGN.md §8).
+        running primary (``catch_up``), for ``bookie shell export-index`` (docs/design.md §8).
         """
         path = os.fspath(path)
         secondary = secondary_path is not None
@@ -166,7 +166,7 @@ class KeyValueStore:
         """Apply puts, then deletes, then range deletes ([start, end)) atomically (V3).
 
         Deletions come last so that in one batch a deletion wins over a put of the same key:
-        a delete is the later, durable decision (DESIGN.md §1.3). Returns the operation count.
+        a delete is the later, durable decision (docs/design.md §1.3). Returns the operation count.
         """
         batch = rocksdict.WriteBatch(raw_mode=True)
         for key, value in puts:

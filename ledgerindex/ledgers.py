@@ -1,16 +1,16 @@
 """The ``ledgers`` index: ledgerId -> LedgerState (BookKeeper's LedgerMetadataIndex).
 
-Implements FORMATS.md §7.2 over ``ledgerindex.kv``; values come from ``keys``.
+Implements docs/formats.md §7.2 over ``ledgerindex.kv``; values come from ``keys``.
 
 The whole index lives in memory, loaded at open. Changes are applied in memory, marked dirty
-and written by ``flush`` in one batch at the checkpoint (FORMATS.md §8.2 step 6): until then
+and written by ``flush`` in one batch at the checkpoint (docs/formats.md §8.2 step 6): until then
 the journal records (LEDGER_KEY, FENCE, EXPLICIT_LAC) are the durable copy. A deletion is
 different: ``mark_deleted`` writes its tombstone at once with ``sync=True``.
 
 Invariants:
     M1. A deleted ledger stays as a tombstone (``exists=False``), written and synced before
         ``mark_deleted`` returns, so replay of older journal records never re-creates it
-        (DESIGN.md §1.3). Only ``purge`` removes a tombstone.
+        (docs/design.md §1.3). Only ``purge`` removes a tombstone.
     M2. No write of an older state overtakes a newer one: ``flush`` and ``mark_deleted``
         serialize their RocksDB writes, and ``flush`` snapshots under that order, so a flush
         racing a deletion can never write the live state over the tombstone.
@@ -181,12 +181,12 @@ class LedgerMetadataIndex:
 
     def set_master_key(self, ledger_id: int, master_key: bytes,
                        digest_type: int = 0) -> LedgerState:
-        """Apply FORMATS.md §7.2's state rules (LedgerMetadataIndex.setMasterKey).
+        """Apply docs/formats.md §7.2's state rules (LedgerMetadataIndex.setMasterKey).
 
         A new ledger is created existing, unfenced, with this key. A stored all-zero key is
         replaced. A different key raises Unauthorized, unless the given key is all zeros,
         which BookKeeper accepts without change. A deleted ledger raises NoLedger (M1).
-        ``digest_type`` fills a digest type not known yet (FORMATS.md §9.4); a known one is
+        ``digest_type`` fills a digest type not known yet (docs/formats.md §9.4); a known one is
         kept: comparing it with a request's is the caller's decision.
         """
         _check_ledger_id(ledger_id)
@@ -227,7 +227,7 @@ class LedgerMetadataIndex:
         return self.update(ledger_id, limbo=limbo)
 
     def set_explicit_lac(self, ledger_id: int, body: bytes) -> LedgerState:
-        """Keep the raw explicit-LAC body (FORMATS.md §6.4)."""
+        """Keep the raw explicit-LAC body (docs/formats.md §6.4)."""
         return self.update(ledger_id, explicit_lac=bytes(body))
 
     # --- usage counters (M6) ------------------------------------------------------------
@@ -261,10 +261,10 @@ class LedgerMetadataIndex:
                 self._set_locked(ledger_id, current.with_(entry_count=entries, byte_count=size))
 
     def flush(self, sync: bool = True) -> int:
-        """Write every dirty state in one batch (FORMATS.md §8.2 step 6). Returns the count.
+        """Write every dirty state in one batch (docs/formats.md §8.2 step 6). Returns the count.
 
         The dirty set is taken and cleared under the lock (M3); on a failed write it is
-        restored, so memory still says what is not durable (no retry here: DESIGN.md §1.5).
+        restored, so memory still says what is not durable (no retry here: docs/design.md §1.5).
         """
         with self._write_lock:
             with self._lock:
@@ -358,7 +358,7 @@ class LedgerMetadataIndex:
 
     def close(self) -> None:
         """Close without flushing: states reach disk only through ``flush`` at a checkpoint,
-        in the order FORMATS.md §8.2 sets."""
+        in the order docs/formats.md §8.2 sets."""
         self.kv.close()
 
 

@@ -1,10 +1,10 @@
 """The ``locations`` index: (ledgerId, entryId) -> entry-log location (EntryLocationIndex).
 
-Implements FORMATS.md §7.1 over ``ledgerindex.kv``; keys and values come from ``keys``.
+Implements docs/formats.md §7.1 over ``ledgerindex.kv``; keys and values come from ``keys``.
 
 Invariants:
     LO1. Locations are written only by the checkpoint, after the entry-log bytes they point at
-        are fsynced, in ``sync=True`` batches (DESIGN.md §3.3 R1, FORMATS.md §8.2 step 5):
+        are fsynced, in ``sync=True`` batches (docs/design.md §3.3 R1, docs/formats.md §8.2 step 5):
         chunks of ``WRITE_CHUNK``, the last one synced, which syncs the WAL under all of
         them. A crash between chunks leaves some locations written, each pointing at synced
         bytes, and lastMark unmoved: replay re-adds every entry (checkpoint step 4!).
@@ -94,7 +94,7 @@ class EntryLocationIndex:
                 raise IOFailure(f"RocksDB {self.kv.path}: {error}") from error
 
     def last_entry_id(self, ledger_id: int) -> int | None:
-        """The largest stored entry id of the ledger, or None (FORMATS.md §7.1).
+        """The largest stored entry id of the ledger, or None (docs/formats.md §7.1).
 
         The floor of (L, 2**63-2), i.e. the largest key strictly below (L, 2**63-1); it
         belongs to L only if its first 8 bytes are L, else L has no entries here.
@@ -136,7 +136,7 @@ class EntryLocationIndex:
         return count, last
 
     def delete_ledger(self, ledger_id: int, sync: bool = True) -> None:
-        """Remove all of the ledger's locations with one range tombstone (FORMATS.md §7.1)."""
+        """Remove all of the ledger's locations with one range tombstone (docs/formats.md §7.1)."""
         self.delete_ledgers((ledger_id,), sync=sync)
 
     def delete_ledgers(self, ledger_ids: Iterable[int], sync: bool = True) -> int:

@@ -5,7 +5,7 @@
 
 Starts its own bookie (``python -m bookie serve --data-dir <tmp> --port 0`` on 127.0.0.1,
 its URL parsed from the "listening on" line), pinned to CPU 0 with this process on CPU 1
-when there are two (DESIGN.md §11), and stops it by PID with SIGTERM. For each entry size:
+when there are two (docs/design.md §11), and stops it by PID with SIGTERM. For each entry size:
 
     raw batch   the baseline: BookieClient.add_batch of 100 freshly framed entries per POST,
                 as many POSTs in flight as the writer may have; an entry's latency is its

@@ -7,7 +7,7 @@
    three ledgers interleaved in 4 MiB entry logs (a checkpoint after every round), then two
    of them deleted, so every log is a third live: under the major threshold (0.8).
 2. For compaction_rate_bytes = 0 (unthrottled) and then --throttle-mib, on a fresh copy of
-   that dir, a daemon pinned to core 0 (the load generator runs on core 1, DESIGN.md §11):
+   that dir, a daemon pinned to core 0 (the load generator runs on core 1, docs/design.md §11):
      * warm-up: --clients clients add --adds 1 KiB entries each, not counted;
      * baseline: the same again with no compaction running: p50/p99 add latency;
      * the same adders again while `POST /v1/bookie/gc?force=major` runs, until it ends:

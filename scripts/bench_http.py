@@ -15,7 +15,7 @@ Starts (on 127.0.0.1 only, each stopped by PID at the end):
 All on the same event loop (--loop, default uvloop as the daemon). Also printed: a plain
 page-cache write baseline (this VM's memory may be cold: see page_cache_write_mib_s), the
 503 answers (back-pressure, retried after 10 ms) and the bookie's peak RSS.
-The load generator runs here, pinned to core 1 (DESIGN.md §11), with one ledger per client.
+The load generator runs here, pinned to core 1 (docs/design.md §11), with one ledger per client.
 Prints adds/s, p50/p99 and server CPU microseconds per request per point, the ratio to
 the bare endpoint, and the load generator's CPU per request (it must not be what limits). Targets
 (issue 18): single adds >= 0.85x the bare endpoint at 64 clients, p99 within 2x of its p99;

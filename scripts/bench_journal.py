@@ -4,8 +4,8 @@
         [--loop uvloop|asyncio]
 
 Writers are asyncio tasks awaiting a future that the journal's complete_group resolves with
-one ``loop.call_soon_threadsafe`` per group, as the node does (DESIGN.md §3.1). Baselines are
-measured in the same run on the same disk (DESIGN.md §11): a raw loop of 1 KiB append +
+one ``loop.call_soon_threadsafe`` per group, as the node does (docs/design.md §3.1). Baselines are
+measured in the same run on the same disk (docs/design.md §11): a raw loop of 1 KiB append +
 fdatasync on a growing file, the same on a pre-zeroed file, and for each point a raw write +
 fdatasync loop at the group size the journal was observed to use. Every figure is bounded by
 --seconds; files are warmed (zero-filled) before they are measured.
@@ -222,7 +222,7 @@ def run(base: str, seconds: float, writer_counts: list[int], event_loop: str) ->
           "the point;")
     print("  x raw1K = adds/s over it (budget >= 0.8 at 1 writer).")
     print("raw@grp: write + fdatasync loop at the observed group size, measured just after;")
-    print("  x raw@grp = adds/s over its syncs/s x records per group (DESIGN.md §11).")
+    print("  x raw@grp = adds/s over its syncs/s x records per group (docs/design.md §11).")
     print("disk MB/s: records written per second, twice (the zero-filled preallocation ahead of"
           " them).")
     print("targets: 64 writers >= 250k adds/s (issue 18).")

@@ -13,7 +13,7 @@ dir, reads them once to warm the page cache, and prints MiB/s of log bytes for:
     spark local[cores]   jobs.run_scrub, run_usage, run_export (bookie.pipeline)
 
 Each figure is the best of ``--repeat`` warm runs, the runners taking turns round by round,
-beside its ratio to the baselines (DESIGN.md §11: budgets are in-run ratios; the machine
+beside its ratio to the baselines (docs/design.md §11: budgets are in-run ratios; the machine
 is too noisy for absolute ones).
 One partition per file, so logs should be at least ``cores`` in number. The temp dir is
 deleted at the end unless ``--keep``.

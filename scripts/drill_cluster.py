@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Cluster drill (REPLICATION.md §5): break bookies, writers, recoveries and ZooKeeper; check S1-S6.
+"""Cluster drill (docs/cluster.md §5): break bookies, writers, recoveries and ZooKeeper; check S1-S6.
 
     .venv/bin/python scripts/drill_cluster.py [--rounds 200] [--seconds 1800] [--seed N]
                                               [--no-partitions]
@@ -21,7 +21,7 @@ fault, never more than the quorums tolerate at once, strikes:
     partition a bookie's network link goes down for 1-3 s, then up
     lose      kill -9 of a bookie for good: a new bookie (a new id, an empty data dir) takes
               its place, and before the next round autorecovery (inside the bookies:
-              REPLICATION.md §4) must have copied every fragment it held to live bookies,
+              docs/cluster.md §4) must have copied every fragment it held to live bookies,
               checked bookie by bookie; over a run the drill loses more bookies than any
               quorum tolerates at once
     recfault  a fault during recovery: a writer process is killed as in ``writer``; while

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Kill -9 drill (crash model "kill -9", DESIGN.md §2.2): SIGKILL a loaded daemon, restart, check.
+"""Kill -9 drill (crash model "kill -9", docs/design.md §2.2): SIGKILL a loaded daemon, restart, check.
 
     .venv/bin/python scripts/drill_kill9.py [--rounds 1000] [--seconds 1800] [--seed N]
 

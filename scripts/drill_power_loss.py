@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Power-loss sweep (crash model "power loss", DESIGN.md §2.2), wide: many seeds, every point.
+"""Power-loss sweep (crash model "power loss", docs/design.md §2.2), wide: many seeds, every point.
 
     .venv/bin/python scripts/drill_power_loss.py [--seeds 200] [--first-seed 1] [--ops 40]
                                                  [--fates 2] [--seconds 1800]

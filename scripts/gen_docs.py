@@ -2,7 +2,7 @@
 
 Two tables are never written by hand:
 
-* ``endpoints``: every operation of ``api/openapi.py``'s ``SPEC`` (method, path, summary,
+* ``endpoints``: every operation of ``api/server/openapi.py``'s ``SPEC`` (method, path, summary,
   statuses, admin), in the spec's order;
 * ``settings``: every ``Setting`` of ``bookie/config.py``'s ``SETTINGS`` (name, type,
   default, environment variable, flag, range, description), in the table's order.
@@ -26,15 +26,15 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from api.openapi import SPEC  # noqa: E402
+from api.server.openapi import SPEC  # noqa: E402
 from bookie.config import SETTINGS, Setting  # noqa: E402
 
 DOC = ROOT / "docs" / "http-api.md"
 METHODS = ("get", "put", "post", "delete")
 #: Setting help texts still cite the team's old reference files; the doc names their
 #: successors in docs/.
-_OLD_NAMES = {"REPLICATION.md": "docs/cluster.md", "API.md": "docs/http-api.md",
-              "FORMATS.md": "docs/formats.md", "DESIGN.md": "docs/design.md"}
+_OLD_NAMES = {"docs/cluster.md": "docs/cluster.md", "docs/http-api.md": "docs/http-api.md",
+              "docs/formats.md": "docs/formats.md", "docs/design.md": "docs/design.md"}
 
 
 def _cell(text: str) -> str:

@@ -6,7 +6,7 @@
 
 Each seed builds a plan (quorums, a writer killed mid-stream, faults before, during and
 between recoveries, racing and dying recoveries, a replication worker) and runs the real
-client code on a virtual-time loop against in-memory bookies; S1-S5 of REPLICATION.md §5 are
+client code on a virtual-time loop against in-memory bookies; S1-S5 of docs/cluster.md §5 are
 checked. One summary line; on any violation, exit 1 and print each failing seed (its trace,
 shrunk with --shrink). A seed is reproducible: rerun with --seeds 1 --first-seed SEED.
 """

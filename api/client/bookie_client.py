@@ -1,4 +1,4 @@
-"""BookieClient: one bookie over HTTP, every API.md endpoint, the server's error classes.
+"""BookieClient: one bookie over HTTP, every docs/http-api.md endpoint, the server's error classes.
 
 An error reply ``{"error": CODE, ...}`` is raised as the ``bookie.errors`` class with that
 code (``ReadOnly``, ``Fenced``, ...), carrying ``retry_after_s`` for 503s, so callers handle

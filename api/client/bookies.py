@@ -1,4 +1,4 @@
-"""How the replicated client reaches bookies (REPLICATION.md §1, §3): the Transport seam (a
+"""How the replicated client reaches bookies (docs/cluster.md §1, §3): the Transport seam (a
 client per bookie and the registered bookies: HTTP and ZooKeeper here, in-memory bookies in
 the deterministic simulator), what counts as a bookie failing, and the timeouts.
 """
@@ -42,7 +42,7 @@ class Transport(Protocol):
 
 
 class HttpTransport:
-    """Bookies over HTTP, membership from ZooKeeper's ``available/`` (REPLICATION.md §1)."""
+    """Bookies over HTTP, membership from ZooKeeper's ``available/`` (docs/cluster.md §1)."""
 
     def __init__(self, store: ZkMetadataStore) -> None:
         self.store = store

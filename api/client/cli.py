@@ -30,7 +30,7 @@ from bookie.errors import BookieError
 DEFAULT_URL = "http://127.0.0.1:3180"
 PASSWORD_ENV = "BOOKIE_LEDGER_PASSWORD"
 STDIN_CHUNK_BYTES = 1 << 16
-#: A line longer than this cannot be an entry (API.md's default max_entry_size); refusing it
+#: A line longer than this cannot be an entry (docs/http-api.md's default max_entry_size); refusing it
 #: bounds the buffer a stream without newlines could grow.
 LINE_BYTES_MAX = 5 * 1024 * 1024
 
@@ -106,7 +106,7 @@ def _add_write(commands) -> None:
     write.add_argument("--ensemble", type=int, metavar="E",
                        help="a replicated ledger on E bookies of the cluster "
                        "(--metadata-service-uri zk://...): each entry on --write-quorum of "
-                       "them, acknowledged at --ack-quorum (REPLICATION.md)")
+                       "them, acknowledged at --ack-quorum (docs/cluster.md)")
     write.add_argument("--write-quorum", type=int, metavar="QW", help="default: E")
     write.add_argument("--ack-quorum", type=int, metavar="QA", help="default: QW")
 

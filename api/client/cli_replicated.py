@@ -1,4 +1,4 @@
-"""`bookie ledger` on a replicated ledger of a cluster (REPLICATION.md §3): write with
+"""`bookie ledger` on a replicated ledger of a cluster (docs/cluster.md §3): write with
 --ensemble/--write-quorum/--ack-quorum, read and recover through the ledger's metadata. The
 rest of the CLI is api/client/cli.py, which calls these for a zk:// metadata service."""
 

@@ -1,4 +1,4 @@
-"""Entry framing and checking for one ledger: the client's side of FORMATS.md §6.
+"""Entry framing and checking for one ledger: the client's side of docs/formats.md §6.
 
 Entries are framed and checked by ``bookie.entry``, the one framing module the server
 shares; the master key is SHA1("ledger" || password) and a MAC ledger's HMAC key
@@ -31,7 +31,7 @@ class DigestMismatch(IOFailure):
 
 @dataclasses.dataclass(frozen=True)
 class LedgerEntry:
-    """One verified entry (FORMATS.md §6.1): ids, piggybacked LAC, ledger length, payload."""
+    """One verified entry (docs/formats.md §6.1): ids, piggybacked LAC, ledger length, payload."""
 
     ledger_id: int
     entry_id: int
@@ -40,7 +40,7 @@ class LedgerEntry:
     payload: bytes
 
 def digest_type_of(value: DigestType | str) -> DigestType:
-    """A DigestType from itself or API.md's header spelling (crc32c, crc32, mac, dummy)."""
+    """A DigestType from itself or docs/http-api.md's header spelling (crc32c, crc32, mac, dummy)."""
     return value if isinstance(value, DigestType) else DigestType.from_header(value)
 
 def _password_bytes(password: bytes | str) -> bytes:

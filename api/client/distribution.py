@@ -1,4 +1,4 @@
-"""Where each entry of a replicated ledger lives (REPLICATION.md §3; pure).
+"""Where each entry of a replicated ledger lives (docs/cluster.md §3; pure).
 
 BookKeeper's RoundRobinDistributionSchedule: entry e goes to ensemble indices
 ``(e + i) mod E`` for ``i < Qw``; an ensemble is chosen by the segment whose first entry is

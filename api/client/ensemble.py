@@ -1,4 +1,4 @@
-"""Replicated ledgers over a cluster (REPLICATION.md §3): the client's front door, a writer that
+"""Replicated ledgers over a cluster (docs/cluster.md §3): the client's front door, a writer that
 writes each entry to Qw bookies and acknowledges it at Qa, and a reader with fallback.
 
     async with await BookKeeper.connect("zk://127.0.0.1:2181/ledgers") as bk:
@@ -15,7 +15,7 @@ Invariants (beside DS1-DS2 of distribution.py and L1-L5 of writer.py, which hold
     EN2. Completions, and the LAC, advance in entry order only.
     EN3. EFENCED, or metadata that is no longer OPEN, stops the writer: every pending and later
          append fails with that error.
-    EN4. Recovery (``open_ledger``, REPLICATION.md §3) never truncates on uncertainty: it
+    EN4. Recovery (``open_ledger``, docs/cluster.md §3) never truncates on uncertainty: it
          proceeds only when every write set has at most Qa-1 bookies that did not fence, reads
          only from bookies that fenced, calls an entry missing only after Qw-Qa+1 of them said
          ENOENTRY, and otherwise fails with RecoveryUndecided (retry later). Its ensemble

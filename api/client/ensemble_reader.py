@@ -1,4 +1,4 @@
-"""Reading a replicated ledger through its metadata (REPLICATION.md §3): each entry from its
+"""Reading a replicated ledger through its metadata (docs/cluster.md §3): each entry from its
 write set with fallback and speculative reads, the LAC over the last segment, and a tail that
 follows the LAC long poll across the ensemble to the end of a closed ledger.
 

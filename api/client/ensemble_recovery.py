@@ -1,4 +1,4 @@
-"""Recovery of a replicated ledger whose writer may be dead (REPLICATION.md §3; EN4 in
+"""Recovery of a replicated ledger whose writer may be dead (docs/cluster.md §3; EN4 in
 api/client/ensemble.py; BookKeeper's LedgerRecoveryOp and ReadOnlyLedgerHandle).
 
     1. CAS OPEN -> IN_RECOVERY (a concurrent recovery finds it so and goes on)
@@ -51,7 +51,7 @@ WRITE_BACK_REPLACEMENTS_MAX = 3
 
 
 class Recovery:
-    """REPLICATION.md §3's recovery of a ledger whose writer may be dead (LedgerRecoveryOp)."""
+    """docs/cluster.md §3's recovery of a ledger whose writer may be dead (LedgerRecoveryOp)."""
 
     def __init__(self, bk: Bookies, metadata: LedgerMetadata, codec: LedgerCodec) -> None:
         self.bk, self.metadata, self.codec = bk, metadata, codec

@@ -1,4 +1,4 @@
-"""Appending to a replicated ledger (REPLICATION.md §3): each entry to its Qw bookies in
+"""Appending to a replicated ledger (docs/cluster.md §3): each entry to its Qw bookies in
 per-bookie POST batches, acknowledged at Qa in entry order, a failed bookie replaced by an
 ensemble change committed before any affected entry is acknowledged (EN1-EN3, EN5 in
 api/client/ensemble.py).

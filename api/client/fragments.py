@@ -6,7 +6,7 @@ segment's first, or the ledger's last entry once it is closed; the open last seg
 OPEN ledger has no known end (its writer is still placing entries there).
 
 Entry-id *ranges* are ``[[first, last], ...]``, ascending and disjoint: what a bookie's
-``GET /v1/ledgers/{L}/entry-ids`` answers (API.md addition), compact for the runs of ids a
+``GET /v1/ledgers/{L}/entry-ids`` answers (docs/http-api.md addition), compact for the runs of ids a
 bookie holds.
 """
 

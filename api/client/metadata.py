@@ -1,6 +1,6 @@
 """Ledger metadata for the client: the LedgerMetadataStore protocol and FileMetadataStore.
 
-The bookie keeps no ledger metadata (BookKeeper's ``null://`` driver, DESIGN.md §4): which
+The bookie keeps no ledger metadata (BookKeeper's ``null://`` driver, docs/design.md §4): which
 ledgers exist, their digest type, whether they are open, in recovery or closed, and where a
 closed ledger ends belong to the clients. Writers and recoverers race on that record, so every
 update is a compare-and-set on its version, as BookKeeper's ``LedgerManager`` does over
@@ -45,7 +45,7 @@ FORMAT_VERSION = 1
 
 
 class MetadataError(Exception):
-    """Base of the metadata store's errors (not API.md codes: the bookie never sees them)."""
+    """Base of the metadata store's errors (not docs/http-api.md codes: the bookie never sees them)."""
 
 
 class BadVersion(MetadataError):
@@ -76,7 +76,7 @@ class LedgerMetadata:
     ctime_ms: int = 0
     custom: dict = dataclasses.field(default_factory=dict)
     version: int = 0
-    #: The cluster's fields (REPLICATION.md §1): E, Qw, Qa, the ensembles as
+    #: The cluster's fields (docs/cluster.md §1): E, Qw, Qa, the ensembles as
     #: ((firstEntryId, (bookieId, ...)), ...) ascending, and the password the master key
     #: comes from. A single-bookie ledger keeps the defaults.
     ensemble_size: int = 1

@@ -1,4 +1,4 @@
-"""Ledger metadata in BookKeeper's v3 binary format (LedgerMetadataSerDe), REPLICATION.md §1.
+"""Ledger metadata in BookKeeper's v3 binary format (LedgerMetadataSerDe), docs/cluster.md §1.
 
     bytes   "BookieMetadataFormatVersion\\t3\\n"
     varint  n, the length of what follows (protobuf's varint32)
@@ -175,7 +175,7 @@ def decode_cookie(data: bytes) -> dict:
 
 
 def encode_service_info(host: str, port: int) -> bytes:
-    """A registered bookie's znode data: its HTTP endpoint (REPLICATION.md §1)."""
+    """A registered bookie's znode data: its HTTP endpoint (docs/cluster.md §1)."""
     info = BookieServiceInfoFormat()
     info.endpoints.add(id="http", port=port, host=host, protocol="http")
     return info.SerializeToString()
@@ -187,7 +187,7 @@ def decode_service_info(data: bytes) -> list[tuple[str, str, int, str]]:
     info.ParseFromString(bytes(data))
     return [(e.id, e.host, e.port, e.protocol) for e in info.endpoints]
 
-#: DigestType numbers are the same in FORMATS.md §6.2 and the message (MAC is "HMAC").
+#: DigestType numbers are the same in docs/formats.md §6.2 and the message (MAC is "HMAC").
 _STATES = {MetadataState.OPEN: 1, MetadataState.IN_RECOVERY: 2, MetadataState.CLOSED: 3}
 _STATE_OF = {number: state for state, number in _STATES.items()}
 

@@ -1,6 +1,6 @@
 """Where a ledger's metadata lives in ZooKeeper: BookKeeper's hierarchical paths (pure).
 
-REPLICATION.md §1: an id below 2^31-1 as 10 digits split 2/4/4 (LegacyHierarchicalLedgerManager:
+docs/cluster.md §1: an id below 2^31-1 as 10 digits split 2/4/4 (LegacyHierarchicalLedgerManager:
 ``/ledgers/00/0000/L0005``); a larger id as 19 digits split 3/4/4/4/4
 (LongHierarchicalLedgerManager). Both live under the same root, told apart by the width of
 the first level's name.

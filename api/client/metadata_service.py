@@ -1,4 +1,4 @@
-"""``metadata_service_uri`` -> a LedgerMetadataStore (REPLICATION.md §1).
+"""``metadata_service_uri`` -> a LedgerMetadataStore (docs/cluster.md §1).
 
     file:///path/ledgers.json, or a plain path     FileMetadataStore (one host)
     zk://host:port[,host:port...]/root             ZkMetadataStore (also zk+hierarchical://)

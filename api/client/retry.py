@@ -22,7 +22,7 @@ TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError)
 
 @dataclasses.dataclass(frozen=True)
 class WriterOptions:
-    """Pipeline limits. Every queue and batch is bounded (DESIGN.md §10.1)."""
+    """Pipeline limits. Every queue and batch is bounded (docs/design.md §10.1)."""
 
     batch_max_entries: int = 100          # queued adds sent as one POST batch; 1 = no batching
     batch_max_bytes: int = 4 * 1024 * 1024

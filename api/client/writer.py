@@ -6,7 +6,7 @@ LedgerMetadataStore, never on the bookie. The add pipeline is ``pipeline.py``.
 Invariants:
     L1. Entry ids are assigned in the order appends enter the pipeline, and an entry is
         framed once and never changes: a retry re-sends identical bytes, which the bookie
-        accepts as the same entry (API.md), so retries neither reorder nor duplicate.
+        accepts as the same entry (docs/http-api.md), so retries neither reorder nor duplicate.
     L2. The LAC (BookKeeper's lastAddConfirmed) is the largest id such that it and every
         entry before it are acknowledged (durable; with deferred sync, forced). It only
         rises, and append futures complete in entry order as it passes them.

@@ -1,4 +1,4 @@
-"""Ledger metadata and membership reads in ZooKeeper, BookKeeper's layout (REPLICATION.md §1):
+"""Ledger metadata and membership reads in ZooKeeper, BookKeeper's layout (docs/cluster.md §1):
 the client library's one kazoo importer (a bookie's registration, cookies and the cluster's
 instance id are api/cluster/zookeeper.py's).
 

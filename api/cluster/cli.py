@@ -41,7 +41,7 @@ STOP_TIMEOUT_S = 120.0
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bookie cluster", description="A local cluster: one ZooKeeper and N bookies on "
-        "127.0.0.1, each bookie with its own data dir (REPLICATION.md). 'up' starts it, "
+        "127.0.0.1, each bookie with its own data dir (docs/cluster.md). 'up' starts it, "
         "'status' shows it, 'down' stops it.")
     commands = parser.add_subparsers(dest="command", metavar="init|up|status|down")
     init = commands.add_parser(

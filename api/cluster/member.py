@@ -1,4 +1,4 @@
-"""A bookie's duties as a cluster member (REPLICATION.md §2): its cookie and registration.
+"""A bookie's duties as a cluster member (docs/cluster.md §2): its cookie and registration.
 
 Wired by the composition root (``bookie serve`` with ``metadata_service_uri``):
 ``check_cookie`` runs before the bookie starts (before replay, so a bookie that forgot its

@@ -1,4 +1,4 @@
-"""Autorecovery's state in ZooKeeper (REPLICATION.md §4), BookKeeper's own layout
+"""Autorecovery's state in ZooKeeper (docs/cluster.md §4), BookKeeper's own layout
 (ZkLedgerUnderreplicationManager, ZkLedgerAuditorManager), so its tools and ours read one tree:
 
     <root>/underreplication/LAYOUT                   text: type "BASIC", version 1

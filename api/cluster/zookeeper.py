@@ -1,4 +1,4 @@
-"""A bookie's side of ZooKeeper (REPLICATION.md §1-§2): its registration under
+"""A bookie's side of ZooKeeper (docs/cluster.md §1-§2): its registration under
 ``available/``, the cookies, the cluster's instance id, and the count of under-replicated
 ledgers its metrics show. The cluster room's kazoo importer beside underreplication.py.
 
@@ -23,7 +23,7 @@ from api.client.zookeeper import CONNECT_TIMEOUT_S, READ_RETRY, parse_uri
 
 class ZkRegistration:
     """A bookie's membership: ``<root>/available/<id>`` while writable, ``available/readonly/
-    <id>`` while read-only, both ephemeral (REPLICATION.md §2).
+    <id>`` while read-only, both ephemeral (docs/cluster.md §2).
 
     Invariants:
         ZR1. At most one of the two znodes is ours at a time: the other is deleted first.
@@ -106,7 +106,7 @@ class ZkRegistration:
 
 
 class ZkCookies:
-    """Bookies' cookies at ``<root>/cookies/<bookieId>`` (REPLICATION.md §2), on a client the
+    """Bookies' cookies at ``<root>/cookies/<bookieId>`` (docs/cluster.md §2), on a client the
     caller owns and has started."""
 
     def __init__(self, client: KazooClient, root: str) -> None:

@@ -1,4 +1,4 @@
-"""make_app(bookie): the aiohttp application for API.md.
+"""make_app(bookie): the aiohttp application for docs/http-api.md.
 
 The bookie is started by a ``cleanup_ctx`` in the background, so ``/health`` answers and
 ``/ready`` says 503 while the journal replays; the same context closes the bookie (drain,

@@ -1,4 +1,4 @@
-"""The one exception -> JSON error translator (DESIGN.md §7), and the request timer.
+"""The one exception -> JSON error translator (docs/design.md §7), and the request timer.
 
 A ``BookieError`` becomes ``{"error": code, "message": ...}`` with its status (and
 ``Retry-After`` for 503s); aiohttp's own oversize refusal becomes ``413 ETOOLARGE`` rather

@@ -1,4 +1,4 @@
-"""The JSON of ``GET /v1/bookie/info`` (API.md): shaped here, from the node's plain data."""
+"""The JSON of ``GET /v1/bookie/info`` (docs/http-api.md): shaped here, from the node's plain data."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The OpenAPI 3.0 description of API.md, served at GET /openapi.json.
+"""The OpenAPI 3.0 description of docs/http-api.md, served at GET /openapi.json.
 
-Hand-written, so it says what API.md says (not what a framework infers). A contract test
+Hand-written, so it says what docs/http-api.md says (not what a framework infers). A contract test
 checks that every route of the app is described here and that the document validates, and
 schemathesis (every check, tests/integration/test_fuzz_api.py) that the server does exactly
 what it says: every status an operation answers is listed, every value the schema allows is
@@ -217,7 +217,7 @@ _BOOKIE_PATHS = {
 SPEC = {
     "openapi": "3.0.3",
     "info": {"title": "bookie", "version": __version__,
-             "description": "A BookKeeper-compatible bookie over HTTP (API.md)"},
+             "description": "A BookKeeper-compatible bookie over HTTP (docs/http-api.md)"},
     "paths": {**_ENTRY_PATHS, **_LEDGER_PATHS, **_BOOKIE_PATHS},
     "components": {
         "schemas": {"Error": {"type": "object", "required": ["error", "message"],
@@ -230,7 +230,7 @@ SPEC = {
 
 def spec_for(admin_token_set: bool) -> dict:
     """The document as this server enforces it: admin operations need the bearer token only
-    when one is configured (API.md, "Bookie endpoints"), so without one they say ``[]``."""
+    when one is configured (docs/http-api.md, "Bookie endpoints"), so without one they say ``[]``."""
     if admin_token_set:
         return SPEC
     paths = {path: {method: ({**op, "security": []} if "security" in op else op)

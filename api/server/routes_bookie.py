@@ -1,4 +1,4 @@
-"""Bookie endpoints of API.md: health, readiness, info and admin actions."""
+"""Bookie endpoints of docs/http-api.md: health, readiness, info and admin actions."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class MissingToken(BookieError):
 
 def require_admin(request: web.Request) -> None:
     """Admin endpoints need the bearer token when one is set; without one they are refused
-    unless the server listens on a loopback address (API.md, "Bookie endpoints")."""
+    unless the server listens on a loopback address (docs/http-api.md, "Bookie endpoints")."""
     config = request.app[BOOKIE].config
     token = config.admin_token
     if token is None:
@@ -49,7 +49,7 @@ async def health(request: web.Request) -> web.Response:
 @routes.get("/ready")
 async def ready(request: web.Request) -> web.Response:
     """Writable, and for a cluster bookie also registered in ZooKeeper: ready means
-    serving and findable by clients (REPLICATION.md §2)."""
+    serving and findable by clients (docs/cluster.md §2)."""
     bookie = request.app[BOOKIE]
     registered = bookie.registration is not None
     ready = bookie.ready and (registered or not bookie.config.metadata_service_uri)
@@ -75,7 +75,7 @@ async def checkpoint(request: web.Request) -> web.Response:
 @routes.post("/v1/bookie/gc")
 async def gc(request: web.Request) -> web.Response:
     """Run garbage collection now; ``?force=minor|major`` also compacts now (an addition to
-    API.md, as are GET and PUT below)."""
+    docs/http-api.md, as are GET and PUT below)."""
     require_admin(request)
     force = request.query.get("force")
     if force not in (None, "minor", "major"):
@@ -123,7 +123,7 @@ async def get_readonly(request: web.Request) -> web.Response:
 
 @routes.put("/v1/bookie/readonly")
 async def put_readonly(request: web.Request) -> web.Response:
-    """The operator's read-only flag (an addition to API.md): body {"readOnly": bool}."""
+    """The operator's read-only flag (an addition to docs/http-api.md): body {"readOnly": bool}."""
     require_admin(request)
     flag = await _flag_from_body(request, "readOnly")
     bookie = request.app[BOOKIE]

@@ -1,4 +1,4 @@
-"""Ledger endpoints of API.md: parse -> one Bookie call -> render. Handlers build no errors."""
+"""Ledger endpoints of docs/http-api.md: parse -> one Bookie call -> render. Handlers build no errors."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ async def add_batch(request: web.Request) -> web.Response:
     budget, limit = request.app[BODY_BUDGET], wire.BATCH_BODY_MAX
     with budget.reserve(budget.announced(request, limit)):
         body = await budget.read(request, limit)
-        # The body is the entries' journal records (B1 = FORMATS.md's data record): the
+        # The body is the entries' journal records (B1 = docs/formats.md's data record): the
         # journal takes it whole, decode_batch having checked every frame to its end.
         ids = await bookie.add_batch(ledger_id, _batch_pairs(bookie, ledger_id, body),
                                      records=bytes(body), **options)

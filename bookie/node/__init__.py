@@ -1,6 +1,6 @@
 """The bookie node: storage, journal and checkpoints composed; the only asyncio bridge.
 
-One job per module (DESIGN.md §4): ``bookie.py`` the facade and lifecycle, ``writes.py``
+One job per module (docs/design.md §4): ``bookie.py`` the facade and lifecycle, ``writes.py``
 and ``reads.py`` the ledger operations, ``lac_waiters.py`` the LAC long polls,
 ``journal_bridge.py`` records in and completions out, ``gc_driver.py`` garbage collection
 runs, ``disk_watch.py`` disk usage and the operator flag, ``runtime.py`` per-ledger runtime.

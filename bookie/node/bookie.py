@@ -1,11 +1,11 @@
 """The ``Bookie`` facade: composition, lifecycle, and the state the other modules consult.
 
 BookKeeper's BookieImpl. Every public coroutine runs on the event loop; storage and journal
-are synchronous and run on their own threads (DESIGN.md §3.7). The jobs live one per module
+are synchronous and run on their own threads (docs/design.md §3.7). The jobs live one per module
 of this package and are mixed into ``Bookie``: ledger writes, reads, LAC waiters, the journal
 bridge, the GC driver, disk watching; the state machine itself is ``bookie/state.py``.
 
-Invariants (DESIGN.md §1):
+Invariants (docs/design.md §1):
     N1. An add is answered only after the fsync of the journal group holding its record,
         unless deferred-sync (then at enqueue); ``force`` answers after every earlier add.
     N2. A fence, master key and explicit LAC are durable before their 200.

@@ -1,7 +1,7 @@
 """Disk usage and the operator's read-only flag: the two reasons that come and go.
 
 A durable write made outside the checkpoint (the flag, a deletion's tombstone) fails like
-every other: the bookie turns read-only ``io`` (DESIGN.md §1.5).
+every other: the bookie turns read-only ``io`` (docs/design.md §1.5).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class DiskWatch:
 
     async def _write_outside_checkpoint(self, write, *args) -> None:
         """A durable write off the checkpoint (operator flag, delete tombstone): its failure
-        makes the bookie read-only ``io`` like every other write failure (DESIGN.md §1.5),
+        makes the bookie read-only ``io`` like every other write failure (docs/design.md §1.5),
         not only a 500 for the one request."""
         try:
             await self._loop.run_in_executor(None, write, *args)

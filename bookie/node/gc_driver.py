@@ -1,6 +1,6 @@
 """Driving garbage collection from the loop: requested and periodic runs, one at a time.
 
-Every GC step runs on the checkpoint thread, never during a checkpoint (DESIGN.md §3.4);
+Every GC step runs on the checkpoint thread, never during a checkpoint (docs/design.md §3.4);
 throttle waits happen on the loop, so checkpoints run between steps.
 """
 
@@ -68,7 +68,7 @@ class GcDriver:
             return await self._drive_gc(force)
 
     async def _drive_gc(self, force: str | None):
-        """Each step runs on the checkpoint thread (never during a checkpoint, DESIGN.md
+        """Each step runs on the checkpoint thread (never during a checkpoint, docs/design.md
         §3.4); throttle waits happen here, so checkpoints run meanwhile."""
         run = self.gc.begin(force, disk_warn=self.disk_monitor.warn)
         while True:

@@ -46,14 +46,14 @@ class JournalBridge:
         return future
 
     def _journal_key_once(self, ledger_id: int, runtime: LedgerRuntime, key: bytes) -> None:
-        """FORMATS.md §3.8: a master-key record before the first record about a ledger, and
+        """docs/formats.md §3.8: a master-key record before the first record about a ledger, and
         again when a "no key" (zero) ledger takes a real key, so replay learns it too."""
         if runtime.journaled_key != key:
             self.journal.submit(jformat.encode_master_key(ledger_id, key), None)
             runtime.journaled_key = key
 
     def _admit(self, size: int) -> None:
-        """Back-pressure (DESIGN.md §3.1 step 3): bounded journal queue and write cache."""
+        """Back-pressure (docs/design.md §3.1 step 3): bounded journal queue and write cache."""
         if self.journal.queued_bytes + size > self.config.journal_queue_max_bytes:
             raise TooManyRequests("journal queue is full")
         cache = self.storage.cache

@@ -19,7 +19,7 @@ class LedgerReads:
     """Mixin of ``Bookie``: reads, listing, per-ledger figures."""
 
     async def read_entry(self, ledger_id: int, entry_id: int) -> bytes:
-        """The stored bytes; ``entry_id`` -1 reads the last entry (DESIGN.md §3.3)."""
+        """The stored bytes; ``entry_id`` -1 reads the last entry (docs/design.md §3.3)."""
         self._check_serving()
         self._existing_state(ledger_id)
         if entry_id == -1:

@@ -103,7 +103,7 @@ class LedgerWrites:
         journal group covers them and a refused batch stores nothing.
 
         ``records``: the entries' journal data records, each i32 length then the entry (a
-        batch body is exactly that, API.md), submitted to the journal as one item as they
+        batch body is exactly that, docs/http-api.md), submitted to the journal as one item as they
         are; built here when not given."""
         ids = [entry_id for entry_id, _ in entries]
         if len(set(ids)) != len(ids):
@@ -176,7 +176,7 @@ class LedgerWrites:
         return runtime.lac, runtime.last_entry_id
 
     async def write_lac(self, ledger_id: int, master_key: bytes, body: bytes) -> int:
-        """Store an explicit LAC body (FORMATS.md §6.4); durable before 200 (N2)."""
+        """Store an explicit LAC body (docs/formats.md §6.4); durable before 200 (N2)."""
         self._check_serving()
         self._check_writable(privileged=True)
         body_ledger, lac = entry_mod.parse_lac_body(body)

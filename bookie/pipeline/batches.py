@@ -1,4 +1,4 @@
-"""~4 MiB Arrow RecordBatches from the plain readers (DESIGN.md §8); no pyspark here.
+"""~4 MiB Arrow RecordBatches from the plain readers (docs/design.md §8); no pyspark here.
 
 The data sources (sources.py) declare these schemas to Spark and yield these batches from
 ``read()``; export's tasks write them to Parquet with pyarrow (``write_export``). Spark
@@ -9,14 +9,14 @@ Columns, one row per entry (``entry_schema``):
     path      string   the file's URI as listed (fs.py)
     logId     bigint   from the file name
     offset    bigint   of the entry's i32 size field; its location's pos is offset + 4
-    size      int      the entry's length, not counting the size field (FORMATS.md §5.2)
+    size      int      the entry's length, not counting the size field (docs/formats.md §5.2)
     ledgerId  bigint
     entryId   bigint
     entry     binary   (payload=true) the entry as stored: BookKeeper framing and digest
     problem   string   (verify=true) null when the entry is sound; else why not. A row with
                        a null ledgerId is a problem of the file itself at ``offset``:
                        corrupt framing, a bad header, a finalized log that ends torn, a
-                       ledgersMap that does not read back (FORMATS.md §5.6). With
+                       ledgersMap that does not read back (docs/formats.md §5.6). With
                        problems_only, only the rows whose problem is set
 
 One row per (log, ledger) in ``mode=ledgersmap`` (``ledgers_map_schema``): path, logId,
@@ -50,7 +50,7 @@ from entrylog.reader import EntryLogReader
 from journal.format import RecordKind
 
 BATCH_BYTES = 4 << 20
-#: A location's pos is the entry's first byte, past its i32 size field (FORMATS.md §5.3).
+#: A location's pos is the entry's first byte, past its i32 size field (docs/formats.md §5.3).
 SIZE_FIELD_BYTES = SIZE.size
 #: Problem rows per batch in problems-only mode (a log of bad digests stays bounded).
 _PROBLEM_ROWS = 4096
@@ -103,7 +103,7 @@ def journal_schema(payload: bool = False, verify: bool = False) -> pa.Schema:
 def digest_problem(entry: bytes) -> str | None:
     """Why a stored entry fails its digest, or None. The entry log does not say which digest
     type its ledger uses (the ``ledgers`` index does), so an entry is sound when either CRC
-    type matches (FORMATS.md §6.2): CRC32C (4 bytes), or CRC32 (8 bytes, the high 4 zero).
+    type matches (docs/formats.md §6.2): CRC32C (4 bytes), or CRC32 (8 bytes, the high 4 zero).
     """
     if len(entry) < CRC32C_PAYLOAD_OFFSET:
         return f"entry of {len(entry)} bytes is too short for its header and digest"

@@ -3,7 +3,7 @@
 A PATH given to the pipeline is a plain local path or a ``pyarrow.fs`` URI (``file://``,
 ``hdfs://``, ``s3://``, ``gs://``...). It may name one file, a ``current/`` dir, or a whole
 data dir: ``list_files`` looks under ``ledgers/current`` for ``*.log`` and under
-``journal/current`` for ``*.txn`` (FORMATS.md §2), and returns one URI per file, which is
+``journal/current`` for ``*.txn`` (docs/formats.md §2), and returns one URI per file, which is
 what a Spark partition carries to an executor.
 
 The readers (entrylog/reader.py, journal/reader.py) take a ``Disk`` (bookie/disk.py). Plain
@@ -30,7 +30,7 @@ from entrylog.format import parse_log_id
 
 LOG_KIND = "log"
 JOURNAL_KIND = "txn"
-#: Where each kind lives inside a data dir (API.md, "Data dirs").
+#: Where each kind lives inside a data dir (docs/http-api.md, "Data dirs").
 _DATA_SUBDIRS = {LOG_KIND: ("ledgers", "current"), JOURNAL_KIND: ("journal", "current")}
 
 
@@ -120,7 +120,7 @@ def disk_for(uri: str):
 
 
 def file_id(name: str, kind: str) -> int | None:
-    """The hex id of ``<hex>.log`` / ``<hex>.txn`` (FORMATS.md §2), else None."""
+    """The hex id of ``<hex>.log`` / ``<hex>.txn`` (docs/formats.md §2), else None."""
     if kind == LOG_KIND:
         return parse_log_id(name)
     stem, dot, suffix = name.partition(".")

@@ -65,7 +65,7 @@ def index_mismatches(entries: DataFrame, index: DataFrame,
                              the index has no key of: a deleted ledger's entries waiting
                              for GC, or a lost index; not counted as a problem
     A log copy the index does not point at, while another copy matches, is superseded
-    (replay re-adds entries, FORMATS.md §8.3): not reported.
+    (replay re-adds entries, docs/formats.md §8.3): not reported.
     """
     logs = entries.where(F.col("ledgerId").isNotNull()).select(
         "ledgerId", "entryId", "logId", (F.col("offset") + SIZE_FIELD_BYTES).alias("pos"),

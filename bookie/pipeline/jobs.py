@@ -11,7 +11,7 @@ a ``JobResult``: a summary, a few example rows and whether problems were found.
     index-check  the RocksDB locations (as ``bookie shell export-index`` writes them) against
                  the scanned logs, both ways: ``index_check.py``
 
-Actions are the cost that matters at this size (DESIGN.md §8: ~0.3 s per Spark job, ~30 ms
+Actions are the cost that matters at this size (docs/design.md §8: ~0.3 s per Spark job, ~30 ms
 per Python task, a 1 GiB log per task): scrub and index-check scan the logs once, usage
 reads only trailers, export writes in the same pass that scans.
 """
@@ -144,7 +144,7 @@ def _report(frame: DataFrame, target: str | None) -> tuple[list[dict], dict[str,
 
 def unverifiable_ledgers(paths: list[str], index_dir: str | None = None) -> list[int]:
     """Ledgers whose digests the pipeline cannot check: MAC (keyed by the password) and
-    DUMMY (no digest), from the ``ledgers`` RocksDB index (FORMATS.md §7.2): ``index_dir``,
+    DUMMY (no digest), from the ``ledgers`` RocksDB index (docs/formats.md §7.2): ``index_dir``,
     else that of every PATH that is a local data dir. Opened read-only, so a running bookie
     is fine. Empty when there is none: every digest is then checked as CRC32C or CRC32."""
     dirs = [index_dir] if index_dir else [
@@ -208,7 +208,7 @@ def usage_by_log(by_ledger: DataFrame, has_live: bool, minor: float = MINOR_THRE
 
 def load_live_ledgers(source: str) -> list[int]:
     """Live ledger ids from a file (one id a line; blank lines and # comments skipped) or
-    from a running bookie's ``GET /v1/ledgers`` (API.md), followed page by page."""
+    from a running bookie's ``GET /v1/ledgers`` (docs/http-api.md), followed page by page."""
     if source.startswith(("http://", "https://")):
         return fetch_live_ledgers(source)
     filesystem, path, _ = fs.split_uri(source)

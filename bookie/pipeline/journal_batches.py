@@ -21,7 +21,7 @@ def journal_batches(reader: JournalReader, uri: str, journal_id: int, *,
     With ``verify``, a data record's digest is checked like an entry's, and damage the reader
     refuses (CorruptRecord: valid records follow it; a version it does not read) becomes a
     problem row where the scan stopped. A torn tail is how a crash leaves the active
-    journal (FORMATS.md §3.7), not a problem.
+    journal (docs/formats.md §3.7), not a problem.
     """
     schema = journal_schema(payload, verify)
     row_bytes = _ENTRY_FIXED_BYTES + 16 + len(uri.encode())

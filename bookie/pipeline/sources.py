@@ -1,4 +1,4 @@
-"""Spark Python Data Sources ``bkentrylog`` and ``bkjournal`` (DESIGN.md §8).
+"""Spark Python Data Sources ``bkentrylog`` and ``bkjournal`` (docs/design.md §8).
 
     spark.read.format("bkentrylog").option("verify", "true").load("/data/bookie1")
     spark.read.format("bkjournal").option("paths", '["hdfs://nn/b1", "hdfs://nn/b2"]').load()
@@ -24,7 +24,7 @@ Options (case-insensitive, as Spark passes them):
     batchBytes    Arrow bytes per batch (default 4 MiB)
 
 No ``binaryFile`` and no row-at-a-time paths: both were slower or ran out of memory on
-1 GiB logs (DESIGN.md §8).
+1 GiB logs (docs/design.md §8).
 """
 
 from __future__ import annotations

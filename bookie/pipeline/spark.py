@@ -1,6 +1,6 @@
 """The SparkSession of the pipeline: loopback settings locally, the data sources registered.
 
-Local runs and tests keep every socket on 127.0.0.1 and start no UI (DESIGN.md §8): the
+Local runs and tests keep every socket on 127.0.0.1 and start no UI (docs/design.md §8): the
 driver's host and bind address, SPARK_LOCAL_IP for the JVM's own guess, and the Python
 workers run this interpreter (PYSPARK_PYTHON), so executors import the same bookie code.
 Against a cluster (``--master spark://...`` or spark-submit) the cluster's settings win:

@@ -18,7 +18,7 @@ Commands, one module each (or a few grouped):
     listunderreplicated, decommission,
     autorecovery                            autorecovery_cmd.py (ZooKeeper; api/cluster/autorecovery/)
 
-This is an entry point: nothing imports it but ``bookie.cli`` (DESIGN.md §5).
+This is an entry point: nothing imports it but ``bookie.cli`` (docs/design.md §5).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``listunderreplicated``, ``decommission`` and ``autorecovery enable|disable|status``: the
-operator's side of autorecovery (REPLICATION.md §4). These talk to ZooKeeper (and, for
+operator's side of autorecovery (docs/cluster.md §4). These talk to ZooKeeper (and, for
 decommission, wait on the cluster's replication workers), not to a data dir."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     index -> logs   every (L, E) -> location lands on an entry framed inside its log that
                     holds (L, E) (``Scrubber`` without digests); every ledger with locations
                     is live in the ledgers index
-    logs -> index   every entry a scan of the logs finds (FORMATS.md §5.6) is either the one
+    logs -> index   every entry a scan of the logs finds (docs/formats.md §5.6) is either the one
                     the index points at, a superseded copy (the index points at a later copy:
                     replay re-adds, compaction), or garbage of a deleted ledger; an entry of
                     a live ledger that the index does not know is a problem, and so is a scan

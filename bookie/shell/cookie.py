@@ -1,5 +1,5 @@
 """``cookie show|delete`` and ``listbookies``: a cluster bookie's cookie and membership in
-ZooKeeper (REPLICATION.md §1-2). These talk to ZooKeeper, not to the data dir."""
+ZooKeeper (docs/cluster.md §1-2). These talk to ZooKeeper, not to the data dir."""
 
 from __future__ import annotations
 

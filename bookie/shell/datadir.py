@@ -1,4 +1,4 @@
-"""A bookie data dir as the shell sees it: paths, files, indexes, read-only (API.md "Data dirs").
+"""A bookie data dir as the shell sees it: paths, files, indexes, read-only (docs/http-api.md "Data dirs").
 
 Every command here reads a stopped bookie's files or a copy, so nothing in this module
 writes: ``read_mark`` does not delete a leftover ``lastMark.tmp`` as startup does, and the
@@ -30,7 +30,7 @@ class UsageError(ValueError):
 
 
 class DataDir:
-    """Paths of one data dir (FORMATS.md §2) and read-only access to its parts."""
+    """Paths of one data dir (docs/formats.md §2) and read-only access to its parts."""
 
     def __init__(self, data_dir: str) -> None:
         config = BookieConfig(data_dir=data_dir)
@@ -77,7 +77,7 @@ class DataDir:
         return path
 
     def read_mark(self) -> tuple[LogMark | None, str]:
-        """(mark, note): FORMATS.md §4.4 without startup's side effects. None if missing."""
+        """(mark, note): docs/formats.md §4.4 without startup's side effects. None if missing."""
         path = os.path.join(self.ledger_dir, LAST_MARK)
         try:
             with open(path, "rb") as handle:

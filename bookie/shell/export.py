@@ -2,7 +2,7 @@
 
 Reads through a RocksDB secondary instance (``KeyValueStore.open(secondary_path=...)``), so
 a running bookie keeps running: the export is the index as of the ``catch_up`` at its start
-(DESIGN.md §8: the pipeline's ``index-check`` anti-joins these lines against the logs).
+(docs/design.md §8: the pipeline's ``index-check`` anti-joins these lines against the logs).
 
 One line per entry, in (ledgerId, entryId) order:
     {"ledgerId": L, "entryId": E, "logId": X, "pos": P, "location": (X << 32) | P}
@@ -68,7 +68,7 @@ def _write(args, out: Output, data_dir: DataDir, kv: KeyValueStore) -> int:
             ledger_id, entry_id = keys.decode_location_key(key)
             location = keys.decode_location_value(value)
             if location == 0:
-                continue  # "absent" (FORMATS.md §7.1)
+                continue  # "absent" (docs/formats.md §7.1)
             handle.write(f'{{"ledgerId":{ledger_id},"entryId":{entry_id},'
                          f'"logId":{location >> 32},"pos":{location & 0xFFFFFFFF},'
                          f'"location":{location}}}\n')

@@ -1,6 +1,6 @@
 """``readjournal`` and ``lastmark``: a journal's records and where replay would start.
 
-``readjournal`` applies the reader rules of FORMATS.md §3.7 through the daemon's own
+``readjournal`` applies the reader rules of docs/formats.md §3.7 through the daemon's own
 ``JournalReader`` and says how the file ends: clean (a zero length word or the end of the
 file), torn at an offset (the normal result of a crash: exit 1, since bytes were cut), or
 corrupt at an offset (damage followed by valid records).
@@ -27,7 +27,7 @@ def register(commands, common: argparse.ArgumentParser) -> None:
         description="Print every record of a journal file (offset, kind, ledger, entry, "
         "length), count padding records, and say where the data ends and how: clean, torn "
         "at an offset (a crash cut a write) or corrupt at an offset (damage followed by "
-        "valid records). Same rules as replay (FORMATS.md §3.7). Exit 0 clean, 1 torn, "
+        "valid records). Same rules as replay (docs/formats.md §3.7). Exit 0 clean, 1 torn, "
         "corrupt or unreadable version, 2 usage or I/O error.")
     read.add_argument("journal", help="journal file path, or hex journal id in --data-dir")
     read.add_argument("--from", dest="from_offset", type=int, default=0, metavar="OFFSET",
@@ -41,7 +41,7 @@ def register(commands, common: argparse.ArgumentParser) -> None:
     read.set_defaults(handler=read_journal)
     mark = commands.add_parser(
         "lastmark", parents=[common], help="print the persisted lastMark",
-        description="Print the lastMark of --data-dir (journal id and offset, FORMATS.md §4) "
+        description="Print the lastMark of --data-dir (journal id and offset, docs/formats.md §4) "
         "and which journals a start would replay. Exit 1 if the mark is missing, points at a "
         "missing journal or at an offset a V5+ writer cannot leave (not 512-aligned).")
     mark.set_defaults(handler=last_mark)

@@ -1,6 +1,6 @@
 """``readlog`` and ``readlogmetadata``: an entry log's entries and its ledgersMap.
 
-Both read through the daemon's ``EntryLogReader`` with the rules of FORMATS.md §5.6: the
+Both read through the daemon's ``EntryLogReader`` with the rules of docs/formats.md §5.6: the
 index path (the ledgersMap trailer the header points at) when it is whole and its ledger
 count matches the header, the scan path otherwise, saying which was used and why.
 """
@@ -24,7 +24,7 @@ _BATCHES_MAX = 1 << 20
 def register(commands, common: argparse.ArgumentParser) -> None:
     read = commands.add_parser(
         "readlog", parents=[common], help="print an entry log's entries",
-        description="Scan an entry log (FORMATS.md §5.6 scan path) and print every entry: "
+        description="Scan an entry log (docs/formats.md §5.6 scan path) and print every entry: "
         "offset of its size field, size, ledger, entry, piggybacked LAC. Ledgers map batches "
         "are skipped. Says how the scan ended: clean, torn at an offset, or corrupt at an "
         "offset (a size of 1..15). Exit 0 clean, 1 torn or corrupt, 2 usage or I/O error.")
@@ -37,7 +37,7 @@ def register(commands, common: argparse.ArgumentParser) -> None:
     read.set_defaults(handler=read_log)
     meta = commands.add_parser(
         "readlogmetadata", parents=[common], help="print an entry log's ledgersMap",
-        description="Print the ledgers map of an entry log (ledger -> bytes, FORMATS.md §5.4) "
+        description="Print the ledgers map of an entry log (ledger -> bytes, docs/formats.md §5.4) "
         "read from its trailer, or from a scan where the trailer is missing or unusable, and "
         "whether the header's ledger count and the map agree. Exit 1 when the trailer is "
         "missing or unusable (the log was not finalized, or is damaged), or when --scan "

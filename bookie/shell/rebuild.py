@@ -2,7 +2,7 @@
 
 Apache BookKeeper's LocationsIndexRebuildOp and LedgersIndexRebuildOp, in one command:
 
-    locations   every entry log, in ascending log id, scanned (FORMATS.md §5.6); each entry's
+    locations   every entry log, in ascending log id, scanned (docs/formats.md §5.6); each entry's
                 location (offset + 4, §5.3) is written in file order, so where an entry is
                 stored twice (replay re-adds, compaction) the later copy wins, as in the index
                 the bookie kept
@@ -208,7 +208,7 @@ def _scan_log(out: Output, data_dir: DataDir, log_id: int, deleted: set[int],
 
 
 def _learn_digest_type(facts: _LogFacts, ledger_id: int, entry: bytes) -> None:
-    """FORMATS.md §9.4 as replay does it: a MAC or DUMMY entry passes a CRC check by chance
+    """docs/formats.md §9.4 as replay does it: a MAC or DUMMY entry passes a CRC check by chance
     with probability 2^-32, so an entry that verifies names its ledger's type."""
     if ledger_id in facts.learned or facts.tries.get(ledger_id, 0) >= LEARN_TRIES:
         return

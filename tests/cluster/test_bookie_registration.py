@@ -1,4 +1,4 @@
-"""A cluster bookie in ZooKeeper (REPLICATION.md §2): registered after replay, moved with its
+"""A cluster bookie in ZooKeeper (docs/cluster.md §2): registered after replay, moved with its
 read-only state, re-registered after its session expires, removed before it drains."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Cookies (REPLICATION.md §2, CK1, CK2): written at first start to ZooKeeper and beside the
+"""Cookies (docs/cluster.md §2, CK1, CK2): written at first start to ZooKeeper and beside the
 data dirs, carrying the cluster's instance id (INSTANCEID); a wiped data dir, or another
 bookie's, refuses to start while ZooKeeper holds this bookie's cookie, naming both sides and
 the command that overrides it; dirs of another cluster instance refuse to start."""

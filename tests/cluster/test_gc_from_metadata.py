@@ -1,4 +1,4 @@
-"""GC from metadata (REPLICATION.md §2, GM1): a cluster bookie deletes the local ledgers its
+"""GC from metadata (docs/cluster.md §2, GM1): a cluster bookie deletes the local ledgers its
 ZooKeeper metadata no longer lists, once missing for the grace period, and never others."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Our ledger metadata is BookKeeper's v3 format (REPLICATION.md §1).
+"""Our ledger metadata is BookKeeper's v3 format (docs/cluster.md §1).
 
 Checked three ways: a golden byte string for one ledger; a decoder written here from the
 wire format and BookKeeper's field numbers alone (no protobuf package, no project code), run

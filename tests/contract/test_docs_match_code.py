@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import pathlib
 import re
+import subprocess
 
 import pytest
 
@@ -86,9 +87,25 @@ def test_error_table_equals_the_error_classes():
         (int(status), code) for status, code in rows}
 
 
-def test_docs_cite_no_old_reference_files():
-    old = re.compile(r"(?<![\w/.])(API|FORMATS|DESIGN|REPLICATION)\.md|\.\./shared")
-    found = [f"{path.name}:{n}: {line.strip()}"
-             for path in sorted(DOCS.glob("*.md"))
-             for n, line in enumerate(path.read_text().splitlines(), 1) if old.search(line)]
-    assert found == []
+#: The design inputs the project was first built to, which a clone does not have: the
+#: project documents itself in docs/ (built from parts so that this file does not match).
+OLD_REFERENCES = re.compile("(?<![\\w/.-])(" + "|".join(
+    ("A" + "PI", "FOR" + "MATS", "DE" + "SIGN", "REPLI" + "CATION")) + ")\\.md|\\.\\./" + "shared")
+
+
+def _tracked_text_files():
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    for name in listed.stdout.split():
+        path = ROOT / name
+        try:
+            yield name, path.read_text()
+        except (UnicodeDecodeError, IsADirectoryError, FileNotFoundError):
+            continue
+
+
+def test_nothing_cites_the_old_reference_files():
+    """Code, tests, scripts, deploy files, README and docs cite docs/ only, and nothing
+    reads the old design inputs at run or test time."""
+    found = [f"{name}:{n}: {line.strip()}" for name, text in _tracked_text_files()
+             for n, line in enumerate(text.splitlines(), 1) if OLD_REFERENCES.search(line)]
+    assert found == [], "old references:\n" + "\n".join(found[:30])

@@ -1,7 +1,7 @@
-"""FORMATS.md §10: entry logs the project writes parse with Apache BookKeeper's readers.
+"""docs/formats.md §10: entry logs the project writes parse with Apache BookKeeper's readers.
 
 ``BookKeeperRules`` below ports DefaultEntryLogger.scanEntryLog and
-extractEntryLogMetadataFromIndex (FORMATS.md §5.6) line by line, in the tests' own code: it
+extractEntryLogMetadataFromIndex (docs/formats.md §5.6) line by line, in the tests' own code: it
 never imports entrylog.reader. The golden logs in tests/data/golden/ are written by our
 writer (make_golden_entrylog.py); the test regenerates them and compares byte for byte.
 """
@@ -112,7 +112,7 @@ class BookKeeperRules:
 
 
 def assert_conforms(data: bytes, log_id: int, records, locations, finalized: bool) -> None:
-    """FORMATS.md §10, entry logs: both BookKeeper readers accept the file."""
+    """docs/formats.md §10, entry logs: both BookKeeper readers accept the file."""
     rules = BookKeeperRules(data)
     found, stop, why = rules.scan_entry_log()
     assert (stop, why) == (len(data), "eof")  # every byte consumed, no short read

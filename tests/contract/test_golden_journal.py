@@ -1,6 +1,6 @@
-"""Journals against FORMATS.md §10, read by an independent port of Journal.scanJournal.
+"""Journals against docs/formats.md §10, read by an independent port of Journal.scanJournal.
 
-``bookkeeper_scan`` below is written from FORMATS.md §3.2 and §3.7 alone, the way Apache
+``bookkeeper_scan`` below is written from docs/formats.md §3.2 and §3.7 alone, the way Apache
 BookKeeper's ``Journal.scanJournal`` and ``JournalChannel`` read: no project extras, and it
 imports nothing from journal/. It checks the golden files of tests/data/golden/ and the live
 output of our writer: V6 header, every record consumed, every padding record ending on a
@@ -45,7 +45,7 @@ class BkScan:
 
 
 def bookkeeper_scan(data: bytes) -> BkScan:
-    """FORMATS.md §3.2 version detection, then §3.7 steps 1-6 from after the header."""
+    """docs/formats.md §3.2 version detection, then §3.7 steps 1-6 from after the header."""
     version = 1
     if len(data) >= 8 and data[:4] == b"BKLG":
         version = struct.unpack(">i", data[4:8])[0]
@@ -74,12 +74,12 @@ def bookkeeper_scan(data: bytes) -> BkScan:
 
 
 def check_meta_and_digests(scan: BkScan) -> list:
-    """Decode every record per FORMATS.md §3.4; data digests checked with crcmod's CRC32C."""
+    """Decode every record per docs/formats.md §3.4; data digests checked with crcmod's CRC32C."""
     decoded = []
     for offset, payload in scan.records:
         ledger_id, entry_id = struct.unpack_from(">qq", payload, 0)
         if entry_id >= 0:
-            # CRC32C (4 bytes), or CRC32 (8 bytes, the high 4 zero: FORMATS.md §6.2)
+            # CRC32C (4 bytes), or CRC32 (8 bytes, the high 4 zero: docs/formats.md §6.2)
             digest = crc32c(payload[:32] + payload[36:]).to_bytes(4, "big")
             crc32_digest = _crc32(payload[:32] + payload[40:]).to_bytes(8, "big")
             assert payload[32:36] == digest or payload[32:40] == crc32_digest, \
@@ -103,7 +103,7 @@ def check_meta_and_digests(scan: BkScan) -> list:
 
 
 def check_conformance(data: bytes, version: int) -> BkScan:
-    """FORMATS.md §10: what Apache BookKeeper's reader needs of a journal file."""
+    """docs/formats.md §10: what Apache BookKeeper's reader needs of a journal file."""
     scan = bookkeeper_scan(data)
     assert scan.version == version
     if version >= 5:
@@ -142,7 +142,7 @@ def ours(path: str) -> list:
 
 
 # One generator writes every golden journal (tests/data/golden/make_golden_journal.py, from
-# struct and FORMATS.md's tables, independent of journal/); what the project's own writer
+# struct and docs/formats.md's tables, independent of journal/); what the project's own writer
 # writes is checked against the same rules by test_our_writer_output_parses_by_bookkeeper_rules.
 NAMES = ("journal-v4.txn", "journal-v5.txn", "journal-v6.txn")
 

@@ -1,4 +1,4 @@
-"""DESIGN.md §5: who may import what. Parses every module with ast (skipping
+"""docs/design.md §5: who may import what. Parses every module with ast (skipping
 ``if TYPE_CHECKING:`` blocks) and fails naming the offending file and line."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""FORMATS.md §7 byte for byte: ``locations`` and ``ledgers`` keys and values.
+"""docs/formats.md §7 byte for byte: ``locations`` and ``ledgers`` keys and values.
 
-Literal bytes copied from FORMATS.md (and hand-built BookKeeper ``LedgerData`` values), so a
+Literal bytes copied from docs/formats.md (and hand-built BookKeeper ``LedgerData`` values), so a
 codec change that breaks the contract fails here even if it still round-trips.
 """
 
@@ -12,7 +12,7 @@ from bookie.entry import DigestType, master_key
 from ledgerindex import keys
 from ledgerindex.keys import LedgerState, LedgerStateCorrupt
 
-SECRET_KEY = bytes.fromhex("e793cbc379107648537183605cd361d3bb789a39")  # FORMATS.md §6.3
+SECRET_KEY = bytes.fromhex("e793cbc379107648537183605cd361d3bb789a39")  # docs/formats.md §6.3
 
 
 def test_secret_master_key_matches_formats():
@@ -22,7 +22,7 @@ def test_secret_master_key_matches_formats():
 def test_formats_7_2_example_byte_for_byte():
     # "ledger with the secret key, not fenced, no LAC:
     #  42 4B 4C 44 01 01 03 14 e7 93 … 9a 39 00 00 00 00 (32 bytes, digest type CRC32C)"
-    # Version 1, as FORMATS.md gives it, is read: its usage counters are not known (K5).
+    # Version 1, as docs/formats.md gives it, is read: its usage counters are not known (K5).
     expected = bytes.fromhex("424B4C44 01 01 03 14".replace(" ", "")) + SECRET_KEY + bytes(4)
     state = LedgerState(exists=True, fenced=False, digest_type=DigestType.CRC32C,
                         master_key=SECRET_KEY)
@@ -85,5 +85,5 @@ def test_storage_state_flags_key():
 def test_locations_key_and_value_layout():
     assert keys.encode_location_key(0x0102, 0x0304) == bytes.fromhex(
         "0000000000000102" "0000000000000304")
-    # FORMATS.md §5.3: log 2a, first entry (pos 1028) = 0x0000002A00000404.
+    # docs/formats.md §5.3: log 2a, first entry (pos 1028) = 0x0000002A00000404.
     assert keys.encode_location_value((0x2A << 32) | 1028) == bytes.fromhex("0000002A00000404")

@@ -1,4 +1,4 @@
-"""Crash at every step of the checkpoint order (DESIGN.md §3.4), kill -9 model.
+"""Crash at every step of the checkpoint order (docs/design.md §3.4), kill -9 model.
 
 The daemon runs on a CrashingDisk that SIGKILLs it at the k-th fsync, fdatasync, rename or
 dir fsync under the ledger dir: entry-log appends and rolls (trailer, header rewrite),

@@ -1,5 +1,5 @@
 """Power lost at every sync and rename of GC and compaction (crash model "power loss",
-DESIGN.md §2.2): what each fsync and dir fsync of bookie/compaction.py's crash story is for.
+docs/design.md §2.2): what each fsync and dir fsync of bookie/compaction.py's crash story is for.
 
 A LedgerStorage on a SimDisk is prepared once (interleaved ledgers, some deleted, every log
 rolled and synced). For k = 1, 2, ... a copy of it runs ``GarbageCollector.run(force="major")``

@@ -1,4 +1,4 @@
-"""Corrupt files at start (FORMATS.md §1, DESIGN.md §3.5, §1.10): each damage gets a message
+"""Corrupt files at start (docs/formats.md §1, docs/design.md §3.5, §1.10): each damage gets a message
 naming file, offset and reason, and either a safe recovery or a refusal to start; an entry
 the index knows but cannot read is 500 EIO, never a 404 (a false "no such entry" during
 ledger recovery truncates a ledger).

@@ -1,4 +1,4 @@
-"""Crash model kill -9 (DESIGN.md §2.2): the drill, short, and the regressions it found.
+"""Crash model kill -9 (docs/design.md §2.2): the drill, short, and the regressions it found.
 
 ``scripts/drill_kill9.py`` SIGKILLs a real daemon under concurrent load (adds, batch adds,
 deferred-sync adds + force, fences, explicit LACs, deletes, checkpoints, GC), by timer or at

@@ -1,4 +1,4 @@
-"""DESIGN.md §1.9: an entry log's header points at its ledgersMap only after the trailer is
+"""docs/design.md §1.9: an entry log's header points at its ledgersMap only after the trailer is
 fsynced, and a log whose header points nowhere is scanned, never taken as empty.
 
 Crash model: kill -9 and power loss, made by writing the bytes a crash would leave (every

@@ -1,4 +1,4 @@
-"""A full disk, for real (DESIGN.md §3.6): a 64 MiB tmpfs mounted by the test (as root).
+"""A full disk, for real (docs/design.md §3.6): a 64 MiB tmpfs mounted by the test (as root).
 
 Filled under load by a ballast file beside the bookie's own writes: the bookie goes
 READ_ONLY(full) and plain adds get 503 EREADONLY, every acknowledged add still reads back,

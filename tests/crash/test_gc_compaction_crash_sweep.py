@@ -1,5 +1,5 @@
 """Crash at every step of garbage collection and compaction (bookie/compaction.py's crash
-story), kill -9 model (DESIGN.md §2.2).
+story), kill -9 model (docs/design.md §2.2).
 
 A data dir is prepared once by a normal daemon: interleaved ledgers, some deleted, so that a
 forced major compaction has several logs to rewrite and GC has whole logs to delete. Then, for

@@ -1,4 +1,4 @@
-"""I/O errors on the durable path (DESIGN.md §1.5, A5), injected through the Disk seam.
+"""I/O errors on the durable path (docs/design.md §1.5, A5), injected through the Disk seam.
 
 A real in-process bookie over HTTP on a FaultyDisk (tests/support/faulty_disk.py): a write,
 fdatasync or rename error on the journal, an entry log or lastMark means the add is not
@@ -300,7 +300,7 @@ def test_a_checkpoint_requested_while_the_io_error_is_told_fails_only_after():
 
 
 async def test_a_failed_operator_flag_write_makes_the_bookie_read_only_io(data_dir):
-    """DESIGN.md §1.5 outside the checkpoint too: the operator flag's fsync failing answered
+    """docs/design.md §1.5 outside the checkpoint too: the operator flag's fsync failing answered
     500 but left the bookie writable (issue 13, "also fix")."""
     disk = FaultyDisk()
     disk.fail("fsync", "*READONLY.tmp")

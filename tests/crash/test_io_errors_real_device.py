@@ -1,4 +1,4 @@
-"""A real EIO on the real path (DESIGN.md §1.5, A5), without device-mapper.
+"""A real EIO on the real path (docs/design.md §1.5, A5), without device-mapper.
 
 The bookie's data dir is an ext4 file system on a loop device whose sparse 64 MiB image lives
 on a 24 MiB tmpfs (tests/support/small_fs.py). Adds fill it until the tmpfs under the image
@@ -134,7 +134,7 @@ def _fill(path: str, limit_bytes: int = 64 * MiB) -> OSError:
 
 @pytest.mark.timeout(180)
 async def test_a_failed_delete_tombstone_write_makes_the_bookie_read_only_io(loop_fs):
-    """DESIGN.md §1.5 outside the checkpoint (issue 13, "also fix"): a ledger deletion's
+    """docs/design.md §1.5 outside the checkpoint (issue 13, "also fix"): a ledger deletion's
     tombstone is a synced RocksDB write of its own; when the device fails it, the delete is
     answered 500 EIO and the bookie turns READ_ONLY(io), as for every other failed write."""
     config = _config(os.path.join(loop_fs.mountpoint, "data"))

@@ -1,6 +1,6 @@
 """A torn last journal record is cut cleanly at every byte offset; mid-file damage is corruption.
 
-Claim (DESIGN.md §1.4, §6): replay never takes a torn record for data and never drops an
+Claim (docs/design.md §1.4, §6): replay never takes a torn record for data and never drops an
 earlier one. The journal is written by the real writer (Journal, on OsDisk); then its last
 record is damaged from every byte offset to its end, in three shapes:
 

@@ -1,4 +1,4 @@
-"""Crash model kill -9 (DESIGN.md §2.2): a real daemon under concurrent load is SIGKILLed at a
+"""Crash model kill -9 (docs/design.md §2.2): a real daemon under concurrent load is SIGKILLed at a
 seeded moment; after restart every acknowledged add reads back byte-identical, fenced ledgers
 stay fenced, explicit LACs hold, and master keys still hold."""
 

@@ -1,4 +1,4 @@
-"""Crash model power loss (DESIGN.md §2.2): SimDisk, a bounded sweep, and the bugs it found.
+"""Crash model power loss (docs/design.md §2.2): SimDisk, a bounded sweep, and the bugs it found.
 
 The sweep (tests/support/power_loss.py) loses power at every sync and rename of a seeded
 workload run through an in-process Bookie on a SimDisk and checks every invariant after the

@@ -1,4 +1,4 @@
-"""``GET /v1/ledgers/{L}/entry-ids`` (API.md addition, issue 17's replica check): the ids a
+"""``GET /v1/ledgers/{L}/entry-ids`` (docs/http-api.md addition, issue 17's replica check): the ids a
 bookie stores for a ledger, as ranges, wherever they are (write cache or entry log)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Journal retention (DESIGN.md §1.8, FORMATS.md §3.9) through the real checkpoint over HTTP:
+"""Journal retention (docs/design.md §1.8, docs/formats.md §3.9) through the real checkpoint over HTTP:
 journals wholly below the persisted lastMark are deleted, journal_backups_count of them kept,
 and what is kept still replays."""
 

@@ -1,4 +1,4 @@
-"""The one Spark session of a test run (DESIGN.md §8): local[2], loopback only, no UI.
+"""The one Spark session of a test run (docs/design.md §8): local[2], loopback only, no UI.
 
 Starting Spark costs ~10 s, so every pipeline test shares this session-scoped fixture and
 none makes its own. Data dirs are generated per module or per test (datagen.py).

@@ -93,7 +93,7 @@ def test_a_trailer_that_does_not_read_back_is_scanned_and_reported(spark, tmp_pa
 
 
 class _LedgersHandler(http.server.BaseHTTPRequestHandler):
-    """``GET /v1/ledgers?start&limit`` as API.md describes it, over a fixed id list."""
+    """``GET /v1/ledgers?start&limit`` as docs/http-api.md describes it, over a fixed id list."""
 
     ids = list(range(0, 50, 3))
 

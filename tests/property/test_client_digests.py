@@ -2,7 +2,7 @@
 
 The references are crcmod's predefined 'crc-32c' and 'crc-32' and the standard library's
 hmac + hashlib, never bookie.entry's own code; the byte layout is rebuilt here with struct
-from FORMATS.md §6 (i64 fields, CRC32 as an i64 with zero high bytes, CRC32C as an i32).
+from docs/formats.md §6 (i64 fields, CRC32 as an i64 with zero high bytes, CRC32C as an i32).
 """
 
 from __future__ import annotations

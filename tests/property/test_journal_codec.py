@@ -1,7 +1,7 @@
 """Journal codec properties (hypothesis): round trips, and every prefix scans without raising.
 
 Written with journal/format.py's builders, read back with journal/reader.py on real files.
-The prefix models are the two crash models' file shapes (DESIGN.md §2.2): a file cut at the
+The prefix models are the two crash models' file shapes (docs/design.md §2.2): a file cut at the
 crash (kill -9 during an extending write) and a cut inside preallocated zeros.
 """
 

@@ -4,7 +4,7 @@ id and header space (issue 13: an acknowledged entry id 2**63-1 bricked the book
 Hypothesis draws sequences of adds (single and batch, recovery and deferred-sync), explicit
 LACs and fences with ids at and around every boundary of ledgerindex/keys.py, digest types,
 master keys and piggybacked LACs, and sends them over real HTTP. Each answer must be a 200 or
-one of API.md's errors; then a checkpoint must succeed, the bookie must stay writable, and
+one of docs/http-api.md's errors; then a checkpoint must succeed, the bookie must stay writable, and
 after a clean restart every acknowledged entry reads back byte for byte.
 """
 
@@ -69,7 +69,7 @@ async def _apply(client: BookieClient, op, acked: dict) -> None:
     except IOFailure:
         raise  # 500 is never an answer to bad input
     except BookieError:
-        pass  # a refusal of API.md's table; nothing of it was acknowledged
+        pass  # a refusal of docs/http-api.md's table; nothing of it was acknowledged
 
 
 async def _run(operations, data_dir: str) -> None:

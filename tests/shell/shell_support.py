@@ -1,5 +1,5 @@
 """Helpers for the ``bookie shell`` tests: running a command, data dirs written by real bookies,
-and entry logs written byte by byte the way FORMATS.md §5 says Apache BookKeeper writes them.
+and entry logs written byte by byte the way docs/formats.md §5 says Apache BookKeeper writes them.
 
 Not a test module. Imported as ``tests.shell.shell_support``.
 """
@@ -143,7 +143,7 @@ def _http(url: str, data: bytes, method: str, headers: dict) -> bytes:
         return reply.read()
 
 
-# -- Apache BookKeeper's entry log writer, as FORMATS.md §5 describes it -------------------
+# -- Apache BookKeeper's entry log writer, as docs/formats.md §5 describes it -------------------
 
 
 def bk_crc32c_entry(ledger_id: int, entry_id: int, size: int) -> bytes:

@@ -1,7 +1,7 @@
-"""Every tool reads files written the way Apache BookKeeper writes them (FORMATS.md §10).
+"""Every tool reads files written the way Apache BookKeeper writes them (docs/formats.md §10).
 
 The journals come from tests/data/golden/make_golden_journal.py and the entry logs from
-``bk_entry_log`` in shell_support: both write bytes with ``struct`` from FORMATS.md's tables,
+``bk_entry_log`` in shell_support: both write bytes with ``struct`` from docs/formats.md's tables,
 not with the project's writers, so the shell is checked against the contract.
 """
 
@@ -101,7 +101,7 @@ def test_an_explicit_lac_record_in_a_v5_journal_is_corruption(capsys, tmp_path):
 
 
 def test_an_entry_log_with_one_ledgers_map_batch_like_bookkeepers_sample(capsys, tmp_path):
-    """FORMATS.md §10's facts of Apache BookKeeper's bk-entry-log: 310 CRC32C entries of
+    """docs/formats.md §10's facts of Apache BookKeeper's bk-entry-log: 310 CRC32C entries of
     ledger 0 of size 1111 give a map at 346,674 mapping ledger 0 to 345,650, in a file of
     346,714 bytes."""
     path = tmp_path / "0.log"
@@ -121,7 +121,7 @@ def test_an_entry_log_with_one_ledgers_map_batch_like_bookkeepers_sample(capsys,
 
 
 def test_an_entry_log_with_two_ledgers_map_batches(capsys, tmp_path):
-    """10,001 ledgers make two batches, 10,000 and 1 (FORMATS.md §5.4)."""
+    """10,001 ledgers make two batches, 10,000 and 1 (docs/formats.md §5.4)."""
     path = tmp_path / "7.log"
     totals = bk_entry_log(str(path), [(i, bk_crc32c_entry(i, 0, 40)) for i in range(10_001)])
     result = run(capsys, "readlogmetadata", path, "--json")

@@ -206,7 +206,7 @@ def test_a_corrupt_log_is_quarantined_and_the_exit_code_is_1(capsys, data_dir):
     bad = min(log_id for log_id, m in maps.items() if set(m) == {12})
     path = os.path.join(_ledger_dir(data_dir), f"{bad:x}.log")
     with open(path, "r+b") as handle:
-        handle.write(b"XXXX")  # not BKLO: a corrupt log (FORMATS.md §5.6)
+        handle.write(b"XXXX")  # not BKLO: a corrupt log (docs/formats.md §5.6)
 
     result = run(capsys, "gc", "--data-dir", data_dir, "--json")
 

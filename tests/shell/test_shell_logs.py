@@ -93,7 +93,7 @@ def test_readlogmetadata_of_finalized_logs_agrees_with_a_scan(capsys, bookie_dat
 def test_readlogmetadata_names_the_missing_trailer_of_the_crashed_log(capsys,
                                                                        bookie_data_dir):
     """Session two of the data dir was killed inside a checkpoint: its log never got a
-    ledgersMap (FORMATS.md §5.5 step 5)."""
+    ledgersMap (docs/formats.md §5.5 step 5)."""
     [path] = [p for p in _logs(bookie_data_dir).values() if not _finalized(p)]
     entries = run(capsys, "readlog", path, "--json").of_type("entry")
     end = entries[-1]["offset"] + 4 + entries[-1]["size"]

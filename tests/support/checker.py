@@ -8,7 +8,7 @@ The ops (``add``, ``add_batch``, ``deferred_adds_and_force``, ``fence``, ``write
 ``delete``, ``read_lac``) record what was sent before the call and what was acknowledged after
 it, and re-raise any error: an error means "not acknowledged", never "not stored".
 
-``check(api, model)`` returns every violation of DESIGN.md §1 it finds, each a ``Violation``
+``check(api, model)`` returns every violation of docs/design.md §1 it finds, each a ``Violation``
 whose kind is one of:
     lost       an acknowledged add is missing, reads back other bytes, or answers 500 EIO
     phantom    an entry reads back with bytes never sent, or an entry id never sent exists
@@ -119,7 +119,7 @@ async def add_batch(api, ledger: LedgerModel, rng: random.Random, count: int) ->
 async def deferred_adds_and_force(api, ledger: LedgerModel, rng: random.Random, count: int,
                                   read_lac_between: bool = True) -> None:
     """Deferred-sync adds (acknowledged at enqueue), optionally a LAC read, then force: only
-    force makes them count as durable (DESIGN.md §1.1)."""
+    force makes them count as durable (docs/design.md §1.1)."""
     for _ in range(count):
         entry_id, data = ledger.frame(rng)
         await api.add_entry(ledger.ledger_id, entry_id, data, KEY, deferred_sync=True)

@@ -1,7 +1,7 @@
 """A clock a test moves by hand, counting its reads, so a test knows a thread has looked at it.
 
 ``wait_reads(n)`` waits (bounded) until the clock was read ``n`` times: the synchronisation
-point the journal tests use instead of sleeping (DESIGN.md §9).
+point the journal tests use instead of sleeping (docs/design.md §9).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """CrashingDisk: the real filesystem, but SIGKILL at the k-th sync or rename matching a glob.
 
-Crash model "kill -9" of DESIGN.md §2.2: completed writes stay in the page cache (A2), the
+Crash model "kill -9" of docs/design.md §2.2: completed writes stay in the page cache (A2), the
 process dies just before the k-th matching durability event, so that event never happens.
-Crash points are I/O events, never hooks in production code (DESIGN.md §9.4).
+Crash points are I/O events, never hooks in production code (docs/design.md §9.4).
 """
 
 from __future__ import annotations

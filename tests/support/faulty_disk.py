@@ -5,7 +5,7 @@
 fail, ``error`` picks the errno, e.g. ENOSPC). ``disk.hold("fdatasync", "*.txn")`` returns a
 ``Hold``: the next matching call blocks in its thread until ``release()`` (or
 ``release(error)``, which makes that call fail), and ``reached`` is set while it waits, so a
-test can act at an exact point of the write path without sleeping (DESIGN.md §9.3).
+test can act at an exact point of the write path without sleeping (docs/design.md §9.3).
 ``calls`` records every operation with its path, so a test can show a failed fsync was never
 retried (A5). Operations: write, fdatasync, fsync (files), create, rename, unlink, fsync_dir.
 

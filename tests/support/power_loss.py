@@ -1,4 +1,4 @@
-"""The power-loss sweep (crash model "power loss", DESIGN.md §2.2), after SQLite's crash tests.
+"""The power-loss sweep (crash model "power loss", docs/design.md §2.2), after SQLite's crash tests.
 
 ``sweep_seed(seed)`` runs one seeded workload through an in-process ``Bookie`` on a
 ``SimDisk`` once per crash point k = 1, 2, ...: the k-th sync (fsync, fdatasync, dir fsync) or

@@ -1,4 +1,4 @@
-"""SimDisk: an in-memory ``Disk`` that can lose power (crash model "power loss", DESIGN.md §2.2).
+"""SimDisk: an in-memory ``Disk`` that can lose power (crash model "power loss", docs/design.md §2.2).
 
 After SQLite's ``test6.c`` crash VFS and LevelDB's fault-injection env. Every file keeps the
 content reads see (the page cache) and, apart, its *durable* content as of its last fsync or

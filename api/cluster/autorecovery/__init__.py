@@ -1,4 +1,4 @@
-"""Autorecovery (REPLICATION.md §4): the auditor, the replication workers and the replica
+"""Autorecovery (docs/cluster.md §4): the auditor, the replication workers and the replica
 check that put a cluster's lost copies back without an operator.
 
     service.py       AutoRecovery: the election, the auditor while elected, one worker

@@ -1,4 +1,4 @@
-"""The auditor (BookKeeper's Auditor, REPLICATION.md §4): one per cluster, while elected.
+"""The auditor (BookKeeper's Auditor, docs/cluster.md §4): one per cluster, while elected.
 
 Each round (on a change of ``available/`` or ``available/readonly/``, or every
 AUDIT_INTERVAL_S) it reads who is alive (writable or read-only), notes since when each

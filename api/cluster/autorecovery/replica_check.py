@@ -1,4 +1,4 @@
-"""The replica check (BookKeeper's Auditor replicas check, REPLICATION.md §4): for every
+"""The replica check (BookKeeper's Auditor replicas check, docs/cluster.md §4): for every
 ledger in metadata, ask each live bookie of each closed fragment which entries it holds
 (``GET /v1/ledgers/{L}/entry-ids``) and mark the ledgers with missing copies, whatever lost
 them (a bookie that lost an entry log, a disk replaced under a kept cookie, a bad GC).

@@ -1,5 +1,5 @@
 """A replication worker (BookKeeper's ReplicationWorker + LedgerFragmentReplicator,
-REPLICATION.md §4): takes the lock of a marked ledger and puts its missing copies back.
+docs/cluster.md §4): takes the lock of a marked ledger and puts its missing copies back.
 
 For each closed fragment (segment x bookie index) whose bookie is *bad* (not registered,
 writable or read-only; being decommissioned; or named by the marker and missing some of

@@ -6,7 +6,7 @@ entrylog-finalized.log    log 2a: 4 ledgers, every digest type, one ledgersMap b
 entrylog-unfinalized.log  log 2b: the same entries, header offset 0 (active at a crash)
 
 tests/contract/test_golden_entrylog.py regenerates both in memory, compares them with the
-files byte for byte, and reads them with ported BookKeeper rules (FORMATS.md §10). The
+files byte for byte, and reads them with ported BookKeeper rules (docs/formats.md §10). The
 two-batch case (10,001 ledgers, 611 KB) is generated inside that test instead.
 """
 

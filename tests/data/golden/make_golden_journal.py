@@ -1,9 +1,9 @@
-"""Writes V4, V5 and V6 journals the way FORMATS.md §3 says Apache BookKeeper writes them.
+"""Writes V4, V5 and V6 journals the way docs/formats.md §3 says Apache BookKeeper writes them.
 
     .venv/bin/python tests/data/golden/make_golden_journal.py
 
 Independent of the project's journal code on purpose: every byte comes from ``struct`` and
-the tables of FORMATS.md (§3.2 header, §3.3 framing, §3.4 record kinds, §3.5 padding with
+the tables of docs/formats.md (§3.2 header, §3.3 framing, §3.4 record kinds, §3.5 padding with
 Journal.writePaddingBytes' rule, §3.6 a preallocated zero tail, §6 entry framing and
 digests through zlib and the crc32c package), so the shell's readers are checked against
 the contract, not against our writer.

@@ -5,7 +5,7 @@ a virtual-time event loop (loop.py) against in-memory bookies (bookie.py) behind
 faulty network (network.py), an in-memory metadata store and under-replication twin
 (metadata.py). A seed picks a plan (plan.py): quorums, a writer that dies mid-stream, faults
 before, during and between recoveries; scenario.py runs it, checker.py checks S1-S5 of
-REPLICATION.md §5, shrink.py reduces a failing plan's faults. Entry point: scripts/
+docs/cluster.md §5, shrink.py reduces a failing plan's faults. Entry point: scripts/
 simulate_cluster.py; tests: tests/simulation/.
 
 Module dependencies point one way: loop, trace, processes <- bookie <- network <- faults,

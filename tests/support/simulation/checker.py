@@ -1,4 +1,4 @@
-"""The safety properties of REPLICATION.md §5, checked on one simulated ledger.
+"""The safety properties of docs/cluster.md §5, checked on one simulated ledger.
 
     S1  every acknowledged entry (its ``append`` returned) reads back byte-identical
         through the final metadata once the ledger is closed

@@ -92,7 +92,7 @@ class SimMetadataStore:
 
 
 class SimUnderreplication:
-    """The markers and locks of REPLICATION.md §4 in memory, for ReplicationWorker.
+    """The markers and locks of docs/cluster.md §4 in memory, for ReplicationWorker.
     Synchronous like the kazoo class (the worker calls it through asyncio.to_thread)."""
 
     def __init__(self, trace: Trace) -> None:

@@ -1,4 +1,4 @@
-"""entrylog/log_ids.py: lastId-based allocation (FORMATS.md §5.7)."""
+"""entrylog/log_ids.py: lastId-based allocation (docs/formats.md §5.7)."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def test_stale_tmp_is_deleted_at_startup(tmp_path):
 
 
 def test_ids_never_wrap(tmp_path):
-    # LI2 and FORMATS.md §9.7: BookKeeper wraps to 0; the project goes read-only.
+    # LI2 and docs/formats.md §9.7: BookKeeper wraps to 0; the project goes read-only.
     (tmp_path / "lastId").write_bytes(b"7ffffffe\n")
     ids = allocator(tmp_path)
     assert ids.allocate() == 2**31 - 1

@@ -1,4 +1,4 @@
-"""entrylog/reader.py: point reads, the index path, the scan path (FORMATS.md §5.6)."""
+"""entrylog/reader.py: point reads, the index path, the scan path (docs/formats.md §5.6)."""
 
 from __future__ import annotations
 
@@ -308,7 +308,7 @@ def test_zeros_after_the_trailer_end_the_index_path(tmp_path):
 
 
 def test_ledger_split_over_two_batches_is_summed(tmp_path):
-    # Readers must not depend on how batches group ledgers (FORMATS.md §5.4).
+    # Readers must not depend on how batches group ledgers (docs/formats.md §5.4).
     entries = record(make_entry(1, 0)) + record(make_entry(2, 0))
     trailer = fmt.encode_ledgers_map({2: 45}) + fmt.encode_ledgers_map({1: 45})
     path = raw_log(tmp_path, entries + trailer,

@@ -15,7 +15,7 @@ from tests.unit.entrylog.entrylog_support import RecordingDisk, make_entry, writ
 
 
 def test_formats_5_4_example_byte_for_byte(tmp_path):
-    entry = make_entry(1, 0)  # FORMATS.md §6.5 CRC32C vector: 41 bytes
+    entry = make_entry(1, 0)  # docs/formats.md §6.5 CRC32C vector: 41 bytes
     assert entry.hex() == ("0000000000000001" "0000000000000000" "ffffffffffffffff"
                            "0000000000000005" "e3a5f74d" "68656c6c6f")
     path, locations, _ = write_log(tmp_path, 1, [(1, entry)])

@@ -1,4 +1,4 @@
-"""journal/file.py: creation, zero-filled preallocation, appends (FORMATS.md §3.6, §3.8)."""
+"""journal/file.py: creation, zero-filled preallocation, appends (docs/formats.md §3.6, §3.8)."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def test_create_makes_the_name_durable_before_returning(tmp_path):
     assert disk.calls[0] == ("create", "7.txn.tmp")  # no reader takes a .tmp name
     assert disk.calls[1] == ("write", 0, 512)
     # header and zeros written and fsynced under the temp name, then renamed, then the
-    # directory fsynced (DESIGN.md §1.6): the journal's name only ever names a synced header
+    # directory fsynced (docs/design.md §1.6): the journal's name only ever names a synced header
     assert names[-3:] == ["fsync", "rename", "fsync_dir"]
     assert disk.calls[-2] == ("rename", "7.txn.tmp", "7.txn")
     assert set(names[1:-3]) == {"write"}

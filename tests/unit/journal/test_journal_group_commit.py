@@ -1,4 +1,4 @@
-"""journal/group_commit.py: the flush decision of DESIGN.md §3.2, without threads or disks."""
+"""journal/group_commit.py: the flush decision of docs/design.md §3.2, without threads or disks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""journal/reader.py: scan rules of FORMATS.md §3.7; torn tail against corruption (DESIGN §6)."""
+"""journal/reader.py: scan rules of docs/formats.md §3.7; torn tail against corruption (DESIGN §6)."""
 
 from __future__ import annotations
 

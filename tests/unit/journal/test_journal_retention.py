@@ -1,4 +1,4 @@
-"""journal/retention.py: which journals a checkpoint deletes (FORMATS.md §3.9, DESIGN.md §1.8)."""
+"""journal/retention.py: which journals a checkpoint deletes (docs/formats.md §3.9, docs/design.md §1.8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fixtures for the ledgerindex tests: a child process killed the kill -9 way (DESIGN.md §2.2)."""
+"""Fixtures for the ledgerindex tests: a child process killed the kill -9 way (docs/design.md §2.2)."""
 
 from __future__ import annotations
 

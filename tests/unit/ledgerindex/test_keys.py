@@ -52,7 +52,7 @@ def test_location_key_is_ledger_then_entry_big_endian():
 
 
 def test_location_value_of_formats_example():
-    # FORMATS.md §5.3: log 2a, first entry at pos 1028.
+    # docs/formats.md §5.3: log 2a, first entry at pos 1028.
     value = keys.encode_location_value(0x2A << 32 | 1028)
     assert value == bytes.fromhex("0000002a00000404")
     assert keys.decode_location_value(value) == 0x0000002A00000404

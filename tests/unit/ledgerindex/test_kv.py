@@ -116,7 +116,7 @@ def test_read_only_instance_reads_and_refuses_writes(tmp_path):
 
 
 def test_read_only_open_beside_a_running_writer(store, tmp_path):
-    # bookie shell export-index reads the index of a running bookie (DESIGN.md §8).
+    # bookie shell export-index reads the index of a running bookie (docs/design.md §8).
     fill(store, b"a")
     store.sync()
     with KeyValueStore.open(tmp_path / "db", read_only=True) as replica:
@@ -205,7 +205,7 @@ def test_unsynced_put_survives_kill_9_through_the_page_cache(tmp_path, killed_ch
         assert kv.get(b"a") == b"1"
 
 
-# --- LZ4 (FORMATS.md §7: BookKeeper compresses locations with LZ4) --------------------
+# --- LZ4 (docs/formats.md §7: BookKeeper compresses locations with LZ4) --------------------
 
 
 def test_this_rocksdb_build_supports_lz4(tmp_path):

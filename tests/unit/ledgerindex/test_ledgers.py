@@ -1,4 +1,4 @@
-"""ledgerindex.ledgers: LedgerMetadataIndex (FORMATS.md §7.2) over a real RocksDB."""
+"""ledgerindex.ledgers: LedgerMetadataIndex (docs/formats.md §7.2) over a real RocksDB."""
 
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ def test_ledger_ids_are_sorted_from_start_up_to_limit(index):
     assert len(index) == 4
 
 
-# --- deletion: a synced tombstone (DESIGN.md §1.3) --------------------------------------
+# --- deletion: a synced tombstone (docs/design.md §1.3) --------------------------------------
 
 
 def test_deleted_ledger_is_a_tombstone_that_refuses_changes(index):

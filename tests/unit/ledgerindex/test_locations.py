@@ -1,4 +1,4 @@
-"""ledgerindex.locations: EntryLocationIndex (FORMATS.md §7.1) over a real RocksDB."""
+"""ledgerindex.locations: EntryLocationIndex (docs/formats.md §7.1) over a real RocksDB."""
 
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def test_last_entry_id_near_the_largest_ledger_ids(index):
 
 
 def test_last_entry_id_is_strictly_below_the_end_key(index):
-    # FORMATS.md §7.1: "the largest key strictly below (L, 2**63-1)". Such a key is never
+    # docs/formats.md §7.1: "the largest key strictly below (L, 2**63-1)". Such a key is never
     # written here (LO2), but a foreign one is not taken as an entry.
     index.add_batch([(4, 2, 1028)])
     index.kv.put(keys.encode_location_key(4, MAX), keys.encode_location_value(2000))
