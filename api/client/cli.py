@@ -67,8 +67,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metadata", metavar="FILE",
                         help="ledger metadata file (FileMetadataStore); optional")
     parser.add_argument("--metadata-service-uri", metavar="URI",
+                        default=os.environ.get("BOOKIE_METADATA_SERVICE_URI"),
                         help="ledger metadata service instead: zk://host:port/ledgers (a "
-                        "cluster's ZooKeeper) or file:///path")
+                        "cluster's ZooKeeper) or file:///path (default "
+                        "$BOOKIE_METADATA_SERVICE_URI)")
 
 
 def _ledger(parser: argparse.ArgumentParser, required: bool = True) -> None:

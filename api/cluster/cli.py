@@ -3,13 +3,17 @@ machine, the way a developer tries it.
 
     bookie cluster init --metadata-service-uri zk://HOST:PORT/ledgers
     bookie cluster up --bookies 3 [--dir ./cluster] [--base-port 3181]
+    bookie cluster add [--dir ./cluster]
     bookie cluster status [--dir ./cluster]
     bookie cluster down [--dir ./cluster]
 
 ``up`` starts a ZooKeeper from Debian's package and N bookies on consecutive ports, each with
 its own data dir under ``--dir``, all detached (they outlive the command), waits (bounded,
 with progress lines) until each is ready and registered, and writes ``<dir>/cluster.json``
-(PIDs, ports, the metadata URI). ``init`` writes ``<root>/INSTANCEID`` (a new UUID, as
+(PIDs, ports, the metadata URI), and prints the ``export BOOKIE_METADATA_SERVICE_URI=...``
+line after which no command needs ``--metadata-service-uri``. ``add`` starts one more bookie
+in a running local cluster, on the port after the highest, and waits until it is ready.
+``init`` writes ``<root>/INSTANCEID`` (a new UUID, as
 BookKeeper's ``shell initnewcluster``) into a tree that has none: every bookie's cookie then
 carries it, and a bookie whose dirs name another instance refuses to start (CK2 in
 api/cluster/member.py); the first bookie of an empty tree does the same by itself. ``status`` lists the bookies ZooKeeper knows (writable or
@@ -34,6 +38,9 @@ import urllib.request
 from api.cluster.local_zookeeper import ZooKeeperServer, missing
 
 STATE_FILE = "cluster.json"
+#: Every command that takes --metadata-service-uri reads it from here when it is not given
+#: (and a bookie reads its metadata_service_uri setting from it too).
+URI_ENV = "BOOKIE_METADATA_SERVICE_URI"
 READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 120.0
 
@@ -43,20 +50,24 @@ def build_parser() -> argparse.ArgumentParser:
         prog="bookie cluster", description="A local cluster: one ZooKeeper and N bookies on "
         "127.0.0.1, each bookie with its own data dir (docs/cluster.md). 'up' starts it, "
         "'status' shows it, 'down' stops it.")
-    commands = parser.add_subparsers(dest="command", metavar="init|up|status|down")
+    commands = parser.add_subparsers(dest="command", metavar="init|up|add|status|down")
     init = commands.add_parser(
         "init", help="give a cluster's ZooKeeper tree its instance id (INSTANCEID), once",
         description="Create <root>/INSTANCEID (a new UUID, BookKeeper's format) where the tree "
         "has none. Needed once for a tree whose bookies were registered before instance ids; "
         "the first bookie of an empty tree does it by itself. Exit 1 if the tree already has "
         "one (it is printed).")
-    init.add_argument("--metadata-service-uri", required=True,
-                      help="the cluster's ZooKeeper tree, zk://HOST:PORT/ledgers")
+    init.add_argument("--metadata-service-uri", default=os.environ.get(URI_ENV),
+                      required=URI_ENV not in os.environ,
+                      help=f"the cluster's ZooKeeper tree, zk://HOST:PORT/ledgers (default "
+                      f"${URI_ENV})")
     up = commands.add_parser("up", help="start ZooKeeper and N bookies, wait until ready")
     up.add_argument("--bookies", type=int, default=3, help="how many bookies (default 3)")
     up.add_argument("--base-port", type=int, default=3181,
                     help="the first bookie's HTTP port; the others follow (default 3181)")
-    for command in (up, commands.add_parser("status", help="bookies, state, space, ledgers"),
+    for command in (up, commands.add_parser("add", help="start one more bookie in the local "
+                                            "cluster, on the next port; wait until ready"),
+                    commands.add_parser("status", help="bookies, state, space, ledgers"),
                     commands.add_parser("down", help="SIGTERM every bookie, then ZooKeeper")):
         command.add_argument("--dir", default="./cluster",
                              help="where the cluster keeps its files (default ./cluster)")
@@ -69,7 +80,7 @@ def main(argv: list[str]) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    return {"init": init_cluster, "up": up, "status": status,
+    return {"init": init_cluster, "up": up, "add": add, "status": status,
             "down": down}[args.command](args)
 
 
@@ -136,6 +147,27 @@ def up(args) -> int:
             f"pid {bookie['pid']})")
     if not ok:
         say(f"not every bookie came up; logs in {root}/bookie-*/bookie.log")
+    else:
+        say(f"export {URI_ENV}={uri}   # then no command needs --metadata-service-uri")
+    return 0 if ok else 1
+
+
+def add(args) -> int:
+    root = os.path.abspath(args.dir)
+    state = _load(root)
+    if state is None:
+        say(f"no cluster in {root}: 'bookie cluster up --dir {args.dir}' first")
+        return 1
+    port = max(int(b["id"].rsplit(":", 1)[1]) for b in state["bookies"]) + 1
+    while not _port_free(port):
+        port += 1
+    bookie = _start_bookie(root, len(state["bookies"]), port, state["metadataServiceUri"])
+    state["bookies"].append(bookie)
+    _save(root, state)
+    ok = _wait_ready(bookie)
+    if ok:
+        say(f"bookie {bookie['id']}: {bookie['url']} (data {bookie['dataDir']}, "
+            f"pid {bookie['pid']})")
     return 0 if ok else 1
 
 

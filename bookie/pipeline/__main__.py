@@ -63,7 +63,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="scrub: the ledgers RocksDB, for the ledgers whose digests "
                              "cannot be checked (default: each local data dir's)")
     parser.add_argument("--metadata-service-uri", metavar="zk://HOST:PORT/ledgers",
-                        help="replicas: the cluster's ZooKeeper")
+                        default=os.environ.get("BOOKIE_METADATA_SERVICE_URI"),
+                        help="replicas: the cluster's ZooKeeper (default "
+                        "$BOOKIE_METADATA_SERVICE_URI)")
     parser.add_argument("--dry-run", action="store_true",
                         help="replicas: report missing copies without marking the ledgers")
     parser.add_argument("--tasks", type=int, help="replicas: Spark tasks (default: 4 per "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 
 from api.client.metadata_format import decode_cookie, decode_service_info
 from api.client.zookeeper import KazooClient, parse_uri
@@ -13,13 +14,16 @@ from bookie.shell.datadir import UsageError
 from bookie.shell.output import EXIT_OK, Output
 
 EXIT_ABSENT = 1
+URI_ENV = "BOOKIE_METADATA_SERVICE_URI"  # as `bookie cluster up` prints it
 
 
 def zookeeper_options() -> argparse.ArgumentParser:
     """The parent parser of every command that talks to a cluster's ZooKeeper."""
     zk = argparse.ArgumentParser(add_help=False)
-    zk.add_argument("--metadata-service-uri", required=True, metavar="zk://HOST:PORT/ledgers",
-                    help="the cluster's ZooKeeper (as the bookies' metadata_service_uri)")
+    zk.add_argument("--metadata-service-uri", default=os.environ.get(URI_ENV),
+                    required=URI_ENV not in os.environ, metavar="zk://HOST:PORT/ledgers",
+                    help=f"the cluster's ZooKeeper (as the bookies' metadata_service_uri; "
+                    f"default ${URI_ENV})")
     return zk
 
 

@@ -13,10 +13,11 @@ from tests.support.servers import ROOT
 from tests.support.zookeeper import free_port
 
 
-def bookie(*argv: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+def bookie(*argv: str, stdin: str | None = None,
+           env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "bookie", *argv], cwd=ROOT, input=stdin,
-                          env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
-                          text=True, timeout=300)
+                          env=dict(os.environ, PYTHONPATH=ROOT, **(env or {})),
+                          capture_output=True, text=True, timeout=300)
 
 
 def consecutive_free_ports(count: int) -> int:
@@ -88,3 +89,37 @@ def test_status_and_down_without_a_cluster_say_so(tmp_path):
     for command in ("status", "down"):
         done = bookie("cluster", command, "--dir", str(tmp_path))
         assert done.returncode == 1 and "bookie cluster up' first" in done.stdout
+
+
+def test_the_exported_uri_serves_every_command_and_add_grows_the_cluster(tmp_path):
+    """`up` prints the export line; with BOOKIE_METADATA_SERVICE_URI set no command needs
+    --metadata-service-uri (ledger, shell, cluster init); `add` starts one more bookie on the
+    next port, ready and registered, and `down` stops it with the others."""
+    home = str(tmp_path / "cluster")
+    base = consecutive_free_ports(4)
+    up = bookie("cluster", "up", "--bookies", "2", "--dir", home, "--base-port", str(base))
+    assert up.returncode == 0, up.stdout + up.stderr
+    uri = json.load(open(os.path.join(home, "cluster.json")))["metadataServiceUri"]
+    try:
+        assert f"export BOOKIE_METADATA_SERVICE_URI={uri}" in up.stdout
+        added = bookie("cluster", "add", "--dir", home)
+        assert added.returncode == 0, added.stdout + added.stderr
+        assert f"bookie 127.0.0.1:{base + 2}: http://127.0.0.1:{base + 2}" in added.stdout
+        env = {"BOOKIE_METADATA_SERVICE_URI": uri}
+        listed = bookie("shell", "listbookies", env=env)
+        assert listed.returncode == 0, listed.stderr
+        assert [line.split()[0] for line in listed.stdout.splitlines()] == [
+            f"127.0.0.1:{base + i}" for i in range(3)]
+        written = bookie("ledger", "write", "--ensemble", "3", "--write-quorum", "2",
+                         "--ack-quorum", "2", stdin="p\nq\n", env=env)
+        assert written.returncode == 0, written.stderr
+        made = json.loads(written.stdout)
+        read = bookie("ledger", "read", "--ledger", str(made["ledgerId"]), env=env)
+        assert read.returncode == 0 and read.stdout == "p\nq\n", read.stderr
+        init = bookie("cluster", "init", env=env)  # the first bookie initialised it
+        assert init.returncode == 1 and "already initialised" in init.stderr
+    finally:
+        down = bookie("cluster", "down", "--dir", home)
+    assert down.returncode == 0, down.stdout
+    assert f"stopping bookie 127.0.0.1:{base + 2}" in down.stdout
+

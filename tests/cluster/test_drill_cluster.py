@@ -12,10 +12,13 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.support import netns
 from tests.support.servers import ROOT
 
 
+@pytest.mark.timeout(600)  # 10 rounds take 60-120 s alone; a busy machine doubles it
 def test_cluster_drill_10_rounds_lose_nothing_and_violate_nothing(seed):
     done = subprocess.run(
         [sys.executable, os.path.join(ROOT, "scripts", "drill_cluster.py"), "--rounds", "10",
