@@ -36,6 +36,9 @@ Invariants:
          ZooKeeper was re-formatted, or belongs to another cluster) does not start. The
          first bookie of a tree with no cookies creates INSTANCEID; a tree with cookies but
          no INSTANCEID (made before instance ids) needs ``bookie cluster init`` once.
+    CK3. A cookie from before instance ids (its instanceId is the data dir's own, in both
+         ZooKeeper and the dirs, and the two agree) is upgraded once to the cluster's id:
+         it proves the dirs are this bookie's as well as a new one would.
 """
 
 from __future__ import annotations
@@ -107,6 +110,13 @@ class ClusterMember:
         found = self.cookies.read(self.bookie_id)
         override = (f"bookie shell cookie delete --metadata-service-uri {self.uri} "
                     f"--bookie-id {self.bookie_id}")
+        if mine is not None and local is not None and found is not None and \
+                mine["instanceId"] == local != self.instance_id:
+            theirs = decode_cookie(found[0])
+            if dict(theirs, instanceId=local) == mine and \
+                    theirs["instanceId"] in (local, self.instance_id):
+                mine = self._upgrade_cookie(mine, found[1], theirs["instanceId"] == local)
+                found = self.cookies.read(self.bookie_id)
         if mine is not None and mine["instanceId"] != self.instance_id:
             raise CookieMismatch(
                 f"the data dirs {config.journal_dir} and {config.ledger_dir} belong to cluster "
@@ -132,6 +142,23 @@ class ClusterMember:
                 f"{cookie['journalDir']} and ledger dirs {cookie['ledgerDirs']}; its data dirs "
                 f"({config.journal_dir}) hold {held}: these are not this bookie's dirs. To "
                 f"accept them: {override}")  # CK1
+
+    def _upgrade_cookie(self, old: dict, version: int, in_zookeeper: bool) -> dict:
+        """CK3: a cookie from before cluster instance ids named the data dir's id. It is this
+        bookie's (ZooKeeper's and the dirs' cookies agree but for the id, and the dirs' id
+        is their own), so it is rewritten once with the cluster's id: ZooKeeper's first
+        (compare-and-set), then the dirs'. A crash between leaves ZooKeeper's upgraded and
+        the dirs' old one, and the next start finishes the dirs'."""
+        config = self.bookie.config
+        data = encode_cookie(old["bookieHost"], old["journalDir"], old["ledgerDirs"],
+                             self.instance_id)
+        if in_zookeeper:
+            self.cookies.replace(self.bookie_id, data, version)
+        for directory in (config.journal_dir, config.ledger_dir):
+            atomic_replace(self.bookie.disk, os.path.join(directory, COOKIE_FILE), data)
+        log.info("bookie %s: cookie upgraded from data-dir instance %s to cluster instance %s",
+                 self.bookie_id, old["instanceId"], self.instance_id)
+        return decode_cookie(data)
 
     def _cluster_instance(self) -> str:
         """CK2: the cluster's instance id, made here if this is the first bookie of a tree."""

@@ -127,6 +127,11 @@ class ZkCookies:
         """First start only: a cookie already there (another bookie won) raises."""
         self.client.create(self._path(bookie_id), data, makepath=True)
 
+    def replace(self, bookie_id: str, data: bytes, version: int) -> None:
+        """Compare-and-set of a cookie at the version read (kazoo's BadVersionError if it
+        changed meanwhile: the caller's start fails and is retried)."""
+        self.client.set(self._path(bookie_id), data, version=version)
+
     def delete(self, bookie_id: str) -> bool:
         try:
             self.client.delete(self._path(bookie_id))

@@ -5,6 +5,7 @@ the command that overrides it; dirs of another cluster instance refuse to start.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -13,7 +14,7 @@ import uuid
 
 import pytest
 
-from api.client.metadata_format import decode_cookie
+from api.client.metadata_format import decode_cookie, encode_cookie
 from api.client.zookeeper import parse_uri
 from tests.support.servers import ROOT, Daemon
 from tests.support.zookeeper import free_port
@@ -100,14 +101,27 @@ def test_dirs_of_another_cluster_instance_refuse_to_start(tmp_path, zk, zookeepe
     assert zk.exists(f"{top}/ledgers/cookies/127.0.0.1:{port}") is None  # wrote nothing
 
 
-def test_a_tree_with_cookies_but_no_instance_id_needs_cluster_init(tmp_path, zk, zookeeper):
-    """A tree from before instance ids: its bookies refuse to start until 'bookie cluster
-    init' gives it one (exit 0, then 1 for a second init), and then carry it (CK2)."""
+def test_a_bookie_from_before_instance_ids_starts_after_cluster_init(tmp_path, zk, zookeeper):
+    """A tree from before instance ids: cookies named each data dir's own id and there was no
+    INSTANCEID. Its bookies refuse to start until 'bookie cluster init' gives the tree one
+    (exit 0, then 1 for a second init); then each upgrades its cookie once, in ZooKeeper and
+    in its dirs, to the cluster's id (CK3), and starts."""
     root = f"/old{uuid.uuid4().hex[:8]}/ledgers"
     uri = f"zk://{zookeeper.hosts}{root}"
-    zk.create(f"{root}/cookies/127.0.0.1:1", b"4\nbookieHost: \"127.0.0.1:1\"\n", makepath=True)
     data, port = str(tmp_path / "data"), free_port()
+    bookie_id = f"127.0.0.1:{port}"
     flags = (*FLAGS, "--metadata-service-uri", uri, "--port", str(port))
+    assert Daemon(data, *flags).start().terminate() == 0
+    # Make it what an older release left: the data dir's id in every cookie, no INSTANCEID.
+    own = json.load(open(os.path.join(data, "journal", "current", "IDENTITY")))["instanceId"]
+    cookie = decode_cookie(zk.get(f"{root}/cookies/{bookie_id}")[0])
+    old = encode_cookie(cookie["bookieHost"], cookie["journalDir"], cookie["ledgerDirs"], own)
+    zk.set(f"{root}/cookies/{bookie_id}", old)
+    for current in ("journal/current", "ledgers/current"):
+        with open(os.path.join(data, current, "VERSION"), "wb") as file:
+            file.write(old)
+    zk.delete(f"{root}/INSTANCEID")
+
     log = refused(Daemon(data, *flags))
     assert f"bookie cluster init --metadata-service-uri {uri}" in log
     init = cluster("init", "--metadata-service-uri", uri)
@@ -118,10 +132,15 @@ def test_a_tree_with_cookies_but_no_instance_id_needs_cluster_init(tmp_path, zk,
     assert again.returncode == 1 and f"already initialised: instance {instance}" in again.stderr
     daemon = Daemon(data, *flags).start()
     try:
-        cookie = decode_cookie(zk.get(f"{root}/cookies/127.0.0.1:{port}")[0])
-        assert cookie["instanceId"] == instance
+        upgraded = decode_cookie(zk.get(f"{root}/cookies/{bookie_id}")[0])
+        assert upgraded == dict(cookie, instanceId=instance)
+        for current in ("journal/current", "ledgers/current"):
+            local = open(os.path.join(data, current, "VERSION"), "rb").read()
+            assert decode_cookie(local) == upgraded
     finally:
         assert daemon.terminate() == 0
+    assert f"cookie upgraded from data-dir instance {own} to cluster instance {instance}" \
+        in daemon.log_text()
 
 
 def cluster(*argv: str) -> subprocess.CompletedProcess:
