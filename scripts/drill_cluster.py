@@ -8,7 +8,7 @@ A real ZooKeeper (Debian's package) and 5 bookie daemons, each on a fixed port (
 bookie keeps its id), each in a network namespace of the drill's own on a bridge
 (tests/support/netns.py). Without root or ``ip netns`` the drill refuses to run (exit 2, the
 reason printed) unless ``--no-partitions`` is given. Bookies run GC every 2-5 s with a 3 s
-metadata grace (GM1, GM2 of api/cluster/member.py), so GC deletes copies during the drill.
+metadata grace (GM1, GM2 of api/cluster/gc_metadata.py), so GC deletes copies during the drill.
 Every round, writers append to new replicated ledgers at E/Qw/Qa = 3/2/2 and 3/3/2 while one
 fault, never more than the quorums tolerate at once, strikes:
 

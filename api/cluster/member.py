@@ -1,4 +1,5 @@
-"""A bookie's duties as a cluster member (docs/cluster.md §2): its cookie and registration.
+"""A bookie's duties as a cluster member (docs/cluster.md §2): its cookie and registration,
+and the wiring of GC from metadata (api/cluster/gc_metadata.py, GM1-GM3).
 
 Wired by the composition root (``bookie serve`` with ``metadata_service_uri``):
 ``check_cookie`` runs before the bookie starts (before replay, so a bookie that forgot its
@@ -9,23 +10,6 @@ bookie's state moves the node; ``stop`` removes it before the bookie drains (ZR3
 api/client/zookeeper.py).
 
 Invariants:
-    GM1. GC deletes a local ledger only after metadata has failed to list it at GC runs
-         spanning ``gc_metadata_grace_ms`` (a ledger whose metadata is being created, or a
-         listing that raced a create, is only ever seen missing briefly); a restart forgets
-         the observations, which delays a deletion, never hastens one.
-    GM2. GC deletes a local ledger that metadata lists but no longer places on this bookie
-         (autorecovery or decommission moved its copies: BookKeeper's GcOverreplicatedLedger)
-         only if the ledger is CLOSED (an open ledger's writer may still choose this bookie),
-         names bookies at all, is not marked under-replicated (a worker may be copying to
-         this bookie before its compare-and-set names it), and was seen so at GC runs
-         spanning ``gc_metadata_grace_ms``. The last check and the delete run under the
-         ledger's replication lock (``underreplication/locks/urL<id>``, as BookKeeper's
-         GarbageCollectorThread.removeOverReplicatedLedgers): a worker copies to this bookie
-         and compare-and-sets it in only while holding that lock, so the delete never
-         takes a copy the metadata names.
-    GM3. A copy GM2 deleted leaves a tombstone, but the metadata still lists the ledger, so
-         a later recovery add (a worker placing a copy here again) revives it (W5 in
-         bookie/node/writes.py): GM2 never wedges re-replication.
     CK1. A bookie whose ZooKeeper cookie differs from the cookie in its data dirs
          (``current/VERSION``: another bookie's dirs, other dirs), or whose dirs are empty
          while ZooKeeper holds its cookie, does not start: it could answer ENOENTRY for
@@ -47,17 +31,16 @@ import asyncio
 import logging
 
 import os
-import time
 
-from api.client.fragments import referenced_bookies
 from api.client.metadata_format import (MetadataFormatError, decode_cookie, encode_cookie,
                                        encode_service_info)
 from api.client.zookeeper import ZkMetadataStore
+from api.cluster.gc_metadata import MetadataGc
 from api.cluster.underreplication import Underreplication
 from api.cluster.zookeeper import (ZkCookies, ZkRegistration, cluster_instance_id,
                                    count_underreplicated, create_cluster_instance_id)
 from bookie.disk import atomic_replace
-from bookie.errors import BookieError, NoLedger
+from bookie.errors import BookieError
 from bookie.identity import instance_id
 from bookie.node import SANITY_LEDGER_ID, Bookie, BookieState
 
@@ -85,8 +68,10 @@ class ClusterMember:
         self.uri = uri
         self.cookies = ZkCookies(self.registration.client, self.registration.root)
         self.metadata = ZkMetadataStore(uri, client=self.registration.client)
-        self._missing: dict[int, float] = {}  # ledger id -> when metadata first lacked it
-        self._moved: dict[int, float] = {}  # ledger id -> when first seen placed elsewhere
+        self.gc_metadata = MetadataGc(
+            self.bookie_id, self.metadata,
+            Underreplication(self.registration.client, self.registration.root, self.bookie_id),
+            bookie.config.gc_metadata_grace_ms / 1000.0, bookie.delete_ledger)
         self.autorecovery = None  # api.cluster.autorecovery.service.AutoRecovery, when enabled
 
     def _changed(self, path: str | None) -> None:
@@ -199,7 +184,7 @@ class ClusterMember:
         await asyncio.to_thread(self._write_cookie)
         await self._register()
         self.bookie.add_gc_prelude(self.delete_unlisted)
-        self.bookie.may_revive = self._listed  # GM3
+        self.bookie.may_revive = self.gc_metadata.listed  # GM3
         self._counter = self._loop.create_task(self._count_underreplicated(),
                                                name="zk-underreplicated")
         self.bookie.add_state_listener(self._on_state)
@@ -211,85 +196,9 @@ class ClusterMember:
             self.bookie.autorecovery = self.autorecovery  # its figures in /metrics
 
     async def delete_unlisted(self) -> list[int]:
-        """Before each GC run: delete the local ledgers metadata has not listed for the grace
-        period (GM1), and those it places on other bookies only (GM2); their space comes
-        back in the same run. Returns the ids deleted."""
-        listed = set(await self.metadata.ledger_ids())
+        """Before each GC run (api/cluster/gc_metadata.py): the ids deleted."""
         local = [i for i in self.bookie.storage.ledgers.ledger_ids() if i != SANITY_LEDGER_ID]
-        now, grace = time.monotonic(), self.bookie.config.gc_metadata_grace_ms / 1000.0
-        self._missing = {i: t for i, t in self._missing.items() if i in local}
-        deleted = []
-        for ledger_id in local:
-            if ledger_id in listed:
-                self._missing.pop(ledger_id, None)
-                continue
-            first = self._missing.setdefault(ledger_id, now)
-            if now - first >= grace:
-                await self.bookie.delete_ledger(ledger_id)
-                self._missing.pop(ledger_id)
-                deleted.append(ledger_id)
-        moved = []
-        for ledger_id in await self._placed_elsewhere([i for i in local if i in listed], now,
-                                                      grace):
-            if await self._delete_placed_elsewhere(ledger_id):
-                moved.append(ledger_id)
-            self._moved.pop(ledger_id, None)
-        if deleted or self._missing or moved:
-            log.info("GC from metadata: deleted ledgers %s; %d missing from metadata for less "
-                     "than the grace period; deleted copies placed elsewhere now %s", deleted,
-                     len(self._missing), moved)
-        return deleted + moved
-
-    async def _listed(self, ledger_id: int) -> bool:
-        try:
-            await self.metadata.read(ledger_id)
-            return True
-        except NoLedger:
-            return False
-
-    def _no_longer_here(self, metadata, marked: bool) -> bool:
-        """GM2's condition on one ledger's metadata."""
-        return metadata.closed and bool(metadata.ensembles) and not marked and \
-            self.bookie_id not in referenced_bookies(metadata)
-
-    async def _delete_placed_elsewhere(self, ledger_id: int) -> bool:
-        """GM2's last check and the delete, under the ledger's replication lock."""
-        ur = Underreplication(self.registration.client, self.registration.root, self.bookie_id)
-        if not await asyncio.to_thread(ur.try_lock, ledger_id):
-            return False  # a worker holds it: look again at a later run
-        try:
-            marked = await asyncio.to_thread(ur.marker, ledger_id) is not None
-            try:
-                metadata = await self.metadata.read(ledger_id)
-            except NoLedger:
-                return False  # deleted meanwhile: GM1 takes it at a later run
-            if not self._no_longer_here(metadata, marked):
-                return False
-            await self.bookie.delete_ledger(ledger_id)
-            return True
-        finally:
-            await asyncio.to_thread(ur.release, ledger_id)
-
-    async def _placed_elsewhere(self, listed_local: list[int], now: float,
-                                grace: float) -> list[int]:
-        """GM2: the listed local ledgers whose copies here are no longer needed."""
-        ur = Underreplication(self.registration.client, self.registration.root)
-        marked = set(await asyncio.to_thread(ur.marked))
-        found = []
-        for ledger_id in listed_local:
-            try:
-                metadata = await self.metadata.read(ledger_id)
-            except NoLedger:
-                continue  # deleted meanwhile: GM1 takes it at a later run
-            if not self._no_longer_here(metadata, ledger_id in marked):
-                self._moved.pop(ledger_id, None)
-                continue
-            first = self._moved.setdefault(ledger_id, now)
-            if now - first >= grace:
-                found.append(ledger_id)
-        still = set(listed_local)
-        self._moved = {i: t for i, t in self._moved.items() if i in still}
-        return found
+        return await self.gc_metadata.run(local)
 
     def _write_cookie(self) -> None:
         """First start: the cookie in ZooKeeper and beside the data dirs (both, every time

@@ -213,7 +213,7 @@ class LedgerWrites:
         """W5: a recovery add to a tombstoned ledger that the cluster's metadata still lists
         brings the ledger back, empty (storage R6, GC G8), instead of being refused. GC
         deleted this copy because the metadata placed it elsewhere (GM2 in
-        api/cluster/member.py); a worker or a recovery now places one here again, and a
+        api/cluster/gc_metadata.py); a worker or a recovery now places one here again, and a
         tombstone must not wedge that (BookKeeper's over-replicated GC leaves none). A
         ledger deleted from the metadata keeps its tombstone: ids are never reused."""
         state = self.storage.ledgers.get(ledger_id)
