@@ -100,6 +100,10 @@ from tests.support import netns  # noqa: E402
 from tests.support.servers import Daemon  # noqa: E402
 
 #: Each fault and its weight in the round mix.
+#: A round that has not ended after this long is reported STUCK and ends the drill.
+ROUND_TIMEOUT_S = 600.0
+#: Starts of ZooKeeper tried after a 'zk' fault before the drill gives up.
+ZK_RESTARTS = 3
 FAULTS = {"kill": 2, "pause": 2, "zk": 1, "writer": 2, "recover2": 1, "partition": 2,
           "lose": 1, "recfault": 2, "recdie": 2, "return": 1, "closerace": 2, "none": 1}
 QUORUMS = ((3, 2, 2), (3, 3, 2))
@@ -603,7 +607,7 @@ class Drill:
         if fault == "zk":
             await asyncio.to_thread(self.zookeeper.stop)
             await asyncio.sleep(self.rng.uniform(0.1, 1.0))  # noqa: sleep-ok (ZK is down)
-            await asyncio.to_thread(self.zookeeper.start)
+            await asyncio.to_thread(self._restart_zookeeper)
             return nothing
         if fault in ("writer", "recfault", "recdie"):
             await self._kill_child_writer(ledgers[0])
@@ -618,6 +622,23 @@ class Drill:
         if fault == "recover2":
             ledgers[0].writer = None  # left open: two clients recover it at the end
         return nothing
+
+    def _restart_zookeeper(self) -> None:
+        """The same port and data dir; a start that fails (a slow JVM on a loaded machine)
+        is tried again, so a fault never leaves the cluster without its ZooKeeper."""
+        for attempt in range(1, ZK_RESTARTS + 1):
+            try:
+                self.zookeeper.start()
+                return
+            except (RuntimeError, TimeoutError, OSError) as exc:
+                print(f"ZooKeeper restart {attempt}/{ZK_RESTARTS} failed: {exc}",
+                      file=sys.stderr, flush=True)
+                self.zookeeper.stop()
+        raise RuntimeError(f"ZooKeeper did not come back after {ZK_RESTARTS} starts")
+
+    def zookeeper_up(self) -> bool:
+        proc = self.zookeeper.proc
+        return proc is not None and proc.poll() is None
 
     async def _end(self, bk, ledgers, fault: str) -> None:
         """Close each ledger with its writer, or recover it (twice at once for recover2)."""
@@ -915,7 +936,13 @@ async def run(args, root: str) -> int:
         for number in range(1, args.rounds + 1):
             if time.monotonic() - started > args.seconds:
                 break
-            line = await drill.round(number)
+            try:  # bounded: a round that hangs (say, on a ZooKeeper that never came back)
+                line = await asyncio.wait_for(drill.round(number), ROUND_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                drill.violations.append(f"STUCK round {number}: no end after "
+                                        f"{ROUND_TIMEOUT_S:.0f} s (ZooKeeper "
+                                        f"{'up' if drill.zookeeper_up() else 'down'})")
+                break
             rounds = number
             if args.verbose:
                 print(f"round {number} {line}", flush=True)

@@ -4,6 +4,7 @@ with tests/deploy/ (a cluster bookie's metrics); ``start_bookies`` is the cluste
 from __future__ import annotations
 
 import signal
+import subprocess
 
 import pytest
 
@@ -22,13 +23,18 @@ def start_bookies(tmp_path, zk_uri):
     started: list[Daemon] = []
 
     def start(count: int, *flags: str, name: str = "b") -> list[Daemon]:
-        daemons = [Daemon(str(tmp_path / f"{name}{i}" / "data"), *QUIET_FLAGS, *flags,
-                          "--metadata-service-uri", zk_uri, "--port", str(free_port())).start()
-                   for i in range(count)]
-        started.extend(daemons)
+        daemons = []
+        for i in range(count):
+            daemon = Daemon(str(tmp_path / f"{name}{i}" / "data"), *QUIET_FLAGS, *flags,
+                            "--metadata-service-uri", zk_uri, "--port", str(free_port()))
+            started.append(daemon)  # before start: one that fails to get ready is stopped too
+            daemons.append(daemon.start())
         return daemons
     yield start
     for daemon in started:
         if daemon.proc is not None and daemon.proc.poll() is None:
             daemon.proc.send_signal(signal.SIGCONT)
-            daemon.terminate()
+            try:
+                daemon.terminate(timeout_s=30)
+            except subprocess.TimeoutExpired:  # a drain that cannot finish: no leftovers
+                daemon.kill9()
