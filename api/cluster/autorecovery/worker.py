@@ -42,6 +42,7 @@ import dataclasses
 import logging
 import random
 import time
+from typing import Callable
 
 from api.client.bookies import BOOKIE_FAILURES
 from api.client.codec import LedgerCodec
@@ -78,8 +79,10 @@ class WorkerStats:
 
 class ReplicationWorker:
     def __init__(self, bk: BookKeeper, ur: Underreplication, grace_s: float,
-                 throttle: Throttle, wake: asyncio.Event) -> None:
+                 throttle: Throttle, wake: asyncio.Event,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.bk, self.ur = bk, ur
+        self.clock = clock  # grace and back-off; the simulator passes its virtual time
         self.grace_s = grace_s
         self.throttle = throttle
         self.wake = wake
@@ -106,7 +109,7 @@ class ReplicationWorker:
         """Take one marked ledger and work on it; False if there was none to take."""
         if not await asyncio.to_thread(self.ur.enabled):
             return False
-        now = time.monotonic()
+        now = self.clock()
         skip = frozenset(i for i, (at, _) in self._retry.items() if at > now)
         taken = await asyncio.to_thread(self.ur.poll, skip)
         if taken is None:
@@ -127,7 +130,7 @@ class ReplicationWorker:
         await asyncio.to_thread(self.ur.release, ledger_id)
         backoff = self._retry.get(ledger_id, (0.0, BACKOFF_FIRST_S / 2))[1] * 2
         wait = outcome if isinstance(outcome, float) else min(backoff, BACKOFF_MAX_S)
-        self._retry[ledger_id] = (time.monotonic() + wait, min(backoff, BACKOFF_MAX_S))
+        self._retry[ledger_id] = (self.clock() + wait, min(backoff, BACKOFF_MAX_S))
         return True
 
     async def replicate(self, ledger_id: int, replicas: set[str]):
@@ -142,7 +145,7 @@ class ReplicationWorker:
         codec = LedgerCodec.for_password(ledger_id, metadata.password, metadata.digest_type)
         lost = frozenset(b for b in metadata.ensembles[-1][1] if b not in alive or b in leaving)
         if not metadata.closed and lost:
-            now = time.monotonic()
+            now = self.clock()
             seen = self._open_seen.setdefault((ledger_id, lost), now)  # RW7
             if now - seen < self.grace_s:
                 return float(max(0.1, self.grace_s - (now - seen)))
