@@ -1013,4 +1013,12 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_code = 130  # interrupted (SIGTERM, Ctrl-C) unless main returns
+    try:
+        exit_code = main()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Bounded: threads still blocked in a ZooKeeper call of a client whose ZooKeeper
+        # the drill has stopped would hold interpreter exit for ever; leave without them.
+        os._exit(exit_code)

@@ -33,6 +33,10 @@ Invariants:
          hold the present set of lost bookies, not from the marker's ctime: a marker made
          for an older loss (the writer replaced that bookie itself) must not cut short the
          writer's chance to replace a newer one. A restart forgets, which only delays.
+    RW8. A fragment that cannot be copied now (no candidate target, no verified source)
+         fails the attempt only after every other bad fragment was tried: one fragment whose
+         only candidate is gone must not keep another, copyable one at fewer copies
+         (found by the simulator, seed 4031).
 """
 
 from __future__ import annotations
@@ -153,10 +157,18 @@ class ReplicationWorker:
                      ledger_id, now - seen, sorted(lost))
             metadata = await Recovery(self.bk, metadata, codec).run()  # RW4
         self._open_seen = {k: v for k, v in self._open_seen.items() if k[0] != ledger_id}
+        failed: IOFailure | None = None
         for fragment in fragments(metadata):
             if fragment.last is not None and await self._bad(metadata, fragment, replicas,
                                                              alive, leaving):
-                metadata = await self._replace(metadata, fragment, codec, alive, leaving)
+                try:
+                    metadata = await self._replace(metadata, fragment, codec, alive, leaving)
+                except IOFailure as exc:  # RW8: the other fragments are still worth copying
+                    log.warning("ledger %d: %s's fragment of segment %d not copied: %s",
+                                ledger_id, fragment.bookie_id, fragment.first, exc)
+                    failed = failed or exc
+        if failed is not None:
+            raise failed
         current = await self.bk.store.read(ledger_id)
         left = [f for f in fragments(current) if f.last is not None and
                 await self._bad(current, f, replicas, alive, leaving)]
