@@ -3,7 +3,8 @@
     S1  every acknowledged entry (its ``append`` returned) reads back byte-identical
         through the final metadata once the ledger is closed; and GC never took a copy the
         final metadata names: no bookie that is up and named for an acknowledged entry
-        lacks it because its GC deleted it, and no named bookie that is up holds a tombstone
+        lacks it because its GC deleted it, and no bookie that is up and named for an entry
+        holds a tombstone (one named only for an empty fragment may: nothing was copied)
     S2  a closed ledger's lastEntryId >= every acknowledged entry id; no append is
         acknowledged with an id above a close
     S3  every replica that holds an entry holds the same bytes; every reader sees the same
@@ -120,8 +121,12 @@ class Checker:
         ``gc_deleted``: bookie -> entry ids its GC deleted; ``up``: bookies up at the end."""
         if not metadata.closed:
             return
-        named = {b for _, members in metadata.ensembles for b in members}
-        for bookie_id in sorted(named & up):
+        named = set()  # bookies the metadata names for at least one entry
+        for entry_id in range(metadata.last_entry_id + 1):
+            _, members = segment_for(metadata.ensembles, entry_id)
+            named |= {members[i] for i in write_set(entry_id, metadata.ensemble_size,
+                                                    metadata.write_quorum)}
+        for bookie_id in sorted(named & up):  # (an empty fragment's tombstone is harmless)
             if copies.get(bookie_id, (False, set()))[0]:
                 self.violation("S1", f"{bookie_id} is named by the final metadata but holds "
                                      f"a tombstone (GC deleted a named copy)")
