@@ -93,11 +93,13 @@ def _after(lines: list[str], first: str, then: str) -> bool:
 
 
 def test_bug_b_a_returned_bookie_s_tombstone_does_not_wedge_re_replication():
-    """Bug B: seed 5 (E/Qw/Qa 4/3/2, bookies b0..b4). b0 crashes after the close, a worker
-    replaces it by b2 while it is down; it comes back with its old data, its GC deletes the
-    over-replicated copy (a tombstone); then b2 is lost for good and b0 is the only bookie
-    outside the segment. On the old bookie the tombstone refused the worker's recovery adds
-    forever (LIVE: the ledger stayed marked, b0 a writable candidate); W5 revives it."""
+    """Bug B: seed 5 (E/Qw/Qa 4/3/2, bookies b0..b4). GC deleted b2's copy when the ledger
+    moved off it during recovery (GM2: a tombstone). After the close b0 crashes; on the old
+    bookie the worker's recovery adds to b2, the one bookie outside the segment, got NoLedger
+    ("was deleted") in every pass, b0 came back still named, b4 was lost for good and every
+    repair round was refused again: LIVE, the ledger stayed marked with b2 writable. With W5
+    b2's tombstone is lifted; b0 comes back replaced, its GC deletes its copy, b2 is lost
+    and the worker's recovery adds revive b0 in turn."""
     outcome = run_seed(5)
     lines = outcome.trace.lines()
     assert _after(lines, "GC b0: deletes L0", "LOSE b2 for good")  # the order holds

@@ -1,5 +1,10 @@
 """Run one seed's plan (plan.py) on a virtual-time loop against the real client code
-(EnsembleWriter, Recovery, EnsembleReader, ReplicationWorker), and check it (checker.py).
+(EnsembleWriter, Recovery, EnsembleReader, ReplicationWorker, MetadataGc on every bookie),
+and check it (checker.py).
+
+After the plan's phases and a full heal: the return phase (plan.returns), then repair rounds
+(workers take whatever is still marked under-replicated), a few seconds of GC on the final
+state, and the final checks: S1-S5, S1 after GC, LIVE (closed, and no wedged marker).
 
 Determinism (SC1): the plan comes from ``random.Random(seed)``, the run's delays from its
 own ``random.Random``, and the global ``random`` (the client's ``random.sample`` and
