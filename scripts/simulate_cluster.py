@@ -5,7 +5,8 @@
                                                  [--verbose]
 
 Each seed builds a plan (quorums, a writer killed mid-stream, faults before, during and
-between recoveries, racing and dying recoveries, a replication worker) and runs the real
+between recoveries, racing and dying recoveries, a replication worker, GC from metadata on
+every bookie, a bookie back with its old id after being replaced) and runs the real
 client code on a virtual-time loop against in-memory bookies; S1-S5 of docs/cluster.md §5 are
 checked. One summary line; on any violation, exit 1 and print each failing seed (its trace,
 shrunk with --shrink). A seed is reproducible: rerun with --seeds 1 --first-seed SEED.
@@ -40,12 +41,15 @@ def main(argv=None) -> int:
     failing: list[int] = []
     by_property: collections.Counter = collections.Counter()
     faults: collections.Counter = collections.Counter()
-    acked = recoveries = 0
+    acked = recoveries = gc_deletes = returns = revived = 0
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         outcome = run_seed(seed)
         acked += outcome.acked
         recoveries += outcome.recoveries
         faults.update(outcome.faults)
+        gc_deletes += outcome.gc_deletes
+        returns += outcome.returns
+        revived += outcome.revived
         if outcome.failed:
             failing.append(seed)
             by_property.update({v.split(":")[0] for v in outcome.violations})
@@ -57,7 +61,8 @@ def main(argv=None) -> int:
     print(f"seeds={args.seeds} first_seed={args.first_seed} violations={len(failing)} "
           f"by_property={properties} entries_acked={acked} recoveries={recoveries} "
           f"faults=pause:{faults['pause']},crash:{faults['crash']},"
-          f"partition:{faults['partition']} seconds={seconds:.1f}", flush=True)
+          f"partition:{faults['partition']} gc_deletes={gc_deletes} returns={returns} "
+          f"revived={revived} seconds={seconds:.1f}", flush=True)
     for seed in failing[:REPORTED_MAX]:
         outcome = shrink(seed) if args.shrink else run_seed(seed)
         print(f"\n=== seed {seed}{' (shrunk)' if args.shrink else ''} ===")

@@ -2,7 +2,10 @@
 reads.py) and its durability contract, without disks, threads or HTTP.
 
 Rules kept, as the real node does them:
-    * add: a deleted ledger (tombstone) refuses with NoLedger("... was deleted"); a stored
+    * add: a deleted ledger (tombstone) refuses with NoLedger("... was deleted"), except a
+      recovery add when ``may_revive(ledger_id)`` (MetadataGc.listed: the cluster's metadata
+      still lists it) says so: then the tombstone is lifted, durably, and the ledger starts
+      empty (W5, ``_revive_if_placed_here`` in bookie/node/writes.py); a stored
       master key that differs refuses with Unauthorized; a fenced ledger refuses a
       non-recovery add with Fenced, a recovery add passes; a re-add with different bytes is
       a BadRequest; an unknown ledger is created by its first add.
@@ -62,6 +65,9 @@ class SimBookie:
         self.running = asyncio.Event()
         self.running.set()
         self._lac_waiters: list[tuple[int, int, asyncio.Future]] = []
+        #: W5: an async callable (ledger id -> bool), as the real bookie's may_revive.
+        self.may_revive = None
+        self.revived = 0
 
     # -- faults -------------------------------------------------------------------------------
 
@@ -169,6 +175,8 @@ class SimBookie:
             entries.append((entry_id, bytes(data)))
         if len({e for e, _ in entries}) != len(entries):
             raise BadRequest("a batch names the same entry id twice")
+        if recovery:
+            await self._revive_if_placed_here(ledger_id)
         self._admit_adds(ledger_id, entries, master_key, recovery)
         self.memory.setdefault(ledger_id, SimLedger(master_key))
         lac = max(framing.piggybacked_lac(data) for _, data in entries)
@@ -180,6 +188,25 @@ class SimBookie:
                 ledger.entries[entry_id] = data
         await asyncio.shield(self._record(ledger_id, change, lac))
         return [entry_id for entry_id, _ in entries]
+
+    async def _revive_if_placed_here(self, ledger_id: int) -> None:
+        """W5: a recovery add to a tombstoned ledger the metadata still lists revives it
+        empty (synced before the add goes on) instead of being refused."""
+        ledger = self.memory.get(ledger_id)
+        if ledger is None or not ledger.deleted or self.may_revive is None:
+            return
+        if not await self.may_revive(ledger_id):
+            return
+        ledger = self.memory.get(ledger_id)
+        if ledger is None or not ledger.deleted:
+            return  # revived meanwhile
+
+        def change(ledger: SimLedger) -> None:
+            ledger.deleted, ledger.fenced, ledger.lac = False, False, -1
+            ledger.master_key = b""
+            ledger.entries.clear()
+        await asyncio.shield(self._record(ledger_id, change))
+        self.revived += 1
 
     async def fence(self, ledger_id: int, master_key: bytes) -> dict:
         self._writable_ledger(ledger_id, master_key)

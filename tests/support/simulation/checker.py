@@ -1,7 +1,10 @@
 """The safety properties of docs/cluster.md §5, checked on one simulated ledger.
 
     S1  every acknowledged entry (its ``append`` returned) reads back byte-identical
-        through the final metadata once the ledger is closed
+        through the final metadata once the ledger is closed; and GC never took a copy the
+        final metadata names: no bookie that is up and named for an acknowledged entry
+        lacks it because its GC deleted it, and no bookie that is up and named for an entry
+        holds a tombstone (one named only for an empty fragment may: nothing was copied)
     S2  a closed ledger's lastEntryId >= every acknowledged entry id; no append is
         acknowledged with an id above a close
     S3  every replica that holds an entry holds the same bytes; every reader sees the same
@@ -9,7 +12,9 @@
     S4  a reader is never shown an entry above the LAC it was told, and the LAC one reader
         reports (``read_lac()``) never goes back
     S5  recovery never closes below an acknowledged entry
-    LIVE  once every fault is healed, recovery closes the ledger
+    LIVE  once every fault is healed, recovery closes the ledger; and a ledger does not stay
+        marked under-replicated at the end while a writable bookie could take the copy
+        (the wedge: a tombstone refusing the worker's recovery adds forever)
 
 The checker only records: each violation is a line naming the property, also put in the
 trace, so the report shows where in the run it happened.
@@ -17,6 +22,8 @@ trace, so the report shows where in the run it happened.
 
 from __future__ import annotations
 
+from api.client.distribution import segment_for, write_set
+from api.client.fragments import fragments
 from tests.support.simulation.trace import Trace
 
 
@@ -107,3 +114,49 @@ class Checker:
         views = {reader: seen for reader, seen in reads.items()}
         if len({tuple(sorted(v.items())) for v in views.values()}) > 1:
             self.violation("S3", "two readers saw different entries")
+
+    def gc_kept_named_copies(self, metadata, copies: dict[str, tuple[bool, set[int]]],
+                             gc_deleted: dict[str, set[int]], up: set[str]) -> None:
+        """S1 after GC. ``copies``: bookie -> (tombstoned, entry ids held) for the ledger;
+        ``gc_deleted``: bookie -> entry ids its GC deleted; ``up``: bookies up at the end."""
+        if not metadata.closed:
+            return
+        named = set()  # bookies the metadata names for at least one entry
+        for entry_id in range(metadata.last_entry_id + 1):
+            _, members = segment_for(metadata.ensembles, entry_id)
+            named |= {members[i] for i in write_set(entry_id, metadata.ensemble_size,
+                                                    metadata.write_quorum)}
+        for bookie_id in sorted(named & up):  # (an empty fragment's tombstone is harmless)
+            if copies.get(bookie_id, (False, set()))[0]:
+                self.violation("S1", f"{bookie_id} is named by the final metadata but holds "
+                                     f"a tombstone (GC deleted a named copy)")
+        for entry_id in sorted(self.acked):
+            if entry_id > metadata.last_entry_id:
+                continue
+            _, members = segment_for(metadata.ensembles, entry_id)
+            for index in write_set(entry_id, metadata.ensemble_size, metadata.write_quorum):
+                bookie_id = members[index]
+                if bookie_id not in up:
+                    continue
+                held = copies.get(bookie_id, (False, set()))[1]
+                if entry_id not in held and entry_id in gc_deleted.get(bookie_id, ()):
+                    self.violation("S1", f"acknowledged e{entry_id} is gone from "
+                                         f"{bookie_id}, which the final metadata names for it:"
+                                         f" its GC deleted it")
+
+    def not_wedged(self, metadata, marker, up: set[str]) -> None:
+        """LIVE: a ledger still marked at the end, while some closed fragment on a bookie
+        that is down could go to an up bookie outside its segment, is wedged."""
+        if marker is None or not metadata.closed:
+            return
+        for fragment in fragments(metadata):
+            if fragment.last is None or fragment.last < fragment.first or \
+                    fragment.bookie_id in up:
+                continue
+            members = metadata.ensembles[fragment.segment][1]
+            candidates = sorted(up - set(members))
+            if candidates:
+                self.violation("LIVE", f"the ledger stays marked under-replicated for "
+                                       f"{marker[0]}: {fragment.bookie_id}'s fragment of "
+                                       f"segment {fragment.segment} could go to {candidates}")
+                return

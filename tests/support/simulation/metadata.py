@@ -92,8 +92,10 @@ class SimMetadataStore:
 
 
 class SimUnderreplication:
-    """The markers and locks of docs/cluster.md §4 in memory, for ReplicationWorker.
-    Synchronous like the kazoo class (the worker calls it through asyncio.to_thread)."""
+    """The markers and locks of docs/cluster.md §4 in memory, for ReplicationWorker and
+    MetadataGc (api/cluster/gc_metadata.py). Synchronous like the kazoo class (the callers
+    run it through asyncio.to_thread, inline on the virtual loop). One instance per run:
+    GC and workers share its locks."""
 
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
@@ -134,6 +136,15 @@ class SimUnderreplication:
             self.locks.add(ledger_id)
             return (ledger_id, *self.marker(ledger_id))
         return None
+
+    def try_lock(self, ledger_id: int) -> bool:
+        """The ledger's replication lock whether it is marked or not (GC's GM2 around an
+        over-replicated delete): the same lock ``poll`` takes, so a worker that holds it
+        blocks this, and ``poll`` skips a ledger whose lock GC holds (UR3)."""
+        if ledger_id in self.locks:
+            return False
+        self.locks.add(ledger_id)
+        return True
 
     def release(self, ledger_id: int) -> None:
         self.locks.discard(ledger_id)

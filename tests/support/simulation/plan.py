@@ -8,6 +8,10 @@ Phases, in order (a fault's ``at`` is seconds from its phase's start):
     between  faults left "until healed" (duration None) are healed; new ones may strike
     r2       a second recovery, or a ReplicationWorker pass that recovers the open ledger;
              undecided: every fault is healed and recovery retried
+    return   (plan.returns) a named bookie is replaced while down and comes back with its
+             old id; later another is lost for good (see Plan.returns)
+Throughout, each bookie runs GC from metadata (plan.gc_grace); at the end, workers repair
+what is still marked under-replicated.
 Faults: pause (SIGSTOP), crash (restart with the same id and data), partition (one bookie
 from one client process). A fault's bookie is a name ("b2") or a role resolved when it
 strikes: "@last:i", the i-th bookie of the ledger's last segment then, or "@spare:j", the
@@ -68,6 +72,17 @@ class Plan:
     worker_after: bool  # a ReplicationWorker pass over the closed ledger
     drop_p: float
     faults: tuple[Fault, ...]
+    #: GC from metadata (MetadataGc) on every bookie, with this grace (s); None: no GC.
+    gc_grace: float | None = None
+    #: After the close: a bookie of the ledger (the ``return_pick``-th named) crashes, a
+    #: worker pass replaces it while it is down, it comes back with its old id and data
+    #: (its copy is over-replicated: GM2's to delete); ``return_wait`` s later another
+    #: named bookie (``lose_pick``) is lost for good, and workers replace it, maybe on the
+    #: returned one (bugs B and C of the GC issue).
+    returns: bool = False
+    return_pick: int = 0
+    lose_pick: int = 0
+    return_wait: float = 0.0
 
     def text(self) -> str:
         kill = "no kill (writer closes)" if self.kill_after is None else \
@@ -76,7 +91,10 @@ class Plan:
                 f"{self.ack_quorum} bookies={','.join(self.bookies)} entries={self.entries} "
                 f"window={self.window} {kill} close_race={self.close_race} "
                 f"reader_probe={self.reader_probe} r1={self.r1_mode} r2={self.r2_mode} "
-                f"worker_after={self.worker_after} drop_p={self.drop_p}")
+                f"worker_after={self.worker_after} drop_p={self.drop_p} "
+                f"gc_grace={self.gc_grace} returns={self.returns}"
+                + (f" return_pick={self.return_pick} lose_pick={self.lose_pick} "
+                   f"return_wait={self.return_wait}" if self.returns else ""))
 
 
 def _faults(rng: random.Random, bookies, ensemble: int) -> list[Fault]:
@@ -113,4 +131,8 @@ def make_plan(seed: int) -> Plan:
         r2_mode=rng.choices(("recovery", "worker"), weights=(4, 1))[0],
         worker_after=rng.random() < 0.25,
         drop_p=0.0 if rng.random() < 0.8 else round(rng.uniform(0.001, 0.02), 4),
-        faults=tuple(_faults(rng, bookies, ensemble)))
+        faults=tuple(_faults(rng, bookies, ensemble)),
+        # Drawn after everything above, so a seed's older choices stay what they were.
+        gc_grace=rng.choice((0.0, 0.0, 0.3, 1.0, 2.5)),
+        returns=rng.random() < 0.5, return_pick=rng.randrange(8), lose_pick=rng.randrange(8),
+        return_wait=round(rng.uniform(0.0, 4.0), 3))

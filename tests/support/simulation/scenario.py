@@ -1,5 +1,10 @@
 """Run one seed's plan (plan.py) on a virtual-time loop against the real client code
-(EnsembleWriter, Recovery, EnsembleReader, ReplicationWorker), and check it (checker.py).
+(EnsembleWriter, Recovery, EnsembleReader, ReplicationWorker, MetadataGc on every bookie),
+and check it (checker.py).
+
+After the plan's phases and a full heal: the return phase (plan.returns), then repair rounds
+(workers take whatever is still marked under-replicated), a few seconds of GC on the final
+state, and the final checks: S1-S5, S1 after GC, LIVE (closed, and no wedged marker).
 
 Determinism (SC1): the plan comes from ``random.Random(seed)``, the run's delays from its
 own ``random.Random``, and the global ``random`` (the client's ``random.sample`` and
@@ -18,15 +23,16 @@ import random
 from api.cluster.autorecovery.throttle import Throttle
 from api.cluster.autorecovery.worker import ReplicationWorker
 from api.client.ensemble import BookKeeper
-from api.client.metadata import MetadataState
+from api.client.fragments import referenced_bookies
 from bookie.errors import BookieError
 from tests.support.simulation.checker import Checker
 from tests.support.simulation.faults import FaultInjector
+from tests.support.simulation.gc import BookieGc
 from tests.support.simulation.loop import Stuck, VirtualTimeLoop
 from tests.support.simulation.metadata import SimMetadataStore, SimUnderreplication
 from tests.support.simulation.network import SimNetwork, SimTransport
 from tests.support.simulation.plan import Plan, make_plan
-from tests.support.simulation.processes import Processes
+from tests.support.simulation.processes import Processes, detached
 from tests.support.simulation.trace import Trace
 
 PASSWORD = b"sim"
@@ -48,6 +54,9 @@ class Outcome:
     acked: int
     recoveries: int
     faults: collections.Counter
+    gc_deletes: int = 0  # GC deletes (GM2: the ledger is always listed)
+    returns: int = 0  # bookies back with their old id after a worker replaced them
+    revived: int = 0  # tombstones a recovery add lifted (W5)
 
     @property
     def failed(self) -> bool:
@@ -69,6 +78,10 @@ class _Run:
         self.ledger_id = -1
         self.recoveries = 0
         self.acked_event = asyncio.Event()
+        self.ur = SimUnderreplication(self.trace)  # one for the run: GC and workers share it
+        self.gcs: dict[str, BookieGc] = {}
+        self.lost: set[str] = set()  # bookies lost for good (down at the end)
+        self.returns = 0
 
     def _last_segment(self) -> tuple[str, ...]:
         metadata = self.store.ledgers.get(self.ledger_id)
@@ -87,6 +100,12 @@ class _Run:
         writer = await self.bk("writer").create_ledger(
             plan.ensemble, plan.write_quorum, plan.ack_quorum, password=PASSWORD)
         self.ledger_id = writer.ledger_id
+        if plan.gc_grace is not None:
+            for bookie_id in plan.bookies:
+                gc = BookieGc(self.net.bookies[bookie_id], self.store, self.ur, plan.gc_grace,
+                              random.Random(f"gc-{plan.seed}-{bookie_id}"), self.trace)
+                self.gcs[bookie_id] = gc
+                detached(gc.run_forever())
         self.phase("write")
         probe = self.processes.spawn("reader#0", self._probe()) if plan.reader_probe else None
         await self._write_phase(writer)
@@ -110,6 +129,11 @@ class _Run:
             await self._worker_after()
         self.faults.heal_all()
         await asyncio.sleep(5.0)  # messages still on the wire land
+        if plan.returns:
+            await self._return()
+        await self._repair()
+        if self.gcs:
+            await asyncio.sleep(3.0)  # GC runs on the final state
         await self._final()
 
     # -- the writer ------------------------------------------------------------------------
@@ -227,20 +251,27 @@ class _Run:
             await self.processes.spawn("recovery#3", self._recover("recovery#3"))
 
     async def _worker_pass(self, leaving: set[str], replicas: list[str]) -> None:
-        ur = SimUnderreplication(self.trace)
-        ur.leaving = set(leaving)
-        ur.mark(self.ledger_id, replicas)
-        worker = ReplicationWorker(self.bk("worker"), ur, grace_s=0.0, throttle=Throttle(0),
+        self.ur.leaving = set(leaving)
+        self.ur.mark(self.ledger_id, replicas)
+        try:
+            await self._worker_run("worker")
+        finally:
+            self.ur.leaving = set()
+        metadata = await self.store.read(self.ledger_id)
+        if metadata.closed:
+            self.checker.closed("worker", metadata.last_entry_id)
+
+    async def _worker_run(self, name: str) -> None:
+        """One ReplicationWorker round (a fresh worker: its backoff is on the real clock)
+        over the run's markers."""
+        worker = ReplicationWorker(self.bk(name), self.ur, grace_s=0.0, throttle=Throttle(0),
                                    wake=asyncio.Event())
         self.recoveries += 1
         try:
             await asyncio.wait_for(worker.run_once(), 120)
         except CLIENT_ERRORS as exc:
-            self.trace(f"worker: failed: {type(exc).__name__}")
-        self.trace(f"worker: pass done, stats {dataclasses.astuple(worker.stats)}")
-        metadata = await self.store.read(self.ledger_id)
-        if metadata.closed:
-            self.checker.closed("worker", metadata.last_entry_id)
+            self.trace(f"{name}: failed: {type(exc).__name__}")
+        self.trace(f"{name}: pass done, stats {dataclasses.astuple(worker.stats)}")
 
     async def _worker_open(self) -> None:
         """The worker finds an open ledger on a bookie being decommissioned: it recovers it."""
@@ -255,6 +286,47 @@ class _Run:
         lost = self.rng.choice(bookies)
         await self.processes.spawn("worker", self._worker_pass(set(), [lost]))
 
+    # -- a bookie back with its old id (GM2, W5) ----------------------------------------
+
+    async def _return(self) -> None:
+        plan = self.plan
+        metadata = await self.store.read(self.ledger_id)
+        if not metadata.closed:
+            return
+        named = sorted(referenced_bookies(metadata))
+        returning = named[plan.return_pick % len(named)]
+        bookie = self.net.bookies[returning]
+        self.trace(f"RETURN crash {returning}: a worker replaces it while it is down")
+        bookie.crash()
+        self.ur.mark(self.ledger_id, [returning])  # the auditor saw it go
+        await self.processes.spawn("worker#return", self._worker_run("worker#return"))
+        bookie.restart()
+        metadata = await self.store.read(self.ledger_id)
+        replaced = returning not in referenced_bookies(metadata)
+        self.returns += replaced
+        self.trace(f"RETURN restart {returning} with its old id and data "
+                   f"({'replaced: its copy is over-replicated' if replaced else 'still named'})")
+        await asyncio.sleep(plan.return_wait)
+        metadata = await self.store.read(self.ledger_id)
+        others = sorted(b for b in referenced_bookies(metadata) if b != returning)
+        if not others:
+            return
+        lost = others[plan.lose_pick % len(others)]
+        self.trace(f"LOSE {lost} for good")
+        self.net.bookies[lost].crash()
+        self.lost.add(lost)
+        self.ur.mark(self.ledger_id, [lost])
+        await self.processes.spawn("worker#lose", self._worker_run("worker#lose"))
+
+    async def _repair(self) -> None:
+        """Workers take what is still marked, a few rounds apart (LIVE: no wedge)."""
+        for attempt in range(4):
+            if self.ur.marker(self.ledger_id) is None:
+                return
+            name = f"worker#repair{attempt}"
+            await self.processes.spawn(name, self._worker_run(name))
+            await asyncio.sleep(1.0)
+
     # -- the end -------------------------------------------------------------------------
 
     async def _final(self) -> None:
@@ -267,6 +339,13 @@ class _Run:
             for name in ("reader#1", "reader#2"):
                 reads[name] = await self._read_all(name, metadata.last_entry_id)
         self.checker.final(metadata, replicas, reads)
+        up = {b for b, bookie in self.net.bookies.items() if not bookie.down}
+        copies = {b: (bookie.memory[self.ledger_id].deleted,
+                      set(bookie.memory[self.ledger_id].entries))
+                  for b, bookie in self.net.bookies.items() if self.ledger_id in bookie.memory}
+        deleted = {b: gc.deleted.get(self.ledger_id, set()) for b, gc in self.gcs.items()}
+        self.checker.gc_kept_named_copies(metadata, copies, deleted, up)
+        self.checker.not_wedged(metadata, self.ur.marker(self.ledger_id), up)
 
     async def _read_all(self, name: str, last: int) -> dict[int, bytes | None]:
         reader = await self.bk(name).open_ledger(self.ledger_id, PASSWORD)
@@ -307,7 +386,9 @@ def run_plan(plan: Plan) -> Outcome:
         asyncio.set_event_loop(None)
         loop.close()
     return Outcome(plan, run.trace, run.checker.violations, len(run.checker.acked),
-                   run.recoveries, run.faults.counts)
+                   run.recoveries, run.faults.counts,
+                   gc_deletes=sum(gc.deletes for gc in run.gcs.values()), returns=run.returns,
+                   revived=sum(b.revived for b in run.net.bookies.values()))
 
 
 def run_seed(seed: int, faults=None) -> Outcome:
