@@ -119,3 +119,17 @@ def test_bug_c_gc_does_not_delete_a_copy_a_worker_places_meanwhile():
     assert _after(lines, "RETURN restart b0", "worker#lose->b0 recovery-add")
     assert not any("GC b0: deletes" in line for line in lines)
     assert not outcome.violations, report(outcome, trace_lines=300)
+
+
+def test_rw8_one_fragment_without_a_target_does_not_hold_back_another():
+    """RW8, found by the simulator: seed 4031 (E/Qw/Qa 4/3/2, bookies b0..b4). After b1 is
+    lost for good, two closed fragments name it; the worker met first one whose only
+    candidate was gone (NotEnoughBookies) and gave up the attempt before it reached the
+    other, which b4 could take: the ledger stayed marked at 2 of 3 copies (LIVE). Now every
+    bad fragment is tried before the attempt fails, and both segments end without b1."""
+    outcome = run_seed(4031)
+    lines = outcome.trace.lines()
+    assert _after(lines, "RETURN restart b4", "LOSE b1 for good")  # the order holds
+    final = [line for line in lines if "metadata write" in line][-1]
+    assert "b1" not in final.split("CLOSED", 1)[1], final
+    assert not outcome.violations, report(outcome, trace_lines=300)

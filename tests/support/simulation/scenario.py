@@ -262,10 +262,11 @@ class _Run:
             self.checker.closed("worker", metadata.last_entry_id)
 
     async def _worker_run(self, name: str) -> None:
-        """One ReplicationWorker round (a fresh worker: its backoff is on the real clock)
-        over the run's markers."""
+        """One ReplicationWorker round over the run's markers (a fresh worker, on the
+        loop's virtual clock)."""
         worker = ReplicationWorker(self.bk(name), self.ur, grace_s=0.0, throttle=Throttle(0),
-                                   wake=asyncio.Event())
+                                   wake=asyncio.Event(),
+                                   clock=asyncio.get_running_loop().time)
         self.recoveries += 1
         try:
             await asyncio.wait_for(worker.run_once(), 120)
