@@ -12,7 +12,6 @@ import os
 
 import pytest
 
-from bookie.config import BookieConfig
 from bookie.entry import frame_entry, master_key
 from bookie.errors import IOFailure
 from bookie.node import Bookie

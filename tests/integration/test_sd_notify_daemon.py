@@ -5,7 +5,6 @@ STOPPING=1 at SIGTERM, in that order (deploy/systemd/bookie.service relies on ea
 from __future__ import annotations
 
 import json
-import os
 import socket
 import time
 import urllib.request

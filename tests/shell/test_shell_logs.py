@@ -105,7 +105,7 @@ def test_readlogmetadata_names_the_missing_trailer_of_the_crashed_log(capsys,
     assert set(totals) == {1, 6}
     assert totals[6] == sum(e["size"] + 4 for e in entries if e["ledgerId"] == 6)
     text = run(capsys, "readlogmetadata", path)
-    assert f"PROBLEM no usable ledgersMap" in text.out and f"offset {end}" in text.out
+    assert "PROBLEM no usable ledgersMap" in text.out and f"offset {end}" in text.out
 
 
 def test_readlogmetadata_scan_finds_a_map_that_disagrees(capsys, bookie_data_dir):
