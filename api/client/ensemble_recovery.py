@@ -16,13 +16,15 @@ api/client/ensemble.py; BookKeeper's LedgerRecoveryOp and ReadOnlyLedgerHandle).
 Invariants:
     RC1. Recovery's ensemble changes reach the metadata only with the close, in the same
          compare-and-set (BookKeeper's ``newEnsemblesFromRecovery``, committed by
-         ``closeRecovered``). While a ledger is IN_RECOVERY its ensembles never change, so
+         ``closeRecovered``). While a ledger is IN_RECOVERY its last segment never changes
+         (only a replication worker may replace a bookie of an earlier, closed segment), so
          every recovery fences the bookies that hold the writer's last segment. (Committing
          a replacement mid-recovery let a recovery that then failed leave an empty bookie
          in the last segment, and the next recovery fenced it, read ENOENTRY from it and
          truncated acknowledged entries: the compound-faults issue, bug A.)
-    RC2. The close is refused (RecoveryUndecided, retried later) if the ensembles are not
-         the ones this recovery fenced: it decided the end from those bookies only.
+    RC2. The close is refused (RecoveryUndecided, retried later) if the last segment is not
+         the one this recovery fenced: it decided the end from those bookies only. Earlier
+         segments that a worker changed meanwhile are kept as they are now.
     RC3. Every present entry is written back to all Qw bookies of its write set (replacing
          those that fail) before the close names them; with fewer, recovery is undecided.
          Closing with only Qa copies would leave a CLOSED ledger naming a bookie without
@@ -207,13 +209,18 @@ class Recovery:
             current = self.metadata
             if current.state is MetadataState.CLOSED:
                 return current  # a concurrent recovery closed it: its end counts (converge)
-            if current.ensembles != self._fenced_ensembles:
-                raise RecoveryUndecided(f"ledger {self.ledger_id}: its ensembles changed "
+            fenced = len(self._fenced_ensembles)
+            if len(current.ensembles) != fenced or \
+                    current.ensembles[-1] != self._fenced_ensembles[-1]:
+                raise RecoveryUndecided(f"ledger {self.ledger_id}: its last segment changed "
                                         f"during recovery; recover again")
+            # Earlier segments as they are now (a worker may have replaced a bookie there),
+            # the fenced one and any after it as recovery left them.
+            ensembles = current.ensembles[:-1] + self.ensembles[fenced - 1:]
             try:
                 self.metadata = await self.bk.store.write(dataclasses.replace(
                     current, state=MetadataState.CLOSED, last_entry_id=last, length=length,
-                    ensembles=self.ensembles))
+                    ensembles=ensembles))
                 return self.metadata
             except BadVersion:
                 self.metadata = await self.bk.store.read(self.ledger_id)

@@ -371,3 +371,35 @@ async def test_racing_recoveries_with_a_paused_bookie_converge(bookies, zk_uri):
             for bookie_id in bookies_of(final.ensembles, entry_id, 3):
                 data = await bk.client(bookie_id).read_entry(writer.ledger_id, entry_id)
                 assert codec.decode(data, entry_id).payload == b"e%d" % entry_id
+
+
+async def test_rc2_a_workers_change_to_an_earlier_segment_survives_a_recovery(bookies, zk_uri):
+    """RC2: while a ledger is IN_RECOVERY a replication worker may still replace a bookie of
+    an earlier, closed segment. The recovery's close keeps that change (and its own view of
+    the last segment) instead of refusing the close or undoing the worker's replacement."""
+    async with await BookKeeper.connect(zk_uri, **FAST) as bk:
+        writer = await bk.create_ledger(2, 2, 2, password=b"pw")
+        for i in range(4):
+            await writer.append(b"e%d" % i)
+        await writer._replace(0, writer.ensemble[0])  # a second segment from entry 4
+        for i in range(4, 8):
+            await writer.append(b"e%d" % i)
+        codec = LedgerCodec.for_password(writer.ledger_id, b"pw", writer.metadata.digest_type)
+        recovery = Recovery(bk, await bk.store.read(writer.ledger_id), codec)
+        await recovery._mark_in_recovery()
+        marked = await bk.store.read(writer.ledger_id)
+        (first, members), last_segment = marked.ensembles
+        spare = next(b for b in by_id(bookies) if b not in members and b not in last_segment[1])
+        for entry_id in range(4):  # what a worker does: copy, then compare-and-set
+            data = await bk.client(members[1]).read_entry(writer.ledger_id, entry_id)
+            await bk.client(spare).add_entry(writer.ledger_id, entry_id, data,
+                                             codec.master_key, codec.digest_type.header_name,
+                                             recovery=True)
+        moved = ((first, (members[0], spare)), last_segment)
+        await bk.store.write(dataclasses.replace(marked, ensembles=moved))
+        closed = await recovery.run()
+        assert closed.state is MetadataState.CLOSED and closed.last_entry_id == 7
+        assert closed.ensembles == moved
+        reader = await bk.open_ledger(writer.ledger_id, b"pw")
+        assert [e.payload for e in await reader.read_range(0, 7)] == [
+            b"e%d" % i for i in range(8)]
