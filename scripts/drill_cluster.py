@@ -197,6 +197,8 @@ class Drill:
         self.network = netns.TestNetwork(args.bookies) if args.partitions else None
         host = self.network.host_address if self.network else "127.0.0.1"
         self.zookeeper = ZooKeeperServer(os.path.join(root, "zookeeper"), host=host)
+        #: Exit codes of ZooKeeper deaths no fault caused (reported; the drill restarts it).
+        self.zookeeper_deaths: list[int] = []
         self.bookies: list[Daemon] = []
         self.uri = ""
         self.violations: list[str] = []
@@ -267,6 +269,12 @@ class Drill:
     # -- a round -------------------------------------------------------------------------
 
     async def round(self, number: int) -> str:
+        proc = self.zookeeper.proc
+        if proc is not None and proc.poll() is not None:  # it died outside any 'zk' fault
+            self.zookeeper_deaths.append(proc.returncode)
+            print(f"ZooKeeper exited by itself (code {proc.returncode}) before round "
+                  f"{number}; restarting it", file=sys.stderr, flush=True)
+            await asyncio.to_thread(self._restart_zookeeper)
         every = self.args.lose_every
         if every and number % every == 0:
             fault = "lose"
@@ -964,6 +972,7 @@ async def run(args, root: str) -> int:
           f" gc_deletes={gm1 + gm2} gm2_deletes={gm2} deleted={drill.deleted}"
           f" returns={drill.returns} close_races={drill.close_races}"
           f" above_lac_served={drill.above_lac} replicas_read={drill.replicas_read}"
+          f" zk_deaths={len(drill.zookeeper_deaths)}"
           f" seconds={time.monotonic() - started:.0f} seed={args.seed}", flush=True)
     return 1 if drill.violations else 0
 
