@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import hashlib
 import os
 import re
@@ -199,6 +200,7 @@ class Drill:
         self.zookeeper = ZooKeeperServer(os.path.join(root, "zookeeper"), host=host)
         #: Exit codes of ZooKeeper deaths no fault caused (reported; the drill restarts it).
         self.zookeeper_deaths: list[int] = []
+        self._zk_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="zk")
         self.bookies: list[Daemon] = []
         self.uri = ""
         self.violations: list[str] = []
@@ -274,7 +276,7 @@ class Drill:
             self.zookeeper_deaths.append(proc.returncode)
             print(f"ZooKeeper exited by itself (code {proc.returncode}) before round "
                   f"{number}; restarting it", file=sys.stderr, flush=True)
-            await asyncio.to_thread(self._restart_zookeeper)
+            await self._on_zk_thread(self._restart_zookeeper)
         every = self.args.lose_every
         if every and number % every == 0:
             fault = "lose"
@@ -613,9 +615,9 @@ class Drill:
             self.network.heal(index)
             return nothing
         if fault == "zk":
-            await asyncio.to_thread(self.zookeeper.stop)
+            await self._on_zk_thread(self.zookeeper.stop)
             await asyncio.sleep(self.rng.uniform(0.1, 1.0))  # noqa: sleep-ok (ZK is down)
-            await asyncio.to_thread(self._restart_zookeeper)
+            await self._on_zk_thread(self._restart_zookeeper)
             return nothing
         if fault in ("writer", "recfault", "recdie"):
             await self._kill_child_writer(ledgers[0])
@@ -630,6 +632,12 @@ class Drill:
         if fault == "recover2":
             ledgers[0].writer = None  # left open: two clients recover it at the end
         return nothing
+
+    async def _on_zk_thread(self, call) -> None:
+        """Stopping and starting ZooKeeper get a thread of their own: while it is down, the
+        clients' reads block the default executor's threads until it is back (kazoo waits
+        for a connection), and a restart queued behind them would never run."""
+        await asyncio.get_running_loop().run_in_executor(self._zk_thread, call)
 
     def _restart_zookeeper(self) -> None:
         """The same port and data dir; a start that fails (a slow JVM on a loaded machine)
