@@ -120,7 +120,7 @@ class SimBookie:
     async def _group_commit(self, epoch: int) -> None:
         try:
             while self._journal and self.epoch == epoch:
-                await asyncio.sleep(self.rng.uniform(*self.fsync_s))
+                await asyncio.sleep(self.rng.uniform(*self.fsync_s))  # noqa: sleep-ok (virtual)
                 await self.running.wait()  # a paused bookie syncs nothing
                 if self.epoch != epoch:
                     return  # crashed meanwhile: crash() dropped the records

@@ -42,13 +42,13 @@ class FaultInjector:
         self._pending.clear()
 
     async def _later(self, fault: Fault) -> None:
-        await asyncio.sleep(fault.at)
+        await asyncio.sleep(fault.at)  # noqa: sleep-ok (virtual time: the fault's schedule)
         self.strike(fault)
         if fault.duration is not None:  # a struck fault heals on time, whatever the phase
             detached(self._heal_later(fault))
 
     async def _heal_later(self, fault: Fault) -> None:
-        await asyncio.sleep(fault.duration)
+        await asyncio.sleep(fault.duration)  # noqa: sleep-ok (virtual time: how long it lasts)
         self.heal(fault)
 
     def _key(self, fault: Fault):

@@ -37,7 +37,7 @@ class GcStoreView:
 
     async def _hop(self, slow: bool = False) -> None:
         span = SLOW_S if slow and self.rng.random() < SLOW_P else FAST_S
-        await asyncio.sleep(self.rng.uniform(*span))
+        await asyncio.sleep(self.rng.uniform(*span))  # noqa: sleep-ok (virtual time: a network hop)
 
     async def ledger_ids(self) -> list[int]:
         await self._hop()
@@ -100,7 +100,7 @@ class BookieGc:
 
     async def run_forever(self) -> None:
         while True:
-            await asyncio.sleep(self.rng.uniform(*GC_EVERY_S))
+            await asyncio.sleep(self.rng.uniform(*GC_EVERY_S))  # noqa: sleep-ok (virtual)
             if self.bookie.down:
                 continue
             await self.bookie.running.wait()
