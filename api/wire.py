@@ -22,6 +22,10 @@ ENTRY_CONTENT_TYPE = "application/octet-stream"
 _I32 = struct.Struct(">i")
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+#: A held range read's reply header: the last entry id the bookie examined.
+LAST_SCANNED_HEADER = "X-Last-Scanned"
+#: Largest ``step`` of a held range read (an ensemble is never this large).
+READ_STEP_MAX = 1024
 #: Largest batch body (single entries are checked against max_entry_size).
 BATCH_BODY_MAX = 64 * 1024 * 1024
 
@@ -75,6 +79,13 @@ def parse_flag(value: str | None, name: str) -> bool:
     if lowered in ("false", "0", "no", ""):
         return False
     raise BadRequest(f"{name} {value!r} is not true or false")
+
+
+def parse_strict_flag(value: str, name: str) -> bool:
+    """``true`` or ``false`` and nothing else (a query flag the OpenAPI names as an enum)."""
+    if value not in ("true", "false"):
+        raise BadRequest(f"{name} {value[:40]!r} is not true or false")
+    return value == "true"
 
 
 def parse_write_flags(value: str | None) -> bool:

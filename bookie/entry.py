@@ -132,7 +132,10 @@ def frame_entry(ledger_id: int, entry_id: int, lac: int, length: int, payload: b
                 digest_type: DigestType = DigestType.CRC32C, key: bytes | None = None) -> bytes:
     """Build a BookKeeper entry: header, digest, payload. ``key`` is the MAC key for MAC."""
     header = ENTRY_HEADER.pack(ledger_id, entry_id, lac, length)
-    return header + compute_digest(digest_type, (header, payload), key) + payload
+    if digest_type is DigestType.CRC32C:  # the default, on every add: one copy, no tuple
+        return b"".join((header, _I32.pack(_crc32c.crc32c(payload, _crc32c.crc32c(header))),
+                         payload))
+    return b"".join((header, compute_digest(digest_type, (header, payload), key), payload))
 
 
 def entry_ids(entry) -> tuple[int, int]:

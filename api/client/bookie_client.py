@@ -100,6 +100,19 @@ class BookieClient:
                                    params={"from": str(first), "to": str(last)}, raw=True)
         return wire.decode_batch(body, 2**31 - 1, 2**31 - 1) if body else []
 
+    async def read_held(self, ledger_id: int, first: int, last: int,
+                        step: int = 1) -> tuple[list[bytes], int]:
+        """(the entries the bookie holds among first, first+step, ... <= last, the last id it
+        examined): the reply covers the ids up to that one; ask again from the next."""
+        url = f"{self.base_url}/v1/ledgers/{ledger_id}/entries"
+        params = {"from": str(first), "to": str(last), "held": "true", "step": str(step)}
+        async with self.session.get(url, params=params) as reply:
+            body = await reply.read()
+            if reply.status >= 400:
+                raise _error_from(reply.status, reply.headers, body)
+            scanned = int(reply.headers[wire.LAST_SCANNED_HEADER])
+        return (wire.decode_batch(body, 2**31 - 1, 2**31 - 1) if body else []), scanned
+
     async def fence(self, ledger_id: int, master_key: bytes) -> dict:
         return await self._request("POST", f"/v1/ledgers/{ledger_id}/fence",
                                    headers={"X-Master-Key": master_key.hex()})

@@ -8,24 +8,51 @@ Invariants (S4, BookKeeper's ReadOnlyLedgerHandle):
     RD2. ``read_entry``/``read_range`` serve only entries at or below that LAC (looked up
          once more before refusing) and never past a closed ledger's end; above it they
          raise BeyondLastConfirmed. An entry above the LAC may still be lost by recovery.
+    RD3. A range (``read_range``, a tail catching up) is read in windows of held reads
+         (api/client/batch_read.py), a few windows in flight, and yielded in entry order,
+         each entry verified; an id a batch did not bring (a bookie down, slow, short or
+         holding a corrupt copy) is read entry by entry from its write set as above.
+         Memory is bounded by the windows in flight, not by the range.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import logging
+
+from api.client.batch_read import WINDOW_IDS, WINDOWS_IN_FLIGHT, HeldRead, held_read, plan
 from api.client.bookies import BOOKIE_FAILURES, Bookies
-from api.client.codec import LedgerCodec, LedgerEntry
+from api.client.codec import DigestMismatch, LedgerCodec, LedgerEntry
 from api.client.distribution import bookies_of
 from api.client.metadata import LedgerMetadata
 from bookie.errors import NoEntry, NoLedger
 
 
+log = logging.getLogger("api.client.ensemble")
 #: How long one LAC long poll of a tail waits before the tail looks at the metadata again.
 TAIL_POLL_MS = 2000
 
 
 class BeyondLastConfirmed(NoEntry):
     """RD2: the entry is above the reader's LAC, or past a closed ledger's end."""
+
+
+class EntryStream:
+    """Entries of a range, in order: ``async for`` streams them (bounded memory), ``await``
+    collects them into a list."""
+
+    def __init__(self, start) -> None:
+        self._start = start  # () -> an async iterator
+
+    def __aiter__(self):
+        return self._start()
+
+    def __await__(self):
+        return self._collect().__await__()
+
+    async def _collect(self) -> list[LedgerEntry]:
+        return [entry async for entry in self._start()]
 
 
 class EnsembleReader:
@@ -36,6 +63,8 @@ class EnsembleReader:
         self.bk, self.metadata, self.codec = bk, metadata, codec
         self.ledger_id = metadata.ledger_id
         self.lac = metadata.last_entry_id if metadata.closed else -1  # RD1
+        #: Bookies whose held read failed or lagged: later windows read from other replicas.
+        self._avoid: set[str] = set()
 
     async def read_entry(self, entry_id: int) -> LedgerEntry:
         """One entry at or below the LAC (RD2), from its write set."""
@@ -97,29 +126,37 @@ class EnsembleReader:
 
     async def tail(self, first: int = 0):
         """Every entry from ``first`` on, each once, in order, as the LAC passes it (S4),
-        until the end of the ledger once it is closed."""
+        until the end of the ledger once it is closed. Catching up is a batched read (RD3)."""
         next_id = first
         while True:
             lac = await self._poll_lac(next_id - 1)
             self.lac = max(self.lac, lac)
-            while next_id <= lac:
-                yield await self._read_fresh(next_id)
-                next_id += 1
-            if lac < next_id:  # nothing new: is the ledger closed?
+            if next_id <= lac:
+                async for entry in self._stream_fresh(next_id, lac):
+                    yield entry
+                    next_id += 1
+            else:  # nothing new: is the ledger closed?
                 self.metadata = await self.bk.store.read(self.ledger_id)
                 if self.metadata.closed:
-                    for entry_id in range(next_id, self.metadata.last_entry_id + 1):
-                        yield await self._read_fresh(entry_id)
+                    async for entry in self._stream_fresh(next_id,
+                                                          self.metadata.last_entry_id):
+                        yield entry
+                        next_id += 1
                     return
 
-    async def _read_fresh(self, entry_id: int) -> LedgerEntry:
+    async def _stream_fresh(self, first: int, last: int):
         """A tail's read: on failure the metadata is read again (an ensemble change may have
-        placed the entry elsewhere since this reader opened) and the read retried once."""
+        placed entries elsewhere since this reader opened) and the rest read once more."""
+        next_id = first
         try:
-            return await self._read_replicas(entry_id)
+            async for entry in self._stream(first, last):
+                yield entry
+                next_id += 1
         except (NoEntry, NoLedger, *BOOKIE_FAILURES):
             self.metadata = await self.bk.store.read(self.ledger_id)
-            return await self._read_replicas(entry_id)
+            self._avoid.clear()
+            async for entry in self._stream(next_id, last):
+                yield entry
 
     async def _poll_lac(self, known: int) -> int:
         """The LAC long poll on every bookie of the last segment: the first answer above
@@ -158,7 +195,84 @@ class EnsembleReader:
         self.lac = max(lacs)
         return self.lac
 
-    async def read_range(self, first: int, last: int) -> list[LedgerEntry]:
-        """Entries ``first``..``last``, all at or below the LAC (RD2)."""
-        await self._check_confirmed(last)
-        return [await self._read_replicas(e) for e in range(first, last + 1)]
+    def read_range(self, first: int, last: int) -> EntryStream:
+        """Entries ``first``..``last``, all at or below the LAC (RD2), batched (RD3):
+        ``async for entry in reader.read_range(a, b)`` streams, ``await`` gives a list."""
+        async def confirmed():
+            await self._check_confirmed(last)
+            async for entry in self._stream(first, last):
+                yield entry
+        return EntryStream(confirmed)
+
+    # -- batched reads (RD3) -------------------------------------------------------------
+
+    def _windows(self, first: int, last: int):
+        """(first, last, ensemble) of each window, none crossing a segment boundary."""
+        segments = self.metadata.ensembles
+        for at, (segment_first, members) in enumerate(segments):
+            segment_last = segments[at + 1][0] - 1 if at + 1 < len(segments) else last
+            low, high = max(first, segment_first), min(last, segment_last)
+            for start in range(low, high + 1, WINDOW_IDS):
+                yield start, min(start + WINDOW_IDS - 1, high), members
+
+    async def _stream(self, first: int, last: int):
+        windows = self._windows(first, last)
+        running: collections.deque = collections.deque()
+
+        def launch() -> None:
+            while len(running) < WINDOWS_IN_FLIGHT:
+                window = next(windows, None)
+                if window is None:
+                    return
+                running.append(asyncio.ensure_future(self._read_window(*window)))
+        try:
+            launch()
+            while running:
+                entries = await running.popleft()
+                launch()
+                for entry in entries:
+                    yield entry
+        finally:
+            for task in running:
+                task.cancel()
+
+    async def _read_window(self, first: int, last: int, members) -> list[LedgerEntry]:
+        """One window: its held reads at once, each entry verified; what they did not bring
+        in ``batch_wait_s`` (a lagging bookie), entry by entry (RD3)."""
+        avoid = {i for i, b in enumerate(members) if b in self._avoid}
+        reads = plan(len(members), self.metadata.write_quorum, first, last, avoid=avoid)
+        found: dict[int, bytes] = {}
+        tasks = {asyncio.ensure_future(self._held(members[read.index], read, found)): read
+                 for read in reads}
+        try:
+            _, lagging = await asyncio.wait(tasks, timeout=self._batch_wait_s())
+        finally:
+            for task in tasks:
+                task.cancel()
+        for task in lagging:
+            self._avoid.add(members[tasks[task].index])
+        entries: dict[int, LedgerEntry] = {}
+        decode = self.codec.decode
+        for entry_id, data in found.items():
+            try:
+                entries[entry_id] = decode(data, entry_id)
+            except DigestMismatch as exc:  # the next replica serves it
+                log.warning("ledger %d: %s", self.ledger_id, exc)
+        missing = [e for e in range(first, last + 1) if e not in entries]
+        if missing:
+            for entry in await asyncio.gather(*(self._read_replicas(e) for e in missing)):
+                entries[entry.entry_id] = entry
+        return [entries[e] for e in range(first, last + 1)]
+
+    async def _held(self, bookie_id: str, read: HeldRead, found: dict[int, bytes]) -> None:
+        _, error = await held_read(self.bk.client(bookie_id), self.ledger_id, read,
+                                   self.bk.read_timeout_s, found)
+        if error is not None:
+            self._avoid.add(bookie_id)
+            log.info("ledger %d: held read of %d..%d from %s failed (%s); those entries one "
+                     "by one", self.ledger_id, read.first, read.last, bookie_id, error)
+
+    def _batch_wait_s(self) -> float:
+        """How long a window waits for its held reads before reading the rest entry by
+        entry: a batch takes longer than one entry, so several speculative read times."""
+        return 4 * self.bk.speculative_read_s

@@ -5,11 +5,13 @@ api/client/ensemble.py; BookKeeper's LedgerRecoveryOp and ReadOnlyLedgerHandle).
     2. fence every bookie of the last segment; coverage: no write set with Qa bookies that
        did not fence
     3. start at max(highest LAC, first entry of the last segment - 1)
-    4. entry by entry from the fenced bookies: present / missing (Qw-Qa+1 ENOENTRY) /
-       undecided (RecoveryUndecided: never truncate)
-    5. write every present entry back to its whole write set as a recovery add; a bookie
-       that fails it is replaced in recovery's own view of the ensembles (BK #1067: one
-       hanging bookie must not stall recovery), and the entry is written to the replacement
+    4. read ahead in windows of held reads from every fenced bookie; per entry: present /
+       missing (Qw-Qa+1 ENOENTRY, a held read that covered the id without it) / undecided
+       (RecoveryUndecided: never truncate); an entry the batches leave open is read alone
+    5. write every present entry back to its whole write set as a recovery add, in batches
+       while the next window is read; a bookie that fails it is replaced in recovery's own
+       view of the ensembles (BK #1067: one hanging bookie must not stall recovery), and
+       the entry is written to the replacement
     6. one CAS IN_RECOVERY -> CLOSED at the last present entry that also adds the segments
        step 5 made (an already CLOSED ledger: done, its end is the one that counts)
 
@@ -29,6 +31,10 @@ Invariants:
          those that fail) before the close names them; with fewer, recovery is undecided.
          Closing with only Qa copies would leave a CLOSED ledger naming a bookie without
          the entry until a replica check noticed.
+    RC4. Batching changes no decision: an entry is present, missing or undecided by the
+         same rule and the same fenced bookies as one read at a time; the run stops at the
+         first missing entry, and an entry's write-back is acknowledged by all Qw (RC3)
+         before the close, whether it went in a batch or alone.
 """
 
 from __future__ import annotations
@@ -38,8 +44,9 @@ import dataclasses
 import logging
 import random
 
+from api.client.batch_read import WINDOW_IDS, HeldRead, held_read
 from api.client.bookies import BOOKIE_FAILURES, Bookies
-from api.client.codec import LedgerCodec, LedgerEntry
+from api.client.codec import DigestMismatch, LedgerCodec, LedgerEntry
 from api.client.distribution import segment_for, with_segment, write_set
 from api.client.ensemble_errors import RecoveryUndecided
 from api.client.ensemble_reader import EnsembleReader
@@ -50,6 +57,8 @@ from bookie.errors import BookieError, NoEntry, NoLedger
 log = logging.getLogger("api.client.ensemble")
 #: Replacements tried for one entry's write-back before recovery gives up (undecided).
 WRITE_BACK_REPLACEMENTS_MAX = 3
+#: Entries in one recovery-add batch of the write-back.
+WRITE_BACK_BATCH_ENTRIES = 256
 
 
 class Recovery:
@@ -74,19 +83,65 @@ class Recovery:
         lacs = [reply["lac"] for reply in fenced.values()]
         start = max(max(lacs, default=-1), first - 1)
         length = await self._length_at(start)
-        present: list[LedgerEntry] = []
-        entry_id = start + 1
-        while True:
-            entry = await self._decide(entry_id, ensemble, fenced)
-            if entry is None:
-                break
-            present.append(entry)
-            entry_id += 1
-        for entry in present:
-            await self._write_back(entry)
-            length = entry.length
-        last = present[-1].entry_id if present else start
+        last = start
+        # RC4: read window k+1 while window k is written back; write-backs in order.
+        reading = asyncio.ensure_future(self._read_ahead(start + 1, ensemble, fenced))
+        try:
+            while True:
+                present, more = await reading
+                reading = asyncio.ensure_future(self._read_ahead(
+                    present[-1].entry_id + 1, ensemble, fenced)) if more else None
+                await self._write_back_all(present)
+                if present:
+                    last, length = present[-1].entry_id, present[-1].length
+                if reading is None:
+                    break
+        finally:
+            if reading is not None:
+                reading.cancel()
         return await self._close(last, length)
+
+    async def _read_ahead(self, first: int, ensemble,
+                          fenced: dict[int, dict]) -> tuple[list[LedgerEntry], bool]:
+        """RC4: the present entries from ``first`` on, one window of held reads from every
+        fenced bookie, decided per entry as ``_decide`` does; (the present run, whether
+        the window ended with entries still present: read on). An entry the batches leave
+        undecided (a bookie failed, lagged or sent a corrupt copy) is decided alone."""
+        last = first + WINDOW_IDS - 1
+        meta = self.metadata
+        held: dict[int, dict[int, bytes]] = {i: {} for i in fenced}
+        read = HeldRead(0, first, last, 1)
+
+        async def one(index: int) -> tuple[int, int]:
+            covered, error = await held_read(self.bk.client(ensemble[index]), self.ledger_id,
+                                             dataclasses.replace(read, index=index),
+                                             self.bk.read_timeout_s, held[index])
+            if error is not None:
+                log.warning("recovery of ledger %d: held read of %d..%d on %s: %s",
+                            self.ledger_id, first, last, ensemble[index], error)
+            return index, covered
+        covered = dict(await asyncio.gather(*(one(i) for i in fenced)))
+        present: list[LedgerEntry] = []
+        for entry_id in range(first, last + 1):
+            entry, missing = None, 0
+            for index in write_set(entry_id, len(ensemble), meta.write_quorum):
+                if index not in fenced:
+                    continue
+                data = held[index].get(entry_id)
+                if data is not None:
+                    try:
+                        entry = self.codec.decode(data, entry_id)
+                        break
+                    except DigestMismatch as exc:
+                        log.warning("recovery of ledger %d: %s", self.ledger_id, exc)
+                elif covered[index] >= entry_id:
+                    missing += 1
+            if entry is None and missing < meta.write_quorum - meta.ack_quorum + 1:
+                entry = await self._decide(entry_id, ensemble, fenced)  # undecided here
+            if entry is None:
+                return present, False  # missing: the end
+            present.append(entry)
+        return present, True
 
     async def _mark_in_recovery(self) -> None:
         while self.metadata.state is MetadataState.OPEN:
@@ -150,27 +205,67 @@ class Recovery:
         raise RecoveryUndecided(f"ledger {self.ledger_id}: entry {entry_id} neither found nor "
                                 f"missing on enough bookies ({missing} said ENOENTRY)")
 
-    async def _write_back(self, entry: LedgerEntry) -> None:
-        """RC3: re-add a present entry to its whole write set as a recovery add (it passes
-        the fence); each bookie that fails it is replaced in recovery's view (RC1), and the
-        entry written to the replacement."""
+    async def _write_back_all(self, entries: list[LedgerEntry]) -> None:
+        """RC3 for a run of present entries: first one recovery-add batch per bookie of
+        recovery's view, then entry by entry in id order, each entry written to every
+        bookie of its write set in the view *as it is then* that has not acknowledged it,
+        replacing bookies that fail. (A replacement made for entry e places every later
+        entry too, including ones a batch already gave the bookie it replaced: the
+        simulator's seed 427.) Entries are re-framed as they were written (S3)."""
+        if not entries:
+            return
         meta = self.metadata
-        data = self.codec.frame(entry.entry_id, entry.lac, entry.length, entry.payload)
-        ensemble = segment_for(self.ensembles, entry.entry_id)[1]
-        indices = write_set(entry.entry_id, len(ensemble), meta.write_quorum)
-        done = await self._add_to(ensemble, indices, entry.entry_id, data)
-        failed = [i for i, ok in zip(indices, done) if not ok]
-        for _ in range(WRITE_BACK_REPLACEMENTS_MAX):
-            if not failed:
+        datas = {e.entry_id: self.codec.frame(e.entry_id, e.lac, e.length, e.payload)
+                 for e in entries}
+        acked: dict[int, set[str]] = {e.entry_id: set() for e in entries}
+        batches: dict[str, list[int]] = {}
+        for entry in entries:
+            ensemble = segment_for(self.ensembles, entry.entry_id)[1]
+            for index in write_set(entry.entry_id, len(ensemble), meta.write_quorum):
+                batches.setdefault(ensemble[index], []).append(entry.entry_id)
+
+        async def send(bookie_id: str, ids: list[int]) -> None:
+            for at in range(0, len(ids), WRITE_BACK_BATCH_ENTRIES):
+                part = ids[at:at + WRITE_BACK_BATCH_ENTRIES]
+                try:
+                    await asyncio.wait_for(self.bk.client(bookie_id).add_batch(
+                        self.ledger_id, [datas[e] for e in part], self.codec.master_key,
+                        self.codec.digest_type.header_name, recovery=True),
+                        self.bk.add_timeout_s)
+                except (BookieError, *BOOKIE_FAILURES) as exc:
+                    log.warning("recovery of ledger %d: write-back of %d entries to %s "
+                                "failed (%s); those entries one by one", self.ledger_id,
+                                len(ids) - at, bookie_id, exc)
+                    return
+                for entry_id in part:
+                    acked[entry_id].add(bookie_id)
+        await asyncio.gather(*(send(b, ids) for b, ids in batches.items()))
+        for entry in entries:
+            await self._write_back(entry.entry_id, datas[entry.entry_id],
+                                   acked[entry.entry_id])
+
+    async def _write_back(self, entry_id: int, data: bytes, acked: set[str]) -> None:
+        """RC3 for one entry: a recovery add (it passes the fence) to every bookie of its
+        write set in recovery's view that has not acknowledged it; each bookie that fails
+        is replaced in recovery's view (RC1) and the entry written to the replacement."""
+        meta = self.metadata
+        for _ in range(WRITE_BACK_REPLACEMENTS_MAX + 1):
+            ensemble = segment_for(self.ensembles, entry_id)[1]
+            need = [i for i in write_set(entry_id, len(ensemble), meta.write_quorum)
+                    if ensemble[i] not in acked]
+            if not need:
                 return
-            self._failed.update(ensemble[i] for i in failed)
-            ensemble = await self._replace(ensemble, failed, entry.entry_id)
-            again = await self._add_to(ensemble, failed, entry.entry_id, data)
-            failed = [i for i, ok in zip(failed, again) if not ok]
-        if failed:
-            raise RecoveryUndecided(
-                f"ledger {self.ledger_id}: entry {entry.entry_id} could not be written back "
-                f"to {[ensemble[i] for i in failed]} nor to replacements")
+            done = await self._add_to(ensemble, need, entry_id, data)
+            acked.update(ensemble[i] for i, ok in zip(need, done) if ok)
+            failed = [i for i, ok in zip(need, done) if not ok]
+            if failed:
+                self._failed.update(ensemble[i] for i in failed)
+                await self._replace(ensemble, failed, entry_id)
+        ensemble = segment_for(self.ensembles, entry_id)[1]
+        raise RecoveryUndecided(
+            f"ledger {self.ledger_id}: entry {entry_id} could not be written back to "
+            f"{[ensemble[i] for i in write_set(entry_id, len(ensemble), meta.write_quorum) if ensemble[i] not in acked]} "
+            f"nor to replacements")
 
     async def _add_to(self, ensemble, indices, entry_id: int, data: bytes) -> list[bool]:
         async def one(index: int) -> bool:

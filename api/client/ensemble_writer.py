@@ -12,7 +12,7 @@ import logging
 import random
 from api.client.bookies import BOOKIE_FAILURES, Bookies
 from api.client.codec import LedgerCodec
-from api.client.distribution import AckSet, segment_for, with_segment, write_set
+from api.client.distribution import segment_for, with_segment, write_set
 from api.client.ensemble_errors import LedgerClosed, NotEnoughBookies
 from api.client.metadata import BadVersion, LedgerMetadata, MetadataState
 from bookie.errors import BookieError, Fenced, IOFailure
@@ -21,7 +21,7 @@ from bookie.errors import BookieError, Fenced, IOFailure
 log = logging.getLogger("api.client.ensemble")
 
 #: A writer's per-bookie pipeline: entries sent in one POST batch, batches in flight at once.
-BATCH_ENTRIES_MAX = 64
+BATCH_ENTRIES_MAX = 256
 BATCHES_IN_FLIGHT_MAX = 4
 
 
@@ -53,20 +53,25 @@ class _BookieQueue:
             self.pump()
 
 
-@dataclasses.dataclass(eq=False)
+@dataclasses.dataclass(eq=False, slots=True)
 class _Pending:
+    """One entry in flight. ``future`` is set on an ``append_async`` entry and on the last
+    entry of an ``append_many`` (completions come in entry order, EN2, so the last one's
+    completion is all of them); None on the others: no future per entry."""
+
     entry_id: int
     data: bytes
-    acks: AckSet
-    future: asyncio.Future
-    length: int
+    members: tuple[int, ...]  # its write set's ensemble indices (DS1)
+    acked: set  # indices that acknowledged it (DS2)
+    future: asyncio.Future | None
 
 
 class EnsembleWriter:
     """Appends to one replicated ledger. One event loop; any number of its tasks may append."""
 
     def __init__(self, bk: Bookies, metadata: LedgerMetadata, codec: LedgerCodec) -> None:
-        self.bk, self.metadata, self.codec = bk, metadata, codec
+        self.bk, self.codec = bk, codec
+        self.metadata = metadata
         self.ledger_id = metadata.ledger_id
         self.lac = -1
         self.length = 0
@@ -78,38 +83,102 @@ class EnsembleWriter:
         self._tasks: set[asyncio.Task] = set()
         self._queues: dict[str, _BookieQueue] = {}
         self._closing: asyncio.Future | None = None  # set by the first close() (EN5)
+        size, quorum = metadata.ensemble_size, metadata.write_quorum
+        # DS1 depends on entry_id mod E only: one write set per residue, computed once.
+        self._write_sets = [tuple(write_set(r, size, quorum)) for r in range(size)]
+
+    @property
+    def metadata(self) -> LedgerMetadata:
+        return self._metadata
+
+    @metadata.setter
+    def metadata(self, value: LedgerMetadata) -> None:
+        self._metadata = value
+        self._last_first, self._last_members = value.ensembles[-1]
+        self._targets_cache = None
+
+    def _bookie_at(self, entry_id: int, index: int) -> str:
+        """The bookie at ``index`` of the segment placing ``entry_id`` (nearly always the
+        last segment: appends are at the end)."""
+        if entry_id >= self._last_first:
+            return self._last_members[index]
+        return segment_for(self._metadata.ensembles, entry_id)[1][index]
 
     def _queue(self, bookie_id: str) -> _BookieQueue:
-        if bookie_id not in self._queues:
-            self._queues[bookie_id] = _BookieQueue(self, bookie_id)
-        return self._queues[bookie_id]
+        queue = self._queues.get(bookie_id)
+        if queue is None:
+            queue = self._queues[bookie_id] = _BookieQueue(self, bookie_id)
+        return queue
 
     def _send(self, pending: "_Pending", index: int) -> None:
-        bookie_id = segment_for(self.metadata.ensembles, pending.entry_id)[1][index]
-        self._queue(bookie_id).put(pending, index)
+        self._queue(self._bookie_at(pending.entry_id, index)).put(pending, index)
 
     @property
     def ensemble(self) -> tuple[str, ...]:
-        return self.metadata.ensembles[-1][1]
+        return self._last_members
 
     async def append(self, payload: bytes) -> int:
         """Add an entry; returns its id once Qa bookies have it durable (and all before it).
         LedgerClosed once ``close()`` has begun (EN5)."""
+        return await asyncio.shield(self.append_async(payload))
+
+    def append_async(self, payload: bytes) -> asyncio.Future:
+        """Add an entry without waiting: a future of its id, done once Qa bookies have it
+        durable and all before it (BookKeeper's asyncAddEntry). Entries are placed in call
+        order. LedgerClosed (raised here) once ``close()`` has begun."""
+        return self._enqueue((payload,))
+
+    async def append_many(self, payloads) -> range:
+        """Add entries in order; returns their ids once all are durable on Qa bookies. One
+        future for all of them, and each bookie gets them in as few batches as it can."""
+        payloads = list(payloads)
+        if not payloads:
+            self._check_open()
+            return range(self._next, self._next)
+        last = await asyncio.shield(self._enqueue(payloads))
+        return range(last - len(payloads) + 1, last + 1)
+
+    def _check_open(self) -> None:
         if self._error is not None:
             raise self._error
         if self._closing is not None:
             raise LedgerClosed(f"ledger {self.ledger_id} is closed or closing")
-        entry_id, self._next = self._next, self._next + 1
-        self.length += len(payload)
-        data = self.codec.frame(entry_id, self.lac, self.length, payload)
-        meta = self.metadata
-        pending = _Pending(entry_id, data, AckSet(entry_id, meta.ensemble_size,
-                                                  meta.write_quorum, meta.ack_quorum),
-                           asyncio.get_running_loop().create_future(), self.length)
-        self._pending[entry_id] = pending
-        for index in write_set(entry_id, meta.ensemble_size, meta.write_quorum):
-            self._send(pending, index)
-        return await asyncio.shield(pending.future)
+
+    def _enqueue(self, payloads) -> asyncio.Future:
+        """Frame and place entries, one future for the last (the hot path: per entry, one
+        frame and digest, one dict insert, Qw list appends)."""
+        self._check_open()
+        future = asyncio.get_running_loop().create_future()
+        frame, lac = self.codec.frame, self.lac
+        write_sets, size = self._write_sets, len(self._write_sets)
+        pending_by_id = self._pending
+        entry_id, length = self._next, self.length
+        pending = None
+        # New entries are placed by the last segment (an ensemble change starts its segment
+        # at lac + 1 <= the next id): each residue's (queue, index) pairs, looked up once.
+        targets = self._targets()
+        for payload in payloads:
+            length += len(payload)
+            residue = entry_id % size
+            pending = _Pending(entry_id, frame(entry_id, lac, length, payload),
+                               write_sets[residue], set(), None)
+            pending_by_id[entry_id] = pending
+            for queue, index in targets[residue]:
+                queue.waiting.append((pending, index))
+            entry_id += 1
+        self._next, self.length = entry_id, length
+        pending.future = future
+        for queue in {queue for pairs in targets for queue, _ in pairs}:
+            queue.pump()
+        return future
+
+    def _targets(self) -> list[list[tuple["_BookieQueue", int]]]:
+        """Per residue, the queues and indices of the last segment (cached until the
+        metadata or a queue changes)."""
+        if self._targets_cache is None:
+            self._targets_cache = [[(self._queue(self._last_members[i]), i) for i in members]
+                                   for members in self._write_sets]
+        return self._targets_cache
 
     def _spawn(self, coroutine) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -134,9 +203,10 @@ class EnsembleWriter:
         except BookieError as exc:
             self._fail(exc)
             return
+        bookie_at = self._bookie_at
         for pending, index in batch:
-            if segment_for(self.metadata.ensembles, pending.entry_id)[1][index] == bookie_id:
-                pending.acks.ack(index)
+            if bookie_at(pending.entry_id, index) == bookie_id:  # EN1: still placed there
+                pending.acked.add(index)
         self._advance()
 
     async def _replace(self, index: int, failed: str) -> None:
@@ -154,13 +224,13 @@ class EnsembleWriter:
                 return
             finally:
                 self._blocked -= 1
-        meta = self.metadata
         dropped = self._queues.pop(failed, None)
+        self._targets_cache = None
         if dropped is not None:
             dropped.waiting.clear()  # re-sent below, to the replacement
         for pending in list(self._pending.values()):
-            if index in write_set(pending.entry_id, meta.ensemble_size, meta.write_quorum):
-                pending.acks.acked.discard(index)  # withdrawn: re-sent to the replacement
+            if index in pending.members:
+                pending.acked.discard(index)  # withdrawn: re-sent to the replacement
                 self._send(pending, index)
         self._advance()
 
@@ -188,22 +258,25 @@ class EnsembleWriter:
 
     def _advance(self) -> None:
         """EN2: complete in entry order, never while a change is being committed (EN1)."""
+        pending_by_id, quorum = self._pending, self.metadata.ack_quorum
         while not self._blocked:
-            pending = self._pending.get(self.lac + 1)
-            if pending is None or not pending.acks.complete:
+            pending = pending_by_id.get(self.lac + 1)
+            if pending is None or len(pending.acked) < quorum:
                 return
-            del self._pending[pending.entry_id]
+            del pending_by_id[pending.entry_id]
             self.lac = pending.entry_id
-            if not pending.future.done():
-                pending.future.set_result(pending.entry_id)
+            future = pending.future
+            if future is not None and not future.done():
+                future.set_result(pending.entry_id)
 
     def _fail(self, error: BaseException) -> None:
         if self._error is None:
             self._error = error
         for pending in self._pending.values():
-            if not pending.future.done():
-                pending.future.set_exception(self._error)
-                pending.future.exception()  # retrieved: its appender sees it
+            future = pending.future
+            if future is not None and not future.done():
+                future.set_exception(self._error)
+                future.exception()  # retrieved: its appender sees it
 
     async def close(self) -> int:
         """Refuse later appends, wait for every earlier one, then CAS the metadata to CLOSED
@@ -218,7 +291,7 @@ class EnsembleWriter:
 
     async def _close(self) -> int:
         # No append can start now (EN5), so these are all the appends there will be.
-        waiting = [p.future for p in self._pending.values()]
+        waiting = [p.future for p in self._pending.values() if p.future is not None]
         if waiting:
             await asyncio.gather(*waiting, return_exceptions=True)
         if self._error is not None:

@@ -14,7 +14,7 @@ a re-add with different bytes, ``to`` below ``from``.
 
 from __future__ import annotations
 
-from api.wire import I64_MAX
+from api.wire import I64_MAX, LAST_SCANNED_HEADER, READ_STEP_MAX
 from bookie import __version__
 from ledgerindex.keys import ENTRY_ID_MAX, LEDGER_ID_MAX
 
@@ -108,13 +108,22 @@ _ENTRY_PATHS = {
                      **_errors(400, 403, 404, 409, 413, 500, 503)},
                     [_LEDGER, *_WRITE_HEADERS],
                     _body("application/x-bookie-entries", "i32 length | entry frames")),
-        "get": _op("Read a range of entries (at most max_read_batch or 8 MiB)",
-                   {"200": {"description": "a batch", "content": {
-                       "application/x-bookie-entries": {"schema": _OCTETS}}},
+        "get": _op("Read a range of entries (at most max_read_batch or 8 MiB); with "
+                   "held=true, the entries this bookie holds among from, from+step, ... <= to",
+                   {"200": {"description": "a batch; with held=true, X-Last-Scanned is the "
+                                           "last id examined and the batch may be empty",
+                            "headers": {LAST_SCANNED_HEADER: {"schema": _I64, "description":
+                                "held=true only: the reply covers the ids up to this one"}},
+                            "content": {"application/x-bookie-entries": {"schema": _OCTETS}}},
                     **_errors(400, 404, 500, 503)},
                    [_LEDGER, _param("from", "query", _ids(0, I64_MAX), True, "first entry id"),
                     _param("to", "query", _ids(0, I64_MAX), True,
-                           "last entry id (inclusive), not below from")]),
+                           "last entry id (inclusive), not below from"),
+                    _param("held", "query", {"type": "string", "enum": ["true", "false"]},
+                           False, "true: skip the ids this bookie does not hold instead of "
+                                  "stopping at the first (a striped ledger's bookie)"),
+                    _param("step", "query", _ids(1, READ_STEP_MAX), False,
+                           "read ids from, from+step, ... (default 1)")]),
     },
 }
 

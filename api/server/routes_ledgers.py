@@ -93,8 +93,17 @@ async def read_range(request: web.Request) -> web.Response:
     last = wire.parse_entry_id(query["to"])
     if last < first:
         raise BadRequest(f"to={last} is below from={first}")
-    entries = await bookie.read_range(ledger_id, first, last)
-    return web.Response(body=wire.encode_batch(entries), content_type=wire.BATCH_CONTENT_TYPE)
+    held = wire.parse_strict_flag(query.get("held", "false"), "held")
+    step = wire.parse_i64(query.get("step", "1"), "step")
+    if not 1 <= step <= wire.READ_STEP_MAX:
+        raise BadRequest(f"step {step} is not within 1..{wire.READ_STEP_MAX}")
+    if not held:
+        entries = await bookie.read_range(ledger_id, first, last, step)
+        return web.Response(body=wire.encode_batch(entries),
+                            content_type=wire.BATCH_CONTENT_TYPE)
+    entries, scanned = await bookie.read_held(ledger_id, first, last, step)
+    return web.Response(body=wire.encode_batch(entries), content_type=wire.BATCH_CONTENT_TYPE,
+                        headers={wire.LAST_SCANNED_HEADER: str(scanned)})
 
 
 @routes.post(r"/v1/ledgers/{ledger}/fence")

@@ -13,6 +13,9 @@ from bookie.node.writes import SANITY_LEDGER_ID
 from ledgerindex.keys import LedgerState
 
 READ_BATCH_BYTES_MAX = 8 * 1024 * 1024
+#: A held read examines at most this many ids per entry it may return (max_read_batch): a
+#: bookie that holds few ids of a range still answers in bounded time.
+HELD_SCAN_FACTOR = 4
 
 
 class LedgerReads:
@@ -35,27 +38,60 @@ class LedgerReads:
             raise NoEntry(f"entry {ledger_id}/{entry_id} is not stored on this bookie")
         return data
 
-    async def read_range(self, ledger_id: int, first: int, last: int) -> list[bytes]:
-        """Entries first..last, at most ``max_read_batch`` or 8 MiB, stopping where the
-        ledger ends; the first one missing is NoEntry."""
+    async def read_range(self, ledger_id: int, first: int, last: int,
+                         step: int = 1) -> list[bytes]:
+        """Entries first, first+step, ... <= last, at most ``max_read_batch`` or 8 MiB,
+        stopping at the first one missing (where the ledger ends); none at all is NoEntry."""
         self._check_serving()
         self._existing_state(ledger_id)
-        last = min(last, first + self.config.max_read_batch - 1)
+        last = min(last, first + (self.config.max_read_batch - 1) * step)
         found = await self._loop.run_in_executor(self._reads, self._read_range_sync,
-                                                 ledger_id, first, last)
+                                                 ledger_id, first, last, step)
         if not found:
             raise NoEntry(f"entry {ledger_id}/{first} is not stored on this bookie")
         return found
 
-    def _read_range_sync(self, ledger_id: int, first: int, last: int) -> list[bytes]:
+    def _read_range_sync(self, ledger_id: int, first: int, last: int,
+                         step: int) -> list[bytes]:
         found, size = [], 0
-        for entry_id in range(first, last + 1):
+        for entry_id in range(first, last + 1, step):
             data = self.storage.get_entry(ledger_id, entry_id)
             if data is None or (found and size + len(data) > READ_BATCH_BYTES_MAX):
                 break
             found.append(data)
             size += len(data)
         return found
+
+    async def read_held(self, ledger_id: int, first: int, last: int,
+                        step: int = 1) -> tuple[list[bytes], int]:
+        """The entries this bookie holds among ids first, first+step, ... <= last, in id
+        order, gaps skipped (a striped ledger's bookie holds only some ids of a range), and
+        the last id covered: the reply covers the ids up to it, the caller asks again from
+        the next one. Bounded by ``max_read_batch`` entries, 8 MiB and
+        HELD_SCAN_FACTOR * max_read_batch ids; the first id is always covered."""
+        self._check_serving()
+        self._existing_state(ledger_id)
+        # Ids past the last one stored are not held: the reply covers them without a lookup
+        # each (an add racing this read is as if it came after it).
+        last_stored = self._runtime_of(ledger_id).last_entry_id
+        bounded = min(last, first + (HELD_SCAN_FACTOR * self.config.max_read_batch - 1) * step)
+        if bounded >= last_stored:
+            bounded = last
+        return await self._loop.run_in_executor(self._reads, self._read_held_sync, ledger_id,
+                                                first, bounded, step, last_stored)
+
+    def _read_held_sync(self, ledger_id: int, first: int, last: int, step: int,
+                        last_stored: int) -> tuple[list[bytes], int]:
+        found, size = [], 0
+        limit = self.config.max_read_batch
+        for entry_id in range(first, min(last, last_stored) + 1, step):
+            data = self.storage.get_entry(ledger_id, entry_id)
+            if data is not None:
+                if found and (len(found) == limit or size + len(data) > READ_BATCH_BYTES_MAX):
+                    return found, entry_id - step
+                found.append(data)
+                size += len(data)
+        return found, last
 
     async def entry_id_ranges(self, ledger_id: int) -> list[list[int]]:
         """The ids stored for a ledger as ``[[first, last], ...]`` runs. The cache is read

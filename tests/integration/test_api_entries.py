@@ -170,6 +170,45 @@ async def test_batch_add_and_range_read(client):
     assert await client.read_range(18, 15, 40) == datas[15:]  # stops where the ledger ends
 
 
+async def test_held_range_reads_skip_gaps_and_say_how_far_they_looked(client):
+    """The held read (docs/http-api.md): the entries the bookie holds among from, from+step,
+    ... <= to, gaps skipped, and X-Last-Scanned saying how far the answer covers."""
+    held = [0, 1, 3, 4, 6, 9, 10]  # a striped ledger's bookie holds only some ids
+    datas = {i: entry(23, i, bytes([i]) * 30, i - 1) for i in held}
+    await client.add_batch(23, [datas[i] for i in held], KEY)
+    assert await client.read_held(23, 0, 10) == ([datas[i] for i in held], 10)
+    assert await client.read_held(23, 0, 10, 3) == ([datas[0], datas[3], datas[6],
+                                                    datas[9]], 10)
+    assert await client.read_held(23, 1, 7, 3) == ([datas[1], datas[4]], 7)
+    assert await client.read_held(23, 2, 2) == ([], 2)  # an id not held: empty, covered
+    # Past the last id stored nothing is held: covered without a lookup per id.
+    assert await client.read_held(23, 11, 10**12) == ([], 10**12)
+    # step without held=true reads ids from, from+step, ... up to the first missing one.
+    assert await client.read_range(23, 0, 10) == [datas[0], datas[1]]
+    with pytest.raises(NoLedger):
+        await client.read_held(999_999, 0, 5)
+    for bad in ({"held": "yes"}, {"held": "true", "step": "0"},
+                {"held": "true", "step": "1025"}):
+        reply = await client.session.get(f"{client.base_url}/v1/ledgers/23/entries",
+                                         params={"from": "0", "to": "5", **bad})
+        assert reply.status == 400, bad
+        reply.release()
+
+
+async def test_a_held_read_stops_at_max_read_batch_and_is_asked_again(bookie_config):
+    from api.client import BookieClient
+    from tests.support.servers import running_bookie
+
+    async with running_bookie(bookie_config.replace(max_read_batch=3)) as running:
+        async with BookieClient(running.url) as small:
+            datas = [entry(24, i, bytes([i]) * 30, i - 1) for i in range(8)]
+            await small.add_batch(24, datas, KEY)
+            first, scanned = await small.read_held(24, 0, 7)
+            assert (first, scanned) == (datas[:3], 2)
+            rest, scanned = await small.read_held(24, 3, 7)
+            assert (rest, scanned) == (datas[3:6], 5)
+
+
 async def test_deferred_sync_adds_are_durable_after_force(client):
     for i in range(5):
         await client.add_entry(19, i, entry(19, i), KEY, deferred_sync=True)

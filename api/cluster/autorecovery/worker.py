@@ -37,19 +37,25 @@ Invariants:
          fails the attempt only after every other bad fragment was tried: one fragment whose
          only candidate is gone must not keep another, copyable one at fewer copies
          (found by the simulator, seed 4031).
+    RW9. A copy moves batches, not entries, and changes nothing above: each entry is
+         still verified (RW3) and durable on the target (RW1) before the CAS; a batch that
+         fails or comes back short only sends those entries one by one; the rate limit
+         still takes every byte before it is sent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import logging
 import random
 import time
 from typing import Callable
 
+from api.client.batch_read import WINDOW_IDS, WINDOWS_IN_FLIGHT, held_read, plan
 from api.client.bookies import BOOKIE_FAILURES
-from api.client.codec import LedgerCodec
+from api.client.codec import DigestMismatch, LedgerCodec
 from api.client.distribution import write_set
 from api.client.ensemble import BookKeeper
 from api.client.ensemble_errors import NotEnoughBookies
@@ -63,9 +69,8 @@ from bookie.errors import BookieError, IOFailure, NoLedger
 log = logging.getLogger("api.cluster.autorecovery")
 POLL_INTERVAL_S = 1.0
 BACKOFF_FIRST_S, BACKOFF_MAX_S = 1.0, 60.0
-#: A copy reads this many entries at once, then sends them as POST batches of at most
-#: COPY_BATCH_BYTES.
-COPY_BATCH_ENTRIES, COPY_BATCH_BYTES = 64, 1 << 20
+#: A copy sends POST batches of at most COPY_BATCH_BYTES, this many in flight.
+COPY_BATCH_BYTES, COPY_SENDS_IN_FLIGHT = 1 << 20, 4
 
 
 class _TargetRefused(IOFailure):
@@ -237,31 +242,98 @@ class ReplicationWorker:
 
     async def _copy(self, metadata, fragment, members, entries, target, codec,
                     alive) -> None:
-        """RW1, RW3: every entry verified from a surviving replica, then durable on target.
-        Entries go in chunks: a chunk's reads run at once, then one POST batch (or a few,
-        for large entries)."""
+        """RW1, RW3, RW9: every entry verified from a surviving replica, then durable on
+        target. The fragment is read in windows of held reads (api/client/batch_read.py),
+        each residue class from one surviving replica, a few windows ahead; an entry a
+        batch did not bring is read alone from its replicas. Verified entries go to the
+        target as POST batches of at most COPY_BATCH_BYTES, a few in flight, each byte
+        through the rate limit first."""
+        if not entries:
+            return
+        size, quorum = metadata.ensemble_size, metadata.write_quorum
+        avoid = {i for i, b in enumerate(members) if b not in alive} | {fragment.index}
+        wanted = {r for r in range(size) if fragment.index in write_set(r, size, quorum)}
+
         def sources_of(entry_id: int) -> list[str]:
-            indices = write_set(entry_id, metadata.ensemble_size, metadata.write_quorum)
+            indices = write_set(entry_id, size, quorum)
             sources = [members[i] for i in indices if i != fragment.index
                        and members[i] in alive]
             if fragment.bookie_id in alive:
                 sources.append(fragment.bookie_id)  # decommissioned or marked: readable
             return sources
-        for at in range(0, len(entries), COPY_BATCH_ENTRIES):
-            chunk = entries[at:at + COPY_BATCH_ENTRIES]
-            datas = await asyncio.gather(*(self._read_verified(
-                metadata.ledger_id, entry_id, sources_of(entry_id), codec) for entry_id in chunk))
-            batch: list[bytes] = []
-            size = 0
-            for data in datas:
-                await self.throttle.take(len(data))
-                batch.append(data)
-                size += len(data)
-                if size >= COPY_BATCH_BYTES:
-                    await self._send(metadata.ledger_id, target, batch, codec)
-                    batch, size = [], 0
-            if batch:
-                await self._send(metadata.ledger_id, target, batch, codec)
+
+        async def window(first: int, last: int) -> list[bytes]:
+            found: dict[int, bytes] = {}
+            reads = plan(size, quorum, first, last, wanted, avoid)
+            await asyncio.gather(*(held_read(
+                self.bk.client(members[read.index]), metadata.ledger_id, read,
+                self.bk.read_timeout_s, found) for read in reads))
+            ids = list(entries_in(first, last))
+            datas: dict[int, bytes] = {}
+            for entry_id in ids:
+                data = found.get(entry_id)
+                if data is not None:
+                    try:
+                        codec.decode(data, entry_id)  # RW3: raises DigestMismatch
+                        datas[entry_id] = data
+                    except DigestMismatch:
+                        pass
+            alone = [e for e in ids if e not in datas]
+            for entry_id, data in zip(alone, await asyncio.gather(*(self._read_verified(
+                    metadata.ledger_id, e, sources_of(e), codec) for e in alone))):
+                datas[entry_id] = data
+            return [datas[e] for e in ids]
+
+        wanted_ids = set(entries)
+
+        def entries_in(first: int, last: int):
+            return (e for e in range(first, last + 1) if e in wanted_ids)
+
+        windows = [(at, min(at + WINDOW_IDS - 1, entries[-1]))
+                   for at in range(entries[0], entries[-1] + 1, WINDOW_IDS)]
+        sending: set[asyncio.Task] = set()
+        reading: collections.deque = collections.deque()
+        try:
+            for first, last in windows:
+                reading.append(asyncio.ensure_future(window(first, last)))
+                if len(reading) < WINDOWS_IN_FLIGHT:
+                    continue
+                await self._send_window(await reading.popleft(), metadata, target, codec,
+                                        sending)
+            while reading:
+                await self._send_window(await reading.popleft(), metadata, target, codec,
+                                        sending)
+            while sending:
+                await self._reap(sending, asyncio.ALL_COMPLETED)
+        finally:
+            for task in (*reading, *sending):
+                task.cancel()
+
+    async def _send_window(self, datas: list[bytes], metadata, target, codec,
+                           sending: set) -> None:
+        batch: list[bytes] = []
+        size = 0
+        for data in datas:
+            await self.throttle.take(len(data))
+            batch.append(data)
+            size += len(data)
+            if size >= COPY_BATCH_BYTES:
+                await self._start_send(metadata.ledger_id, target, batch, codec, sending)
+                batch, size = [], 0
+        if batch:
+            await self._start_send(metadata.ledger_id, target, batch, codec, sending)
+
+    async def _start_send(self, ledger_id, target, batch, codec, sending: set) -> None:
+        while len(sending) >= COPY_SENDS_IN_FLIGHT:
+            await self._reap(sending, asyncio.FIRST_COMPLETED)
+        sending.add(asyncio.ensure_future(self._send(ledger_id, target, batch, codec)))
+
+    @staticmethod
+    async def _reap(sending: set, when) -> None:
+        done, _ = await asyncio.wait(sending, return_when=when)
+        for task in done:
+            sending.discard(task)
+            task.result()  # a refusal (_TargetRefused) fails the copy
 
     async def _read_verified(self, ledger_id: int, entry_id: int, sources,
                              codec: LedgerCodec) -> bytes:

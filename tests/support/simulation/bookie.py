@@ -242,6 +242,17 @@ class SimBookie:
             raise NoEntry(f"entry {ledger_id}/{first} is not stored on this bookie")
         return found
 
+    def read_held(self, ledger_id: int, first: int, last: int,
+                  step: int) -> tuple[list[bytes], int]:
+        """The real bookie's held read (bookie/node/reads.py), with a seeded short reply:
+        a bookie may stop early at any id (its batch and byte limits)."""
+        ledger = self._readable_ledger(ledger_id)
+        if self.rng.random() < 0.1:
+            last = min(last, first + step * self.rng.randrange(0, 64))
+        found = [ledger.entries[e] for e in range(first, min(last, ledger.last_entry_id) + 1,
+                                                  step) if e in ledger.entries]
+        return found, last  # ids past the last one stored are not held
+
     async def read_lac(self, ledger_id: int, wait_for_gt: int | None,
                        timeout_ms: int | None) -> int:
         ledger = self._readable_ledger(ledger_id)

@@ -150,6 +150,10 @@ class SimBookieClient:
         return await self._call(f"read e{first}..{last}",
                                 lambda b: b.read_range(ledger_id, first, last))
 
+    async def read_held(self, ledger_id, first, last, step=1) -> tuple[list[bytes], int]:
+        return await self._call(f"read-held e{first}..{last}/{step}",
+                                lambda b: b.read_held(ledger_id, first, last, step))
+
     async def fence(self, ledger_id, master_key) -> dict:
         return await self._call("fence", lambda b: b.fence(ledger_id, master_key))
 
