@@ -23,6 +23,9 @@ log = logging.getLogger("api.client.ensemble")
 #: A writer's per-bookie pipeline: entries sent in one POST batch, batches in flight at once.
 BATCH_ENTRIES_MAX = 256
 BATCHES_IN_FLIGHT_MAX = 4
+#: Entries in flight (framed, not yet acknowledged) before appends wait for room: bounds a
+#: writer's memory when the bookies are slower than its caller.
+PENDING_ENTRIES_MAX = 16384
 
 
 class _BookieQueue:
@@ -83,6 +86,8 @@ class EnsembleWriter:
         self._tasks: set[asyncio.Task] = set()
         self._queues: dict[str, _BookieQueue] = {}
         self._closing: asyncio.Future | None = None  # set by the first close() (EN5)
+        self._room = asyncio.Event()  # set while fewer than PENDING_ENTRIES_MAX are pending
+        self._room.set()
         size, quorum = metadata.ensemble_size, metadata.write_quorum
         # DS1 depends on entry_id mod E only: one write set per residue, computed once.
         self._write_sets = [tuple(write_set(r, size, quorum)) for r in range(size)]
@@ -120,23 +125,35 @@ class EnsembleWriter:
     async def append(self, payload: bytes) -> int:
         """Add an entry; returns its id once Qa bookies have it durable (and all before it).
         LedgerClosed once ``close()`` has begun (EN5)."""
-        return await asyncio.shield(self.append_async(payload))
+        if len(self._pending) >= PENDING_ENTRIES_MAX:
+            await self._wait_for_room()
+        return await self._enqueue((payload,))  # the future is this caller's alone
 
-    def append_async(self, payload: bytes) -> asyncio.Future:
-        """Add an entry without waiting: a future of its id, done once Qa bookies have it
-        durable and all before it (BookKeeper's asyncAddEntry). Entries are placed in call
-        order. LedgerClosed (raised here) once ``close()`` has begun."""
+    async def append_async(self, payload: bytes) -> asyncio.Future:
+        """Add an entry, waiting only for room in the pipeline (PENDING_ENTRIES_MAX): a
+        future of its id, done once Qa bookies have it durable and all before it (as the
+        single-bookie writer's ``append_async``; BookKeeper's asyncAddEntry). Entries are
+        placed in call order. LedgerClosed once ``close()`` has begun."""
+        if len(self._pending) >= PENDING_ENTRIES_MAX:
+            await self._wait_for_room()
         return self._enqueue((payload,))
 
     async def append_many(self, payloads) -> range:
         """Add entries in order; returns their ids once all are durable on Qa bookies. One
         future for all of them, and each bookie gets them in as few batches as it can."""
         payloads = list(payloads)
+        if len(self._pending) >= PENDING_ENTRIES_MAX:
+            await self._wait_for_room()
         if not payloads:
             self._check_open()
             return range(self._next, self._next)
-        last = await asyncio.shield(self._enqueue(payloads))
+        last = await self._enqueue(payloads)
         return range(last - len(payloads) + 1, last + 1)
+
+    async def _wait_for_room(self) -> None:
+        while len(self._pending) >= PENDING_ENTRIES_MAX and self._error is None:
+            self._room.clear()
+            await self._room.wait()
 
     def _check_open(self) -> None:
         if self._error is not None:
@@ -168,8 +185,8 @@ class EnsembleWriter:
             entry_id += 1
         self._next, self.length = entry_id, length
         pending.future = future
-        for queue in {queue for pairs in targets for queue, _ in pairs}:
-            queue.pump()
+        for queue in dict.fromkeys(queue for pairs in targets for queue, _ in pairs):
+            queue.pump()  # in placement order: a set's order (by id) would vary per run
         return future
 
     def _targets(self) -> list[list[tuple["_BookieQueue", int]]]:
@@ -203,9 +220,12 @@ class EnsembleWriter:
         except BookieError as exc:
             self._fail(exc)
             return
-        bookie_at = self._bookie_at
-        for pending, index in batch:
-            if bookie_at(pending.entry_id, index) == bookie_id:  # EN1: still placed there
+        last_first, last_members = self._last_first, self._last_members
+        for pending, index in batch:  # EN1: counted only if the bookie still holds it
+            if pending.entry_id >= last_first:
+                if last_members[index] == bookie_id:
+                    pending.acked.add(index)
+            elif self._bookie_at(pending.entry_id, index) == bookie_id:
                 pending.acked.add(index)
         self._advance()
 
@@ -265,6 +285,8 @@ class EnsembleWriter:
                 return
             del pending_by_id[pending.entry_id]
             self.lac = pending.entry_id
+            if len(pending_by_id) < PENDING_ENTRIES_MAX and not self._room.is_set():
+                self._room.set()
             future = pending.future
             if future is not None and not future.done():
                 future.set_result(pending.entry_id)
@@ -272,6 +294,7 @@ class EnsembleWriter:
     def _fail(self, error: BaseException) -> None:
         if self._error is None:
             self._error = error
+        self._room.set()  # appenders waiting for room see the error
         for pending in self._pending.values():
             future = pending.future
             if future is not None and not future.done():

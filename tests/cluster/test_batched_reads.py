@@ -139,10 +139,84 @@ def test_a_tail_catches_up_in_batches_then_follows(start_bookies, zk_uri):
                 if entry.entry_id == ENTRIES - 1:
                     break
             await tail.aclose()
-            more = [writer.append_async(_payload(e)) for e in range(ENTRIES + 1, ENTRIES + 11)]
+            more = [await writer.append_async(_payload(e))
+                    for e in range(ENTRIES + 1, ENTRIES + 11)]
             await asyncio.gather(*more)
             await writer.close()
             async for entry in reader.tail(ENTRIES):
                 seen.append((entry.entry_id, entry.payload))
             return seen
     assert asyncio.run(scenario()) == _expected(0, ENTRIES + 10)
+
+
+async def _write_unconfirmed(bk: BookKeeper, count: int) -> int:
+    """A 3/2/2 ledger whose writer put ``count`` entries on every bookie of their write sets
+    and died before any was confirmed (each carries the piggybacked LAC -1)."""
+    writer = await bk.create_ledger(3, 2, 2, password=PASSWORD)
+    members = writer.ensemble
+    batches: dict[str, list[bytes]] = {}
+    length = 0
+    for entry_id in range(count):
+        length += len(_payload(entry_id))
+        data = writer.codec.frame(entry_id, -1, length, _payload(entry_id))
+        for bookie_id in bookies_of(writer.metadata.ensembles, entry_id, 2):
+            batches.setdefault(bookie_id, []).append(data)
+    for bookie_id, datas in batches.items():
+        async with BookieClient(f"http://{bookie_id}") as client:
+            await client.add_batch(writer.ledger_id, datas, writer.codec.master_key, "crc32c")
+    assert len(members) == 3
+    return writer.ledger_id
+
+
+def test_recovery_reads_ahead_past_one_window_and_closes_at_the_last_entry(start_bookies,
+                                                                           zk_uri):
+    start_bookies(3)
+
+    async def scenario():
+        async with await BookKeeper.connect(zk_uri) as bk:
+            ledger_id = await _write_unconfirmed(bk, ENTRIES)
+        async with await BookKeeper.connect(zk_uri) as other:
+            reader = await other.open_ledger(ledger_id, PASSWORD)  # recovers
+            entries = [(e.entry_id, e.payload) async for e in reader.read_range(0, ENTRIES - 1)]
+            return reader.metadata.last_entry_id, entries
+    last, entries = asyncio.run(scenario())
+    assert last == ENTRIES - 1
+    assert entries == _expected()
+
+
+def test_re_replication_copies_a_fragment_longer_than_a_window(start_bookies, zk_uri):
+    from api.cluster.autorecovery.throttle import Throttle
+    from api.cluster.autorecovery.worker import ReplicationWorker
+    from api.cluster.underreplication import Underreplication
+
+    bookies = start_bookies(4)
+
+    async def scenario():
+        async with await BookKeeper.connect(zk_uri) as bk:
+            writer = await bk.create_ledger(3, 2, 2, password=PASSWORD)
+            await writer.append_many(_payload(e) for e in range(ENTRIES))
+            await writer.close()
+            lost = writer.ensemble[0]
+            victim = next(d for d in bookies if d.url.split("//", 1)[1] == lost)
+            victim.kill9()
+            ur = Underreplication(bk.store.client, bk.store.root)
+            await asyncio.to_thread(ur.ensure)
+            await asyncio.to_thread(ur.mark, writer.ledger_id, [lost])
+            worker = ReplicationWorker(bk, ur, 0.0, Throttle(0), asyncio.Event())
+            assert await worker.run_once()
+            assert await asyncio.to_thread(ur.marker, writer.ledger_id) is None
+            metadata = await bk.store.read(writer.ledger_id)
+            (_, members), = metadata.ensembles
+            assert lost not in members
+            target = members[writer.ensemble.index(lost)]
+            async with BookieClient(f"http://{target}") as client:
+                held = await client.entry_id_ranges(writer.ledger_id)
+            reader = await bk.open_ledger(writer.ledger_id, PASSWORD, recover=False)
+            entries = [(e.entry_id, e.payload) async for e in reader.read_range(0, ENTRIES - 1)]
+            return worker.stats, held, entries
+    stats, held, entries = asyncio.run(scenario())
+    # Index 0 of a 3/2/2 ensemble holds the entries of residues 0 and 2 (DS1).
+    fragment = [e for e in range(ENTRIES) if e % 3 in (0, 2)]
+    assert stats.entries_copied == len(fragment)
+    assert sum(last - first + 1 for first, last in held) == len(fragment)
+    assert entries == _expected()
