@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import logging
 import random
 from api.client.bookies import BOOKIE_FAILURES, Bookies
@@ -15,7 +16,7 @@ from api.client.codec import LedgerCodec
 from api.client.distribution import segment_for, with_segment, write_set
 from api.client.ensemble_errors import LedgerClosed, NotEnoughBookies
 from api.client.metadata import BadVersion, LedgerMetadata, MetadataState
-from bookie.errors import BookieError, Fenced, IOFailure
+from bookie.errors import BookieError, Fenced, IOFailure, TooManyRequests
 
 
 log = logging.getLogger("api.client.ensemble")
@@ -23,6 +24,9 @@ log = logging.getLogger("api.client.ensemble")
 #: A writer's per-bookie pipeline: entries sent in one POST batch, batches in flight at once.
 BATCH_ENTRIES_MAX = 256
 BATCHES_IN_FLIGHT_MAX = 4
+#: A bookie answering 503 ETOOMANYREQUESTS (its journal queue or request bodies full) gets
+#: the batch again after its Retry-After, this many times before it counts as failed.
+BUSY_RETRIES_MAX = 20
 #: Entries in flight (framed, not yet acknowledged) before appends wait for room: bounds a
 #: writer's memory when the bookies are slower than its caller.
 PENDING_ENTRIES_MAX = 16384
@@ -36,9 +40,22 @@ class _BookieQueue:
         self.writer, self.bookie_id = writer, bookie_id
         self.waiting: list[tuple["_Pending", int]] = []
         self.in_flight = 0
+        self._woken = False
 
     def put(self, pending: "_Pending", index: int) -> None:
         self.waiting.append((pending, index))
+        self.wake()
+
+    def wake(self) -> None:
+        """Pump at the end of this turn of the loop, not now: every append made in the same
+        turn (the tasks one completion woke, an append_many) goes in one batch instead of
+        the first of them taking a free slot alone."""
+        if not self._woken:
+            self._woken = True
+            asyncio.get_running_loop().call_soon(self._pump_woken)
+
+    def _pump_woken(self) -> None:
+        self._woken = False
         self.pump()
 
     def pump(self) -> None:
@@ -186,7 +203,7 @@ class EnsembleWriter:
         self._next, self.length = entry_id, length
         pending.future = future
         for queue in dict.fromkeys(queue for pairs in targets for queue, _ in pairs):
-            queue.pump()  # in placement order: a set's order (by id) would vary per run
+            queue.wake()  # in placement order: a set's order (by id) would vary per run
         return future
 
     def _targets(self) -> list[list[tuple["_BookieQueue", int]]]:
@@ -205,10 +222,18 @@ class EnsembleWriter:
     async def _send_batch(self, bookie_id: str, batch) -> None:
         """One POST batch to one bookie; its acks count only for entries that bookie still
         holds in the metadata (EN1); a failure replaces the bookie."""
+        datas = [pending.data for pending, _ in batch]
         try:
-            await asyncio.wait_for(self.bk.client(bookie_id).add_batch(
-                self.ledger_id, [pending.data for pending, _ in batch], self.codec.master_key,
-                self.codec.digest_type.header_name), self.bk.add_timeout_s)
+            for attempt in itertools.count():
+                try:
+                    await asyncio.wait_for(self.bk.client(bookie_id).add_batch(
+                        self.ledger_id, datas, self.codec.master_key,
+                        self.codec.digest_type.header_name), self.bk.add_timeout_s)
+                    break
+                except TooManyRequests as exc:  # back-pressure, not a failure: send again
+                    if attempt == BUSY_RETRIES_MAX:
+                        raise IOFailure(f"bookie {bookie_id} stayed busy: {exc}") from exc
+                    await asyncio.sleep(min(exc.retry_after_s or 0.05, 1.0))  # noqa: sleep-ok (its Retry-After)
         except Fenced as exc:
             self._fail(exc)  # EN3
             return
