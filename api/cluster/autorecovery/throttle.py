@@ -14,7 +14,7 @@ class Throttle:
 
     def __init__(self, rate_bytes_per_s: int) -> None:
         self.rate = rate_bytes_per_s
-        self._tokens = float(rate_bytes_per_s)
+        self._tokens = 0.0  # no burst at the start: the average from then on stays at the rate
         self._at = time.monotonic()
 
     async def take(self, size: int) -> None:
