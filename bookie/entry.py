@@ -138,6 +138,20 @@ def frame_entry(ledger_id: int, entry_id: int, lac: int, length: int, payload: b
     return b"".join((header, compute_digest(digest_type, (header, payload), key), payload))
 
 
+def frame_batch_item(ledger_id: int, entry_id: int, lac: int, length: int, payload: bytes,
+                     digest_type: DigestType = DigestType.CRC32C,
+                     key: bytes | None = None) -> bytes:
+    """``frame_entry`` with the i32 length in front: one frame of a batch body
+    (docs/http-api.md, "A batch"), so a batch is one join of these (the writer's hot path)."""
+    header = ENTRY_HEADER.pack(ledger_id, entry_id, lac, length)
+    if digest_type is DigestType.CRC32C:
+        return b"".join((_I32.pack(METADATA_LENGTH + 4 + len(payload)), header,
+                         _I32.pack(_crc32c.crc32c(payload, _crc32c.crc32c(header))), payload))
+    digest = compute_digest(digest_type, (header, payload), key)
+    return b"".join((_I32.pack(METADATA_LENGTH + len(digest) + len(payload)), header, digest,
+                     payload))
+
+
 def entry_ids(entry) -> tuple[int, int]:
     """(ledgerId, entryId) of a framed entry. Raises BadRequest if it is too short."""
     if len(entry) < IDS.size:

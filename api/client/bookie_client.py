@@ -91,6 +91,15 @@ class BookieClient:
                                     data=wire.encode_batch(entries))
         return reply["entryIds"]
 
+    async def add_batch_body(self, ledger_id: int, body: bytes, master_key: bytes,
+                             digest_type: str | None = None, recovery: bool = False) -> None:
+        """``add_batch`` of a body already encoded (``wire.encode_batch``, or a join of
+        ``frame_batch_item`` frames)."""
+        headers = self._write_headers(master_key, digest_type, recovery, False)
+        headers["Content-Type"] = wire.BATCH_CONTENT_TYPE
+        await self._request("POST", f"/v1/ledgers/{ledger_id}/entries", headers=headers,
+                            data=body)
+
     async def read_entry(self, ledger_id: int, entry_id: int) -> bytes:
         return await self._request("GET", f"/v1/ledgers/{ledger_id}/entries/{entry_id}",
                                    raw=True)

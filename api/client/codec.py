@@ -69,6 +69,11 @@ class LedgerCodec:
         return framing.frame_entry(self.ledger_id, entry_id, lac, length, payload,
                                    self.digest_type, self.mac_key)
 
+    def frame_batch_item(self, entry_id: int, lac: int, length: int, payload: bytes) -> bytes:
+        """The framed entry with its i32 length in front, a frame of a batch body."""
+        return framing.frame_batch_item(self.ledger_id, entry_id, lac, length, payload,
+                                        self.digest_type, self.mac_key)
+
     def lac_body(self, lac: int) -> bytes:
         return framing.frame_lac(self.ledger_id, lac, self.digest_type, self.mac_key)
 

@@ -80,7 +80,7 @@ class _Pending:
     completion is all of them); None on the others: no future per entry."""
 
     entry_id: int
-    data: bytes
+    data: bytes  # the framed entry with its i32 length in front: a frame of a batch body
     members: tuple[int, ...]  # its write set's ensemble indices (DS1)
     acked: set  # indices that acknowledged it (DS2)
     future: asyncio.Future | None
@@ -183,14 +183,14 @@ class EnsembleWriter:
         frame and digest, one dict insert, Qw list appends)."""
         self._check_open()
         future = asyncio.get_running_loop().create_future()
-        frame, lac = self.codec.frame, self.lac
+        frame, lac = self.codec.frame_batch_item, self.lac
         write_sets, size = self._write_sets, len(self._write_sets)
         pending_by_id = self._pending
         entry_id, length = self._next, self.length
         pending = None
         # New entries are placed by the last segment (an ensemble change starts its segment
         # at lac + 1 <= the next id): each residue's (queue, index) pairs, looked up once.
-        targets = self._targets()
+        targets, queues = self._targets()
         for payload in payloads:
             length += len(payload)
             residue = entry_id % size
@@ -202,16 +202,19 @@ class EnsembleWriter:
             entry_id += 1
         self._next, self.length = entry_id, length
         pending.future = future
-        for queue in dict.fromkeys(queue for pairs in targets for queue, _ in pairs):
-            queue.wake()  # in placement order: a set's order (by id) would vary per run
+        for queue in queues:
+            queue.wake()
         return future
 
-    def _targets(self) -> list[list[tuple["_BookieQueue", int]]]:
-        """Per residue, the queues and indices of the last segment (cached until the
-        metadata or a queue changes)."""
+    def _targets(self):
+        """Per residue, the queues and indices of the last segment, and its queues in
+        placement order (a set's order, by id, would vary from run to run); cached until
+        the metadata or a queue changes."""
         if self._targets_cache is None:
-            self._targets_cache = [[(self._queue(self._last_members[i]), i) for i in members]
-                                   for members in self._write_sets]
+            targets = [[(self._queue(self._last_members[i]), i) for i in members]
+                       for members in self._write_sets]
+            queues = list(dict.fromkeys(queue for pairs in targets for queue, _ in pairs))
+            self._targets_cache = targets, queues
         return self._targets_cache
 
     def _spawn(self, coroutine) -> None:
@@ -222,12 +225,12 @@ class EnsembleWriter:
     async def _send_batch(self, bookie_id: str, batch) -> None:
         """One POST batch to one bookie; its acks count only for entries that bookie still
         holds in the metadata (EN1); a failure replaces the bookie."""
-        datas = [pending.data for pending, _ in batch]
+        body = b"".join([pending.data for pending, _ in batch])
         try:
             for attempt in itertools.count():
                 try:
-                    await asyncio.wait_for(self.bk.client(bookie_id).add_batch(
-                        self.ledger_id, datas, self.codec.master_key,
+                    await asyncio.wait_for(self.bk.client(bookie_id).add_batch_body(
+                        self.ledger_id, body, self.codec.master_key,
                         self.codec.digest_type.header_name), self.bk.add_timeout_s)
                     break
                 except TooManyRequests as exc:  # back-pressure, not a failure: send again

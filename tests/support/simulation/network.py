@@ -142,6 +142,13 @@ class SimBookieClient:
         return await self._call(f"{kind} {_ids(entries)}", lambda b: b.add_entries(
             ledger_id, list(entries), master_key, recovery))
 
+    async def add_batch_body(self, ledger_id, body, master_key, digest_type=None,
+                             recovery=False) -> None:
+        from api import wire  # noqa: PLC0415
+
+        await self.add_batch(ledger_id, wire.decode_batch(body, 2**31 - 1, 2**31 - 1),
+                             master_key, digest_type, recovery)
+
     async def read_entry(self, ledger_id, entry_id) -> bytes:
         return await self._call(f"read e{entry_id}",
                                 lambda b: b.read_entry(ledger_id, entry_id))
