@@ -2,8 +2,8 @@
 """The replicated path at the bookies' speed: the cluster client beside a raw bookie, same run.
 
     .venv/bin/python scripts/bench_cluster.py --runs 3
-        [--entries 20000] [--in-flight 256] [--baseline-seconds 5] [--latency-appends 2000]
-        [--beyond-lac 20000] [--rerep-mib 64] [--rerep-limit-mib 16]
+        [--entries 20000] [--in-flight 256] [--baseline-seconds 2] [--latency-appends 2000]
+        [--beyond-lac 20000] [--rerep-mib 192] [--rerep-limit-mib 16]
 
 Starts, on 127.0.0.1 only, a ZooKeeper (Debian's package) and 4 bookie daemons
 (``python -m bookie serve``); every thread of every bookie is pinned to CPU 0 and this
@@ -13,8 +13,12 @@ by PID at the end and the temp dirs removed. All entries are 1 KiB framed (988-b
 payload + 36 bytes of header and CRC32C) unless a row says otherwise. Rows:
 
   raw bookie        one of those same daemons driven by scripts/bench_http.py's raw-socket
-                    load generator: batches of 64 (the writer's POST batch), 4 connections
-                    (its batches in flight per bookie): the most this bookie adds per second.
+                    load generator: batches of 256 (the writer's POST batch), 8 connections
+                    (twice its batches in flight per bookie): the most this bookie adds per
+                    second.
+  asyncio floor     the ``append()`` tasks style with no writer and no I/O (a task, a
+                    semaphore slot and a future per append): no library gets that style
+                    below it.
   appends           --entries appends through BookKeeper/EnsembleWriter at E/Qw/Qa 1/1/1
                     (on the raw baseline's bookie), 3/2/2 and 3/3/2, each in three styles:
                     ``append()`` as tasks, --in-flight of them outstanding; ``append_async``
@@ -93,13 +97,13 @@ RR_FLAGS = (*FLAGS, "--autorecovery-daemon-enabled", "false")
 BOOKIE_CPU, CLIENT_CPU = 0, 1
 # Raw ledger ids far above any id ZooKeeper's sequence hands the clients' ledgers.
 BASELINE_LEDGER = 10**9
+RAW_CONNECTIONS = 2 * BATCHES_IN_FLIGHT_MAX  # the raw baseline's connections
 MANY_CHUNK, MANY_CALLS = 256, 4  # append_many: 256 payloads a call, 4 calls in flight
 FOREGROUND_IN_FLIGHT, FOREGROUND_WARM_S, FOREGROUND_ALONE_S = 8, 0.5, 3.0
 RECOVERY_IN_FLIGHT = 1000
 DIRECT_BATCH = 256  # entries per add_batch when writing past the LAC by hand
 REREP_LEDGERS = 8
 REREP_TIMEOUT_S = 900.0
-SAMPLE_S = 0.05
 WARM_UP_ENTRIES = 2000
 # Idle: the bookies together below this share of one core over IDLE_WINDOW_S.
 IDLE_SHARE, IDLE_WINDOW_S, IDLE_WAIT_MAX_S = 0.1, 0.5, 30.0
@@ -286,16 +290,50 @@ async def filled(bk: BookKeeper, quorums, count: int, close: bool) -> EnsembleWr
 
 
 async def raw_baseline(table: Table, daemon: Daemon, args, run: int) -> float:
-    """The writer's per-bookie pipeline, as raw HTTP: BATCHES_IN_FLIGHT_MAX connections,
-    each one POST of BATCH_ENTRIES_MAX entries at a time."""
+    """What the bookie takes, as raw HTTP: RAW_CONNECTIONS connections (twice the writer's
+    batches in flight per bookie), each one POST of BATCH_ENTRIES_MAX entries at a time."""
     measured = await bench_http.measure(
-        daemon.url, daemon.proc.pid, BATCHES_IN_FLIGHT_MAX, BATCH_ENTRIES_MAX,
+        daemon.url, daemon.proc.pid, RAW_CONNECTIONS, BATCH_ENTRIES_MAX,
         args.baseline_seconds, BASELINE_LEDGER + run * 100_000)
-    table.add(f"raw bookie, {BATCHES_IN_FLIGHT_MAX} x POST of {BATCH_ENTRIES_MAX}",
+    table.add(f"raw bookie, {RAW_CONNECTIONS} x POST of {BATCH_ENTRIES_MAX}",
               RATE + "  p99 {p99_ms:.2f} ms/batch",
               rate=measured["rate"], client_us=measured["load_us"] / BATCH_ENTRIES_MAX,
               bookie_us=measured["server_us"] / BATCH_ENTRIES_MAX, p99_ms=measured["p99_ms"])
     return measured["rate"]
+
+
+async def task_floor(table: Table, count: int, in_flight: int) -> None:
+    """The ``append() tasks`` style's own cost with no writer and no I/O: a task per append,
+    a semaphore for the window, a future each, completed in turns of the loop. No library
+    can take a row of that style below it."""
+    loop = asyncio.get_running_loop()
+    gate, waiting = asyncio.Semaphore(in_flight), []
+
+    async def one() -> None:
+        try:
+            future = loop.create_future()
+            waiting.append(future)
+            await future
+        finally:
+            gate.release()
+
+    async def complete() -> None:
+        while True:
+            await asyncio.sleep(0)  # noqa: sleep-ok (a turn of the loop, as a reply's)
+            done, waiting[:] = list(waiting), []
+            for future in done:
+                future.set_result(None)
+    completer = asyncio.ensure_future(complete())
+    began_cpu, began = time.process_time(), time.perf_counter()
+    tasks = []
+    for _ in range(count):
+        await gate.acquire()
+        tasks.append(asyncio.ensure_future(one()))
+    await asyncio.gather(*tasks)
+    cpu, elapsed = time.process_time() - began_cpu, time.perf_counter() - began
+    completer.cancel()
+    table.add("asyncio floor of append() tasks, no I/O", RATE,
+              rate=count / elapsed, client_us=cpu * 1e6 / count, bookie_us=float("nan"))
 
 
 async def append_row(table: Table, bk: BookKeeper, pids, quorums, style: str, args,
@@ -517,42 +555,19 @@ async def most_named(bk: BookKeeper, ids: list[int]) -> tuple[str, list[int]]:
 
 
 async def copy_until_done(worker: ReplicationWorker, ur: Underreplication
-                          ) -> list[tuple[float, int]]:
-    """``run_once`` until it finds nothing and no marker is left. Returns (time, bytes
-    copied) every SAMPLE_S, first and last at the copy's start and end: one ``run_once``
-    copies a whole ledger, too coarse to see the throttle's first second apart."""
-    samples = [(time.perf_counter(), 0)]
-    sampler = asyncio.create_task(_sample(worker, samples))
-    deadline = samples[0][0] + REREP_TIMEOUT_S
-    try:
-        while True:
-            if not await worker.run_once():
-                if not await asyncio.to_thread(ur.marked):
-                    break
-                await asyncio.sleep(0.05)  # noqa: sleep-ok (a failed ledger's back-off)
-            if time.perf_counter() > deadline:
-                raise SystemExit(f"re-replication not done after {REREP_TIMEOUT_S:.0f} s "
-                                 f"(stats {worker.stats})")
-    finally:
-        sampler.cancel()
-    samples.append((time.perf_counter(), worker.stats.bytes_copied))
-    return samples
-
-
-async def _sample(worker: ReplicationWorker, samples: list) -> None:
+                          ) -> tuple[float, float]:
+    """``run_once`` until it finds nothing and no marker is left: (start, end)."""
+    began = time.perf_counter()
+    deadline = began + REREP_TIMEOUT_S
     while True:
-        await asyncio.sleep(SAMPLE_S)  # noqa: sleep-ok (sampling the copy's progress)
-        samples.append((time.perf_counter(), worker.stats.bytes_copied))
-
-
-def after_first_second(samples: list[tuple[float, int]]) -> float:
-    """MiB/s after the first second: a Throttle's bucket starts full (one second of bytes),
-    so over a short copy the whole-run rate shows that burst, not the limit."""
-    later = [(at, copied) for at, copied in samples if at >= samples[0][0] + 1.0]
-    if len(later) < 2 or later[-1][0] - later[0][0] < 0.5:
-        return math.nan
-    (first_at, first), (last_at, last) = later[0], later[-1]
-    return (last - first) / MiB / (last_at - first_at)
+        if not await worker.run_once():
+            if not await asyncio.to_thread(ur.marked):
+                break
+            await asyncio.sleep(0.05)  # noqa: sleep-ok (a failed ledger's back-off)
+        if time.perf_counter() > deadline:
+            raise SystemExit(f"re-replication not done after {REREP_TIMEOUT_S:.0f} s "
+                             f"(stats {worker.stats})")
+    return began, time.perf_counter()
 
 
 async def rereplication(table: Table, zookeeper: ZooKeeperServer, root: str, tag: str,
@@ -586,10 +601,9 @@ async def _rereplicate(table: Table, bk: BookKeeper, bookies: list[Daemon], size
         await asyncio.to_thread(ur.mark, ledger_id, [victim])
     # Grace 0: every marked ledger is closed, the grace (RW7) is for open ones only.
     worker = ReplicationWorker(bk, ur, 0, Throttle(int(limit_mib * MiB)), asyncio.Event())
-    samples = await copy_until_done(worker, ur)
+    began, done = await copy_until_done(worker, ur)
     foreground.stop.set()
     await load
-    began, done = samples[0][0], samples[-1][0]
     copied = worker.stats.bytes_copied
     # The copy's outcome, not only its speed: no ledger may name the lost bookie now.
     left = [i for i in marked if victim in referenced_bookies(await bk.store.read(i))]
@@ -602,10 +616,8 @@ async def _rereplicate(table: Table, bk: BookKeeper, bookies: list[Daemon], size
            "alone, {p99_during:.2f} ms during")
     label = f"re-replication, {size // 1024} KiB entries"
     if limit_mib:
-        # The whole-copy rate includes the bucket's first full second; after it, the limit.
+        # The bucket starts empty (throttle.py): the whole copy's rate is at most the limit.
         label += f", limit {limit_mib:g} MiB/s"
-        fmt += "  after the 1st s: {steady:.1f} MiB/s (nan: copy too short)"
-        values["steady"] = after_first_second(samples)
     table.add(label, fmt, **values)
 
 
@@ -621,6 +633,7 @@ async def one_run(table: Table, zookeeper: ZooKeeperServer, uri: str, bookies, r
         await warm_up(bk, bookies)
         await hush()
         raw = await raw_baseline(table, bookies[0], args, run)
+        await task_floor(table, args.entries, args.in_flight)
         await appends(table, bk, bookies, args, raw)
         await hush()
         await latency(table, bk, pids, args.latency_appends)
@@ -665,10 +678,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1, help="repeat the set; medians at the end")
     parser.add_argument("--entries", type=int, default=20000)
     parser.add_argument("--in-flight", type=int, default=256)
-    parser.add_argument("--baseline-seconds", type=float, default=5.0)
+    parser.add_argument("--baseline-seconds", type=float, default=2.0)
     parser.add_argument("--latency-appends", type=int, default=2000)
     parser.add_argument("--beyond-lac", type=int, default=20000)
-    parser.add_argument("--rerep-mib", type=int, default=64)
+    parser.add_argument("--rerep-mib", type=int, default=192)
     parser.add_argument("--rerep-limit-mib", type=float, default=16.0)
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="bench-cluster-")
