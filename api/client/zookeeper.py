@@ -30,10 +30,11 @@ from typing import Callable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
-from kazoo.retry import KazooRetry
+from kazoo.retry import ForceRetryError, KazooRetry
 
-__all__ = ["READ_RETRY", "KazooClient", "alive_bookies", "ZkMetadataStore", "parse_uri",
+__all__ = ["READ_RETRY", "zk_read", "KazooClient", "alive_bookies", "ZkMetadataStore", "parse_uri",
            "writable_bookies"]
 
 from api.client import metadata_format
@@ -48,6 +49,22 @@ CONNECT_TIMEOUT_S = 15.0
 #: to 30 s; writes are not retried here: a compare-and-set whose answer was lost may have
 #: happened, and its caller re-reads and re-checks instead (ZK2).
 READ_RETRY = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0, deadline=30.0)
+#: One read attempt's bound: kazoo queues a request while it is disconnected and its
+#: blocking call would wait for the reconnect, however long ZooKeeper stays down.
+READ_ATTEMPT_S = 5.0
+
+
+def zk_read(async_method, *args):
+    """A ZooKeeper read (``client.get_async``, ``get_children_async``, ``exists_async``)
+    under READ_RETRY, each attempt bounded by READ_ATTEMPT_S, so a read fails after the
+    retry's 30 s deadline instead of holding its thread (an executor's) until ZooKeeper
+    is back."""
+    def attempt():
+        try:
+            return async_method(*args).get(timeout=READ_ATTEMPT_S)
+        except KazooTimeoutError as exc:
+            raise ForceRetryError(f"no ZooKeeper answer in {READ_ATTEMPT_S:.0f} s") from exc
+    return READ_RETRY.copy()(attempt)
 
 
 def parse_uri(uri: str) -> tuple[str, str]:
@@ -162,7 +179,7 @@ class ZkMetadataStore:
     def _read(self, ledger_id: int) -> LedgerMetadata:
         self.start()
         try:
-            data, stat = READ_RETRY.copy()(self.client.get, ledger_path(self.root, ledger_id))
+            data, stat = zk_read(self.client.get_async, ledger_path(self.root, ledger_id))
         except NoNodeError:
             raise NoLedger(f"ledger {ledger_id} has no metadata in {self.uri}") from None
         return metadata_format.decode(data, ledger_id, stat.version + 1)
@@ -219,13 +236,13 @@ class ZkMetadataStore:
 
     def _children(self, path: str) -> list[str]:
         try:
-            return READ_RETRY.copy()(self.client.get_children, path)
+            return zk_read(self.client.get_children_async, path)
         except NoNodeError:
             return []
 
     def _walk(self, path: str, parts: list[str], found: list[int]) -> None:
         try:
-            children = READ_RETRY.copy()(self.client.get_children, path)
+            children = zk_read(self.client.get_children_async, path)
         except NoNodeError:
             return  # deleted meanwhile
         for name in children:
@@ -239,8 +256,8 @@ class ZkMetadataStore:
 def writable_bookies(client: KazooClient, root: str) -> list[str]:
     """The ids of the bookies registered writable (``available/``, not ``readonly``)."""
     try:
-        return sorted(name for name in READ_RETRY.copy()(client.get_children,
-                                                         f"{root}/available")
+        return sorted(name for name in zk_read(client.get_children_async,
+                                               f"{root}/available")
                       if name != "readonly")
     except NoNodeError:
         return []
@@ -251,7 +268,7 @@ def alive_bookies(client: KazooClient, root: str) -> set[str]:
     copies are readable), as autorecovery counts them."""
     alive = set(writable_bookies(client, root))
     try:
-        alive.update(READ_RETRY.copy()(client.get_children, f"{root}/available/readonly"))
+        alive.update(zk_read(client.get_children_async, f"{root}/available/readonly"))
     except NoNodeError:
         pass
     return alive

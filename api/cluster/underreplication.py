@@ -43,7 +43,7 @@ from api.client.metadata import MetadataError
 from api.client.metadata_format import (AuditorVoteFormat, LedgerRereplicationLayoutFormat,
                                         LockDataFormat, ReplicasCheckFormat,
                                         UnderreplicatedLedgerFormat, from_text, to_text)
-from api.client.zookeeper import READ_RETRY
+from api.client.zookeeper import zk_read
 
 LAYOUT_TYPE, LAYOUT_VERSION = "BASIC", 1
 VOTE_PREFIX = "V_"
@@ -88,7 +88,7 @@ class Underreplication:
                                     f"this client knows {LAYOUT_TYPE}:{LAYOUT_VERSION}")
 
     def enabled(self) -> bool:
-        return READ_RETRY.copy()(self.client.exists, f"{self.base}/disable") is None
+        return zk_read(self.client.exists_async, f"{self.base}/disable") is None
 
     def set_enabled(self, enabled: bool) -> bool:
         """Returns whether anything changed."""
@@ -111,7 +111,7 @@ class Underreplication:
             except NodeExistsError:
                 pass
         try:
-            return int(READ_RETRY.copy()(self.client.get, path)[0].decode().strip())
+            return int(zk_read(self.client.get_async, path)[0].decode().strip())
         except NoNodeError:
             return int(default or 0)
 
@@ -124,7 +124,7 @@ class Underreplication:
 
     def replicas_check_ctime_ms(self) -> int | None:
         try:
-            data = READ_RETRY.copy()(self.client.get, f"{self.base}/replicascheckctime")[0]
+            data = zk_read(self.client.get_async, f"{self.base}/replicascheckctime")[0]
         except NoNodeError:
             return None
         return from_text(ReplicasCheckFormat, data).replicasCheckCTime
@@ -139,7 +139,7 @@ class Underreplication:
 
     def decommissioning(self) -> set[str]:
         try:
-            return set(READ_RETRY.copy()(self.client.get_children,
+            return set(zk_read(self.client.get_children_async,
                                          f"{self.base}/decommissioning"))
         except NoNodeError:
             return set()
@@ -188,7 +188,7 @@ class Underreplication:
     def marker(self, ledger_id: int) -> tuple[list[str], int, int] | None:
         """(replicas, ctime ms, znode version) of a ledger's marker, None if unmarked."""
         try:
-            data, stat = READ_RETRY.copy()(self.client.get, self.marker_path(ledger_id))
+            data, stat = zk_read(self.client.get_async, self.marker_path(ledger_id))
         except NoNodeError:
             return None
         marker = from_text(UnderreplicatedLedgerFormat, data)
@@ -200,7 +200,7 @@ class Underreplication:
 
         def walk(path: str, depth: int) -> None:
             try:
-                children = READ_RETRY.copy()(self.client.get_children, path)
+                children = zk_read(self.client.get_children_async, path)
             except NoNodeError:
                 return
             for name in children:
@@ -257,7 +257,7 @@ class Underreplication:
 
     def _locks(self) -> list[str]:
         try:
-            return READ_RETRY.copy()(self.client.get_children, f"{self.base}/locks")
+            return zk_read(self.client.get_children_async, f"{self.base}/locks")
         except NoNodeError:
             return []
 
@@ -300,7 +300,7 @@ class Underreplication:
         return self._vote
 
     def _votes(self) -> list[str]:
-        children = [c for c in READ_RETRY.copy()(self.client.get_children,
+        children = [c for c in zk_read(self.client.get_children_async,
                                                  f"{self.base}/auditorelection")
                     if c.startswith(VOTE_PREFIX)]
         return sorted(children, key=lambda c: int(c[len(VOTE_PREFIX):]))

@@ -18,7 +18,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 
-from api.client.zookeeper import CONNECT_TIMEOUT_S, READ_RETRY, parse_uri
+from api.client.zookeeper import CONNECT_TIMEOUT_S, parse_uri, zk_read
 
 
 class ZkRegistration:
@@ -149,7 +149,7 @@ class ZkCookies:
 def cluster_instance_id(client: KazooClient, root: str) -> str | None:
     """The cluster's instance id from ``<root>/INSTANCEID`` (ZK4), None if not initialised."""
     try:
-        data, _ = READ_RETRY.copy()(client.get, f"{root}/INSTANCEID")
+        data, _ = zk_read(client.get_async, f"{root}/INSTANCEID")
     except NoNodeError:
         return None
     return data.decode("utf-8").strip()
