@@ -245,7 +245,12 @@ class EnsembleReader:
         tasks = {asyncio.ensure_future(self._held(members[read.index], read, found)): read
                  for read in reads}
         try:
-            _, lagging = await asyncio.wait(tasks, timeout=self._batch_wait_s())
+            lagging = set(tasks)
+            while lagging:  # a batch lags once a wait brings nothing (large entries take
+                held = len(found)  # several replies: progress, not a total, is the test)
+                _, lagging = await asyncio.wait(lagging, timeout=self._batch_wait_s())
+                if len(found) == held:
+                    break
         finally:
             for task in tasks:
                 task.cancel()
