@@ -37,7 +37,7 @@ class SimMetadataStore:
         self._next = 0
 
     async def _hop(self) -> None:
-        await asyncio.sleep(self.rng.uniform(*self.delay_s))
+        await asyncio.sleep(self.rng.uniform(*self.delay_s))  # noqa: sleep-ok (virtual: a hop)
 
     async def create(self, metadata: LedgerMetadata) -> LedgerMetadata:
         await self._hop()

@@ -115,7 +115,7 @@ class _Run:
         await self._r1()
         self.phase("between")
         self.faults.heal_lasting()
-        await asyncio.sleep(0.25)
+        await asyncio.sleep(0.25)  # noqa: sleep-ok (virtual time: the plan's gap)
         self.phase("r2")
         await self._r2()
         for attempt in range(3):
@@ -123,17 +123,17 @@ class _Run:
                 break
             self.trace("HEAL everything, then retry recovery")
             self.faults.heal_all()
-            await asyncio.sleep(2.0)
+            await asyncio.sleep(2.0)  # noqa: sleep-ok (virtual time: healed first)
             await self._recover(f"recovery#{4 + attempt}")
         if plan.worker_after:
             await self._worker_after()
         self.faults.heal_all()
-        await asyncio.sleep(5.0)  # messages still on the wire land
+        await asyncio.sleep(5.0)  # noqa: sleep-ok (virtual: messages on the wire land)
         if plan.returns:
             await self._return()
         await self._repair()
         if self.gcs:
-            await asyncio.sleep(3.0)  # GC runs on the final state
+            await asyncio.sleep(3.0)  # noqa: sleep-ok (virtual: GC runs on the final state)
         await self._final()
 
     # -- the writer ------------------------------------------------------------------------
