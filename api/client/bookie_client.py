@@ -52,7 +52,9 @@ class BookieClient:
     # -- plumbing -----------------------------------------------------------------------
 
     async def _request(self, method: str, path: str, *, headers=None, data=None, params=None,
-                       admin: bool = False, raw: bool = False):
+                       admin: bool = False, raw: bool = False, reply_header: str | None = None):
+        """The reply's JSON, or with ``raw`` its body; with ``reply_header`` also that
+        header's value: (body, value)."""
         headers = dict(headers or {})
         if admin and self.admin_token:
             headers["Authorization"] = f"Bearer {self.admin_token}"
@@ -61,6 +63,8 @@ class BookieClient:
             body = await reply.read()
             if reply.status >= 400:
                 raise _error_from(reply.status, reply.headers, body)
+            if reply_header is not None:
+                return body, reply.headers.get(reply_header)
             if raw:
                 return body
             return await reply.json(content_type=None) if body else {}
@@ -124,14 +128,12 @@ class BookieClient:
                         step: int = 1) -> tuple[list[bytes], int]:
         """(the entries the bookie holds among first, first+step, ... <= last, the last id it
         examined): the reply covers the ids up to that one; ask again from the next."""
-        url = f"{self.base_url}/v1/ledgers/{ledger_id}/entries"
-        params = {"from": str(first), "to": str(last), "held": "true", "step": str(step)}
-        async with self.session.get(url, params=params) as reply:
-            body = await reply.read()
-            if reply.status >= 400:
-                raise _error_from(reply.status, reply.headers, body)
-            scanned = int(reply.headers[wire.LAST_SCANNED_HEADER])
-        return (wire.decode_batch(body, 2**31 - 1, 2**31 - 1) if body else []), scanned
+        body, scanned = await self._request(
+            "GET", f"/v1/ledgers/{ledger_id}/entries", reply_header=wire.LAST_SCANNED_HEADER,
+            params={"from": str(first), "to": str(last), "held": "true", "step": str(step)})
+        if scanned is None:
+            raise IOFailure(f"held read answered without {wire.LAST_SCANNED_HEADER}")
+        return (wire.decode_batch(body, 2**31 - 1, 2**31 - 1) if body else []), int(scanned)
 
     async def fence(self, ledger_id: int, master_key: bytes) -> dict:
         return await self._request("POST", f"/v1/ledgers/{ledger_id}/fence",
