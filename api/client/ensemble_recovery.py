@@ -110,11 +110,10 @@ class Recovery:
         last = first + WINDOW_IDS - 1
         meta = self.metadata
         held: dict[int, dict[int, bytes]] = {i: {} for i in fenced}
-        read = HeldRead(0, first, last, 1)
 
         async def one(index: int) -> tuple[int, int]:
             covered, error = await held_read(self.bk.client(ensemble[index]), self.ledger_id,
-                                             dataclasses.replace(read, index=index),
+                                             HeldRead(index, first, last, 1),
                                              self.bk.read_timeout_s, held[index])
             if error is not None:
                 log.warning("recovery of ledger %d: held read of %d..%d on %s: %s",
@@ -248,24 +247,24 @@ class Recovery:
         """RC3 for one entry: a recovery add (it passes the fence) to every bookie of its
         write set in recovery's view that has not acknowledged it; each bookie that fails
         is replaced in recovery's view (RC1) and the entry written to the replacement."""
-        meta = self.metadata
-        for _ in range(WRITE_BACK_REPLACEMENTS_MAX + 1):
+        quorum = self.metadata.write_quorum
+        for replacements in range(WRITE_BACK_REPLACEMENTS_MAX + 1):
             ensemble = segment_for(self.ensembles, entry_id)[1]
-            need = [i for i in write_set(entry_id, len(ensemble), meta.write_quorum)
+            need = [i for i in write_set(entry_id, len(ensemble), quorum)
                     if ensemble[i] not in acked]
             if not need:
                 return
+            if replacements:  # the last round's failures: replace them, then try again
+                self._failed.update(ensemble[i] for i in need)
+                ensemble = await self._replace(ensemble, need, entry_id)
             done = await self._add_to(ensemble, need, entry_id, data)
             acked.update(ensemble[i] for i, ok in zip(need, done) if ok)
-            failed = [i for i, ok in zip(need, done) if not ok]
-            if failed:
-                self._failed.update(ensemble[i] for i in failed)
-                await self._replace(ensemble, failed, entry_id)
         ensemble = segment_for(self.ensembles, entry_id)[1]
-        raise RecoveryUndecided(
-            f"ledger {self.ledger_id}: entry {entry_id} could not be written back to "
-            f"{[ensemble[i] for i in write_set(entry_id, len(ensemble), meta.write_quorum) if ensemble[i] not in acked]} "
-            f"nor to replacements")
+        failed = [ensemble[i] for i in write_set(entry_id, len(ensemble), quorum)
+                  if ensemble[i] not in acked]
+        if failed:
+            raise RecoveryUndecided(f"ledger {self.ledger_id}: entry {entry_id} could not be "
+                                    f"written back to {failed} nor to replacements")
 
     async def _add_to(self, ensemble, indices, entry_id: int, data: bytes) -> list[bool]:
         async def one(index: int) -> bool:
