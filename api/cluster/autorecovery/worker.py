@@ -268,7 +268,8 @@ class ReplicationWorker:
             await asyncio.gather(*(held_read(
                 self.bk.client(members[read.index]), metadata.ledger_id, read,
                 self.bk.read_timeout_s, found) for read in reads))
-            ids = list(entries_in(first, last))
+            # The fragment's ids in the window: those of the residues its bookie holds (DS1).
+            ids = [e for e in range(first, last + 1) if e % size in wanted]
             datas: dict[int, bytes] = {}
             for entry_id in ids:
                 data = found.get(entry_id)
@@ -283,11 +284,6 @@ class ReplicationWorker:
                     metadata.ledger_id, e, sources_of(e), codec) for e in alone))):
                 datas[entry_id] = data
             return [datas[e] for e in ids]
-
-        wanted_ids = set(entries)
-
-        def entries_in(first: int, last: int):
-            return (e for e in range(first, last + 1) if e in wanted_ids)
 
         windows = [(at, min(at + WINDOW_IDS - 1, entries[-1]))
                    for at in range(entries[0], entries[-1] + 1, WINDOW_IDS)]
