@@ -167,16 +167,36 @@ class Replayer:
         key = record.payload
         if state is None or state.master_key in (b"", ZERO_KEY):
             base = state or LedgerState()
-            self.ledgers.set(record.ledger_id, dataclasses.replace(base, master_key=key))
+            state = dataclasses.replace(base, master_key=key)
+            self.ledgers.set(record.ledger_id, state)
         elif key in (b"", ZERO_KEY):
             # BookKeeper's "no key" (a fence by a recovering client that knew no password)
             # never conflicts: the live path let a later key replace it, so the index may
             # already hold that key when replay meets this record (issue 13 bug 5).
-            return
+            pass
         elif state.master_key != key:
             raise IOFailure(
                 f"{path} offset {record.offset}: master key of ledger {record.ledger_id} is "
                 f"{key.hex()}, the index holds {state.master_key.hex()}; refusing to replay")
+        self._apply_digest_type(path, record, state)
+
+    def _apply_digest_type(self, path: str, record, state: LedgerState) -> None:
+        """The digest type a master-key record carries (docs/formats.md §3.4) fixes a type not
+        known yet, so that the ledger's next entries are digest-checked even when it was new
+        since the checkpoint. The live path never changes a known type: another one is
+        damage, reported; the index's type stays."""
+        digest_type = record.digest_type
+        if not digest_type or state.digest_type == digest_type:
+            return
+        if state.digest_type == 0:
+            self.ledgers.set(record.ledger_id,
+                             dataclasses.replace(state, digest_type=digest_type))
+            return
+        self.report.warnings.append(
+            f"{path} offset {record.offset}: ledger {record.ledger_id} has digest type "
+            f"{state.digest_type}, the master-key record names {digest_type}; kept "
+            f"{state.digest_type}")
+        log.warning("replay: %s", self.report.warnings[-1])
 
     def _apply_known(self, record, state: LedgerState | None, **changes) -> None:
         if state is None:

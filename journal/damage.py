@@ -10,7 +10,7 @@ import re
 from typing import Protocol
 
 from journal.format import (
-    ALIGNMENT, LEN, META_KINDS, META_MIN_VERSION, META_PREFIX_LEN, META_RECORD_PREFIX,
+    ALIGNMENT, KEY_TRAILER_LEN, LEN, META_KINDS, META_MIN_VERSION, META_PREFIX_LEN, META_RECORD_PREFIX,
     MIN_DATA_RECORD_LEN, MIN_EXPLICIT_LAC_BODY, MIN_RECORD_LEN, PADDING_MASK, PADDING_PREFIX,
     RECORD_PREFIX, V5, RecordKind)
 
@@ -45,7 +45,9 @@ def record_problem(version: int, length: int, ledger_id: int, entry_id: int,
         return f"{kind.value} record in a V{version} journal"
     if kind is RecordKind.FENCE:
         return None
-    if inner_length is None or inner_length != length - META_PREFIX_LEN:
+    if inner_length is None or inner_length != length - META_PREFIX_LEN and not (
+            kind is RecordKind.LEDGER_KEY
+            and inner_length == length - META_PREFIX_LEN - KEY_TRAILER_LEN):
         return f"{kind.value} record of length {length} with inner length {inner_length}"
     if kind is RecordKind.EXPLICIT_LAC and inner_length < MIN_EXPLICIT_LAC_BODY:
         return f"explicit-LAC body of {inner_length} bytes"

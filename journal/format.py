@@ -13,6 +13,8 @@ Record framing (§3.3, §3.4); offsets within the payload, after the i32 len:
     8       8     entryId (i64): >= 0 data; negative: meta
     data          the entry exactly as the client framed it (len >= 24)
     -0x1000 key   16: keyLen (i32) = len - 20 | 20: master key         (V3+)
+                  the project's form: keyLen = len - 21, then 1 byte: the ledger's digest
+                  type (1..4), so replay can check a new ledger's entries (J4)
     -0x2000 fence nothing more; len = 16                                (V4+)
     -0x8000 LAC   16: bufLen (i32) = len - 20, >= 16 | 20: LAC body     (V6+)
     -0x4000       FORCE: a queue marker, never written
@@ -34,6 +36,10 @@ Invariants:
     J2. Everything after the last record is zero up to the end of the file (§3.6): a reader
         stops at the first zero length word.
     J3. len is never 0 for a record and never below 16: every payload starts with two i64 ids.
+    J4. A master-key record carries the ledger's digest type once the bookie knows it: the
+        ledger state holding it reaches RocksDB only at a checkpoint, and without it replay
+        could not tell a torn first entry of a new ledger from a good one. Apache
+        BookKeeper's readers read keyLen bytes of key and ignore the byte after it.
 
 Versions:
     1-3  read by Apache BookKeeper only; the project refuses to replay them (§3.1)
@@ -68,6 +74,9 @@ MIN_DATA_RECORD_LEN = 24
 #: Meta records with an inner length: ledgerId, entryId, then keyLen or bufLen.
 META_PREFIX_LEN = 20
 MIN_EXPLICIT_LAC_BODY = 16
+#: The digest-type byte after a master key (J4): ``LedgerMetadataFormat.DigestType`` 1..4.
+KEY_TRAILER_LEN = 1
+MAX_DIGEST_TYPE = 4
 
 HEADER_PREFIX = struct.Struct(">4si")
 assert HEADER_PREFIX.size == 8
@@ -138,9 +147,15 @@ def _meta_with_body(ledger_id: int, entry_id: int, body: bytes) -> bytes:
                                    len(body)) + body
 
 
-def encode_master_key(ledger_id: int, key: bytes) -> bytes:
-    """A master-key record (BookieImpl.createMasterKeyEntry): len 20 + keyLen."""
-    return _meta_with_body(ledger_id, METAENTRY_ID_LEDGER_KEY, key)
+def encode_master_key(ledger_id: int, key: bytes, digest_type: int = 0) -> bytes:
+    """A master-key record (BookieImpl.createMasterKeyEntry): len 20 + keyLen, and one more
+    byte, the digest type, when it is known (J4; 0 = not known, BookKeeper's exact form)."""
+    assert 0 <= digest_type <= MAX_DIGEST_TYPE, digest_type
+    record = _meta_with_body(ledger_id, METAENTRY_ID_LEDGER_KEY, key)
+    if not digest_type:
+        return record
+    return LEN.pack(META_PREFIX_LEN + len(key) + KEY_TRAILER_LEN) + record[4:] + \
+        bytes((digest_type,))
 
 
 def encode_fence(ledger_id: int) -> bytes:
@@ -217,6 +232,7 @@ class JournalRecord:
 
     offset: of the len field. size: 4 + len (padding: 8 + padLen).
     payload: DATA the whole entry; LEDGER_KEY the key; EXPLICIT_LAC the body; others b"".
+    digest_type: a LEDGER_KEY record's trailing digest type (J4), 0 when it has none.
     A PADDING record has ledger_id and entry_id -1.
     """
 
@@ -226,6 +242,7 @@ class JournalRecord:
     ledger_id: int
     entry_id: int
     payload: bytes
+    digest_type: int = 0
 
     @property
     def end(self) -> int:

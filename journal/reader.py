@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from bookie.errors import CorruptRecord, IOFailure, ScanEnd
 from journal.format import (
-    ALIGNMENT, LEN, META_KINDS, META_PREFIX_LEN, META_RECORD_PREFIX,
+    ALIGNMENT, LEN, MAX_DIGEST_TYPE, META_KINDS, META_PREFIX_LEN, META_RECORD_PREFIX,
     MIN_DATA_RECORD_LEN, MIN_READ_VERSION, MIN_RECORD_LEN, PADDING_MASK,
     PADDING_PREFIX, RECORD_PREFIX, V1, V5, V6, JournalRecord, RecordKind, detect_version,
     header_size)
@@ -277,9 +277,26 @@ class JournalReader:
         size = 4 + length
         kind = META_KINDS.get(entry_id, _UNKNOWN_META)
         payload = b""
-        if kind is RecordKind.LEDGER_KEY or kind is RecordKind.EXPLICIT_LAC:
+        if kind is RecordKind.LEDGER_KEY:
+            return self._key_record(buf, i, pos, size, ledger_id, entry_id, inner)
+        if kind is RecordKind.EXPLICIT_LAC:
             payload = buf[i + 4 + META_PREFIX_LEN:i + size]
         return JournalRecord(pos, size, kind, ledger_id, entry_id, payload)
+
+    def _key_record(self, buf: bytes, i: int, pos: int, size: int, ledger_id: int,
+                    entry_id: int, key_length: int) -> JournalRecord | None:
+        """A master-key record, with the digest type byte the project writes after the key
+        (journal/format.py J4). The writer never writes another value: one is damage."""
+        start = i + 4 + META_PREFIX_LEN
+        digest_type = 0
+        if start + key_length < i + size:
+            digest_type = buf[start + key_length]
+            if not 1 <= digest_type <= MAX_DIGEST_TYPE:
+                self._stop = (pos, f"master-key record with digest type {digest_type}, "
+                                   f"not 1..{MAX_DIGEST_TYPE}", False)
+                return None
+        return JournalRecord(pos, size, RecordKind.LEDGER_KEY, ledger_id, entry_id,
+                             buf[start:start + key_length], digest_type)
 
     def _stop_at_end_of_file(self, tail: bytes, pos: int) -> tuple[int, str | None, bool]:
         if tail.strip(b"\0"):

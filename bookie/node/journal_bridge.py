@@ -12,6 +12,7 @@ from journal import format as jformat
 
 if TYPE_CHECKING:
     from bookie.node.runtime import LedgerRuntime
+    from ledgerindex.keys import LedgerState
 
 
 class JournalBridge:
@@ -45,12 +46,16 @@ class JournalBridge:
             raise IOFailure(f"journal refused a record: {exc}") from exc
         return future
 
-    def _journal_key_once(self, ledger_id: int, runtime: LedgerRuntime, key: bytes) -> None:
+    def _journal_key_once(self, ledger_id: int, runtime: LedgerRuntime,
+                          state: LedgerState) -> None:
         """docs/formats.md §3.8: a master-key record before the first record about a ledger, and
-        again when a "no key" (zero) ledger takes a real key, so replay learns it too."""
-        if runtime.journaled_key != key:
-            self.journal.submit(jformat.encode_master_key(ledger_id, key), None)
-            runtime.journaled_key = key
+        again when a "no key" (zero) ledger takes a real key, or a ledger its digest type, so
+        replay learns them too: the state holding them reaches RocksDB only at a checkpoint,
+        and without the type replay cannot tell a torn first entry from a good one (J4)."""
+        key, digest_type = state.master_key, state.digest_type
+        if runtime.journaled_key != key or runtime.journaled_digest != digest_type:
+            self.journal.submit(jformat.encode_master_key(ledger_id, key, digest_type), None)
+            runtime.journaled_key, runtime.journaled_digest = key, digest_type
 
     def _admit(self, size: int) -> None:
         """Back-pressure (docs/design.md §3.1 step 3): bounded journal queue and write cache."""

@@ -22,6 +22,7 @@ class LedgerRuntime:
     lac: int = -1                  # N4: raised by completed adds and explicit LACs
     last_entry_id: int = -1        # largest entry id admitted (cache or storage)
     journaled_key: bytes | None = None  # the key of this process's last LEDGER_KEY record
+    journaled_digest: int = 0      # and the digest type it carried (journal/format.py J4)
     waiters: list = dataclasses.field(default_factory=list)  # (gt, future) long polls
 
 

@@ -75,7 +75,7 @@ class LedgerWrites:
         self.storage.add_entry(ledger_id, entry_id, data)  # W1: cache before journal
         runtime.last_entry_id = max(runtime.last_entry_id, entry_id)
         lac = entry_mod.piggybacked_lac(data)
-        self._journal_key_once(ledger_id, runtime, state.master_key)
+        self._journal_key_once(ledger_id, runtime, state)
         record = jformat.encode_add(data)
         if deferred_sync:
             # N4: acknowledged now, but its LAC counts only once its group is synced: a LAC
@@ -153,7 +153,7 @@ class LedgerWrites:
         self.storage.add_run(ledger_id, entries)  # W1
         runtime.last_entry_id = max(runtime.last_entry_id,
                                     max(entry_id for entry_id, _ in entries))
-        self._journal_key_once(ledger_id, runtime, state.master_key)
+        self._journal_key_once(ledger_id, runtime, state)
         if records is None:
             records = b"".join([jformat.encode_add(data) for _, data in entries])
         if deferred_sync:
@@ -171,7 +171,7 @@ class LedgerWrites:
         runtime = self._runtime_of(ledger_id)
         self._admit(16)
         self._store_state(ledger_id, old, dataclasses.replace(state, fenced=True))  # N3
-        self._journal_key_once(ledger_id, runtime, state.master_key)
+        self._journal_key_once(ledger_id, runtime, state)
         await asyncio.shield(self._submit(jformat.encode_fence(ledger_id), ledger_id))
         return runtime.lac, runtime.last_entry_id
 
@@ -194,7 +194,7 @@ class LedgerWrites:
         if entry_mod.lac_body_advances(state.explicit_lac, body):
             self._store_state(ledger_id, state,
                               dataclasses.replace(state, explicit_lac=bytes(body)))
-        self._journal_key_once(ledger_id, runtime, state.master_key)
+        self._journal_key_once(ledger_id, runtime, state)
         record = jformat.encode_explicit_lac(ledger_id, body)
         await asyncio.shield(self._submit(record, ledger_id, lac))
         return runtime.lac

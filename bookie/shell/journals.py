@@ -12,7 +12,7 @@ import argparse
 import collections
 import os
 
-from bookie.entry import (LAC_METADATA_LENGTH, has_piggybacked_lac, parse_lac_body,
+from bookie.entry import (LAC_METADATA_LENGTH, DigestType, has_piggybacked_lac, parse_lac_body,
                           piggybacked_lac)
 from bookie.errors import CorruptRecord
 from bookie.shell.datadir import DataDir, UsageError
@@ -103,6 +103,9 @@ def _emit_record(out: Output, record, payload: bool) -> None:
         detail = f"lac {item['lac']}"
     elif kind is RecordKind.LEDGER_KEY:
         detail = f"key {record.payload.hex()}"
+        if record.digest_type:
+            item["digestType"] = DigestType(record.digest_type).header_name
+            detail += f" digest {item['digestType']}"
     elif kind is RecordKind.EXPLICIT_LAC and len(record.payload) >= LAC_METADATA_LENGTH:
         item["lac"] = parse_lac_body(record.payload)[1]
         detail = f"explicit lac {item['lac']}"

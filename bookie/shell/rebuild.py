@@ -72,6 +72,7 @@ def register(commands, common: argparse.ArgumentParser) -> None:
 class _JournalFacts:
     master_keys: dict[int, bytes] = dataclasses.field(default_factory=dict)
     explicit_lacs: dict[int, bytes] = dataclasses.field(default_factory=dict)
+    digest_types: dict[int, int] = dataclasses.field(default_factory=dict)  # key records'
     ledger_ids: set[int] = dataclasses.field(default_factory=set)
 
 
@@ -147,6 +148,8 @@ def _note_record(facts: _JournalFacts, record) -> None:
     facts.ledger_ids.add(record.ledger_id)
     if record.kind is RecordKind.LEDGER_KEY:
         facts.master_keys[record.ledger_id] = record.payload
+        if record.digest_type:
+            facts.digest_types[record.ledger_id] = record.digest_type
     elif record.kind is RecordKind.EXPLICIT_LAC:
         facts.explicit_lacs[record.ledger_id] = record.payload
 
@@ -250,7 +253,8 @@ def _rebuilt_state(ledger_id: int, before: LedgerState | None, journal: _Journal
         key, source = before.master_key, "keysFromOldIndex"
     if key is None:
         key, source = ZERO_KEY, "keysUnknown"
-    digest_type = before.digest_type or logs.learned.get(ledger_id, 0)
+    digest_type = (before.digest_type or journal.digest_types.get(ledger_id)
+                   or logs.learned.get(ledger_id, 0))
     lac = journal.explicit_lacs.get(ledger_id, before.explicit_lac)
     return LedgerState(exists=True, fenced=True, limbo=before.limbo, digest_type=digest_type,
                        master_key=key, explicit_lac=lac), source

@@ -91,8 +91,13 @@ def check_meta_and_digests(scan: BkScan) -> list:
         else:
             assert entry_id in (LEDGER_KEY, EXPLICIT_LAC), f"entry id {entry_id} at {offset}"
             inner = struct.unpack_from(">i", payload, 16)[0]
-            assert inner == len(payload) - 20
-            body = payload[20:]
+            body = payload[20:20 + inner]
+            if entry_id == LEDGER_KEY and inner == len(payload) - 21:
+                # The project's digest-type byte after the key (formats.md §3.4): BookKeeper
+                # reads keyLen bytes of key and never looks at it.
+                assert 1 <= payload[-1] <= 4, f"key record at {offset}: type {payload[-1]}"
+            else:
+                assert inner == len(payload) - 20
             if entry_id == EXPLICIT_LAC:
                 assert scan.version >= 6 and inner >= 16
                 assert struct.unpack_from(">q", body, 0)[0] == ledger_id
@@ -208,7 +213,10 @@ def test_our_writer_output_parses_by_bookkeeper_rules(tmp_path):
 
     def writer(ledger_id: int) -> None:
         rng = random.Random(ledger_id)
-        journal.submit(encode_master_key(ledger_id, master_key(b"pw%d" % ledger_id)), "key")
+        # Ledgers 1-3 as the bookie writes them (a digest type after the key), 0 as
+        # BookKeeper does.
+        journal.submit(encode_master_key(ledger_id, master_key(b"pw%d" % ledger_id),
+                                         digest_type=ledger_id), "key")
         for entry_id in range(300):
             if entry_id % 50 == 49:
                 journal.submit(encode_explicit_lac(ledger_id, frame_lac(ledger_id, entry_id)),

@@ -8,10 +8,12 @@ import os
 import pytest
 
 from bookie.config import BookieConfig
+from bookie.disk import OsDisk
 from bookie.entry import DigestType, frame_entry, frame_lac, master_key
-from bookie.errors import CorruptRecord, Fenced, IOFailure, NoEntry
+from bookie.errors import BadRequest, CorruptRecord, Fenced, IOFailure, NoEntry
 from bookie.recovery import MissingJournal
 from journal import format as jf
+from journal.reader import JournalReader
 from tests.support.servers import running_bookie
 
 KEY = master_key(b"replay")
@@ -130,6 +132,67 @@ async def test_torn_record_of_a_known_crc_ledger_is_dropped_and_reported(data_di
             await bookie.read_entry(1, 1)
         dropped = [d for d in bookie.replay_report.dropped if d.path == path]
         assert [d.offset for d in dropped] == [offsets[0]]  # the group never completed
+
+
+def _garbled(entry: bytes, keep: int) -> bytes:
+    """A power-loss tear seen in the sweep (seed 2059255462, k=128): a group's write cut
+    short over preallocated zeros that came back as garbage, so a record keeps its header and
+    ``keep`` bytes, then holds garbage of its own length."""
+    return entry[:keep] + bytes((b * 7 + 1) & 0xFF for b in entry[keep:])
+
+
+async def test_torn_first_entry_of_a_new_ledger_is_dropped_by_its_key_records_type(data_dir):
+    """Regression (power-loss sweep, CI): the ledger is new since the checkpoint, so the
+    ledgers index does not hold its digest type; before the key record carried it, replay
+    could not check the entry and stored garbage as entry 0, never sent by any client."""
+    torn = _garbled(_entry(4, 0, b"q" * 900), 115)
+    records = [jf.encode_master_key(4, KEY, int(DigestType.CRC32C)), jf.encode_add(torn)]
+    path, offsets = _write_journal(data_dir, records, tail=bytes(4096))
+    async with running_bookie(_config(data_dir)) as running:
+        bookie = running.bookie
+        with pytest.raises(NoEntry):
+            await bookie.read_entry(4, 0)
+        (dropped,) = bookie.replay_report.dropped
+        assert (dropped.path, dropped.offset) == (path, offsets[1])
+        assert "digest" in dropped.reason
+        # The type is the ledger's now: the client's retry of entry 0 is checked by it.
+        assert bookie.storage.ledgers.get(4).digest_type == DigestType.CRC32C
+        await bookie.add_entry(4, 0, _entry(4, 0), KEY)
+        assert await bookie.read_entry(4, 0) == _entry(4, 0)
+
+
+async def test_a_mac_ledgers_key_record_keeps_its_unverifiable_entries(data_dir):
+    """The bookie cannot check a MAC digest (it has no MAC key): an entry of a ledger named
+    MAC by its key record is replayed as is, and the type holds against a later add."""
+    mac_entry = frame_entry(5, 0, -1, 0, b"m" * 64, DigestType.MAC, key=b"mac key")
+    records = [jf.encode_master_key(5, KEY, int(DigestType.MAC)), jf.encode_add(mac_entry)]
+    _write_journal(data_dir, records)
+    async with running_bookie(_config(data_dir)) as running:
+        bookie = running.bookie
+        assert await bookie.read_entry(5, 0) == mac_entry
+        assert bookie.replay_report.dropped == []
+        with pytest.raises(BadRequest):
+            await bookie.add_entry(5, 1, _entry(5, 1), KEY, DigestType.CRC32C)
+
+
+async def test_the_live_path_journals_each_ledgers_digest_type_with_its_key(data_dir):
+    """What the two tests above replay is what the live path writes (formats.md §3.8): the
+    key record names the type of a ledger's first add; a fence of a ledger this bookie never
+    saw names none, and the first add after it journals the key again with the type."""
+    async with running_bookie(_config(data_dir)) as running:
+        bookie = running.bookie
+        for entry_id in range(2):
+            crc32_entry = frame_entry(1, entry_id, entry_id - 1, 0, b"c", DigestType.CRC32)
+            await bookie.add_entry(1, entry_id, crc32_entry, KEY, DigestType.CRC32)
+        await bookie.fence(2, KEY)
+        await bookie.add_entry(2, 0, _entry(2, 0), KEY, recovery=True)
+    keys = []
+    directory = os.path.join(data_dir, "journal", "current")
+    for name in sorted(n for n in os.listdir(directory) if n.endswith(".txn")):
+        with JournalReader(OsDisk(), os.path.join(directory, name)) as reader:
+            keys += [(r.ledger_id, r.digest_type) for r in reader.scan()
+                     if r.kind is jf.RecordKind.LEDGER_KEY]
+    assert keys == [(1, int(DigestType.CRC32)), (2, 0), (2, int(DigestType.CRC32C))]
 
 
 async def test_missing_marked_journal_refuses_to_start(data_dir):

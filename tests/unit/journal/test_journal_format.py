@@ -74,6 +74,17 @@ def test_master_key_record_layout():
     assert record[24:] == key
 
 
+def test_master_key_record_with_its_digest_type_is_bookkeepers_record_and_one_byte():
+    """formats.md §3.4: BookKeeper's replay reads len, ids, keyLen and keyLen bytes of key and
+    never looks at the byte after them, so the digest type rides there unseen."""
+    key = bytes(range(20))
+    record = encode_master_key(7, key, digest_type=3)
+    plain = encode_master_key(7, key)
+    assert len(record) == 45 and record[:4] == b"\x00\x00\x00\x29"  # len 41
+    assert record[4:44] == plain[4:] and record[44:] == b"\x03"
+    assert encode_master_key(7, key, digest_type=0) == plain
+
+
 def test_fence_record_layout():
     assert encode_fence(1) == (b"\x00\x00\x00\x10" + struct.pack(">q", 1)
                                + bytes.fromhex("ffffffffffffe000"))

@@ -74,6 +74,17 @@ def test_scan_returns_every_kind_with_its_payload(tmp_path):
     assert end.offset % 512 == 0 and end.clean
 
 
+@pytest.mark.parametrize("digest_type", [1, 2, 3, 4])
+def test_a_master_key_record_brings_the_digest_type_after_its_key(tmp_path, digest_type):
+    groups = [[encode_master_key(1, KEY, digest_type), encode_add(entry(1, 0))],
+              [encode_master_key(2, KEY)]]
+    records, end, _ = scan(write(tmp_path, build(groups)))
+    assert [(r.kind, r.payload, r.digest_type) for r in records] == [
+        (RecordKind.LEDGER_KEY, KEY, digest_type), (RecordKind.DATA, entry(1, 0), 0),
+        (RecordKind.LEDGER_KEY, KEY, 0)]
+    assert records[0].size == 45 and records[0].end == records[1].offset and end.clean
+
+
 def test_padding_is_counted_and_yielded_on_request(tmp_path):
     path = write(tmp_path, build(GROUPS))
     records, end, reader = scan(path)
@@ -197,6 +208,9 @@ def bad_record_cases():
         ("data without LAC", struct.pack(">iqq", 20, 1, 0) + bytes(4)),
         ("negative ledger id", struct.pack(">iq", 41, -2) + entry(1, 0)[8:]),
         ("key length mismatch", META_RECORD.pack(40, 1, -0x1000, 19) + KEY),
+        ("key length two short", META_RECORD.pack(42, 1, -0x1000, 20) + KEY + b"\x03\x03"),
+        ("key record with digest type 0", META_RECORD.pack(41, 1, -0x1000, 20) + KEY + b"\0"),
+        ("key record with digest type 9", META_RECORD.pack(41, 1, -0x1000, 20) + KEY + b"\x09"),
         ("short explicit LAC body", META_RECORD.pack(32, 1, -0x8000, 12) + bytes(12)),
         ("meta too short for its inner length", struct.pack(">iqq", 16, 1, -0x1000)),
     ]
