@@ -4,6 +4,7 @@
     .venv/bin/python scripts/bench_cluster.py --runs 3
         [--entries 20000] [--in-flight 256] [--baseline-seconds 2] [--latency-appends 2000]
         [--beyond-lac 20000] [--rerep-mib 192] [--rerep-limit-mib 16]
+        [--rows raw,floor,appends,latency,read,tail,recovery,rerep] [--rerep-kib 1,64]
 
 Starts, on 127.0.0.1 only, a ZooKeeper (Debian's package) and 4 bookie daemons
 (``python -m bookie serve``); every thread of every bookie is pinned to CPU 0 and this
@@ -105,6 +106,7 @@ DIRECT_BATCH = 256  # entries per add_batch when writing past the LAC by hand
 REREP_LEDGERS = 8
 REREP_TIMEOUT_S = 900.0
 WARM_UP_ENTRIES = 2000
+CONNECT_SETTLE_S = 1.0
 # Idle: the bookies together below this share of one core over IDLE_WINDOW_S.
 IDLE_SHARE, IDLE_WINDOW_S, IDLE_WAIT_MAX_S = 0.1, 0.5, 30.0
 
@@ -419,6 +421,9 @@ async def tail_catch_up(table: Table, bk: BookKeeper, uri: str, pids, count: int
     await writer.append(PAYLOAD)
     await hush()
     async with await BookKeeper.connect(uri) as other:
+        # The second client's session set-up runs on in kazoo's threads for a while after
+        # connect returns; it is not the catch-up (this process's CPU counts every thread).
+        await asyncio.sleep(CONNECT_SETTLE_S)  # noqa: sleep-ok (not a measured part)
         stretch = Stretch(pids)
         reader = await other.open_ledger(writer.ledger_id, PASSWORD, recover=False)
         seen = await _tail(reader, count)
@@ -601,7 +606,9 @@ async def _rereplicate(table: Table, bk: BookKeeper, bookies: list[Daemon], size
         await asyncio.to_thread(ur.mark, ledger_id, [victim])
     # Grace 0: every marked ledger is closed, the grace (RW7) is for open ones only.
     worker = ReplicationWorker(bk, ur, 0, Throttle(int(limit_mib * MiB)), asyncio.Event())
+    stretch = Stretch(tuple(by_id[b].proc.pid for b in survivors))
     began, done = await copy_until_done(worker, ur)
+    cpu = stretch.end(1)  # per "entry" = the whole copy: seconds of CPU, in us
     foreground.stop.set()
     await load
     copied = worker.stats.bytes_copied
@@ -610,10 +617,15 @@ async def _rereplicate(table: Table, bk: BookKeeper, bookies: list[Daemon], size
     values = {"mib_s": copied / MiB / (done - began), "mib": copied / MiB, "s": done - began,
               "ledgers": len(marked), "left": len(left),
               "p99_alone": foreground.p99(alone_from, began),
-              "p99_during": foreground.p99(began, done)}
+              "p99_during": foreground.p99(began, done),
+              # CPU busy over the copy, in cores: which side set the rate (the foreground
+              # writer's share is in both: it runs meanwhile).
+              "client_cores": cpu["client_us"] / 1e6 / cpu["seconds"],
+              "bookie_cores": cpu["bookie_us"] / 1e6 / cpu["seconds"]}
     fmt = ("{mib_s:7.1f} MiB/s  ({mib:.1f} MiB of {ledgers:.0f} ledgers in {s:.2f} s, "
            "{left:.0f} still name the lost bookie)  foreground add p99 {p99_alone:.2f} ms "
-           "alone, {p99_during:.2f} ms during")
+           "alone, {p99_during:.2f} ms during; CPU busy: client {client_cores:.2f}, "
+           "bookies {bookie_cores:.2f} cores")
     label = f"re-replication, {size // 1024} KiB entries"
     if limit_mib:
         # The bucket starts empty (throttle.py): the whole copy's rate is at most the limit.
@@ -624,27 +636,43 @@ async def _rereplicate(table: Table, bk: BookKeeper, bookies: list[Daemon], size
 # -- the run ----------------------------------------------------------------------------------
 
 
+#: Row groups --rows can name, in the order a run takes them.
+ROW_GROUPS = ("raw", "floor", "appends", "latency", "read", "tail", "recovery", "rerep")
+
+
 async def one_run(table: Table, zookeeper: ZooKeeperServer, uri: str, bookies, root: str,
                   args, run: int) -> None:
     pids = tuple(d.proc.pid for d in bookies)
+    rows = args.rows
     async with await BookKeeper.connect(uri) as bk:
         def hush():  # between a row's set-up (writes) and its measured part
             return quiet(bk, bookies)
         await warm_up(bk, bookies)
         await hush()
-        raw = await raw_baseline(table, bookies[0], args, run)
-        await task_floor(table, args.entries, args.in_flight)
-        await appends(table, bk, bookies, args, raw)
-        await hush()
-        await latency(table, bk, pids, args.latency_appends)
-        await full_read(table, bk, pids, args.entries, hush)
-        await tail_catch_up(table, bk, uri, pids, args.entries, hush)
-        await hush()
-        await recovery_in_flight(table, bk, uri)
-        await recovery_beyond_lac(table, bk, uri, args.beyond_lac, hush)
+        raw = None
+        if "raw" in rows or "appends" in rows:  # the appends' ratios need it
+            raw = await raw_baseline(table, bookies[0], args, run)
+        if "floor" in rows:
+            await task_floor(table, args.entries, args.in_flight)
+        if "appends" in rows:
+            await appends(table, bk, bookies, args, raw)
+            await hush()
+        if "latency" in rows:
+            await latency(table, bk, pids, args.latency_appends)
+        if "read" in rows:
+            await full_read(table, bk, pids, args.entries, hush)
+        if "tail" in rows:
+            await tail_catch_up(table, bk, uri, pids, args.entries, hush)
+        if "recovery" in rows:
+            await hush()
+            await recovery_in_flight(table, bk, uri)
+            await recovery_beyond_lac(table, bk, uri, args.beyond_lac, hush)
+    if "rerep" not in rows:
+        return
     for size, limit in ((1024, 0), (64 * 1024, 0), (1024, args.rerep_limit_mib)):
-        await rereplication(table, zookeeper, root, f"rr{run}-{size}-{limit:g}", size, limit,
-                            args)
+        if size in args.rerep_kib:
+            await rereplication(table, zookeeper, root, f"rr{run}-{size}-{limit:g}", size,
+                                limit, args)
 
 
 def header(args, bookies: list[Daemon], zookeeper: ZooKeeperServer) -> None:
@@ -683,7 +711,18 @@ def main() -> None:
     parser.add_argument("--beyond-lac", type=int, default=20000)
     parser.add_argument("--rerep-mib", type=int, default=192)
     parser.add_argument("--rerep-limit-mib", type=float, default=16.0)
+    parser.add_argument("--rows", default=",".join(ROW_GROUPS),
+                        help=f"the row groups to run, comma-separated, of "
+                             f"{','.join(ROW_GROUPS)} (default: all; appends also run raw)")
+    parser.add_argument("--rerep-kib", default="1,64",
+                        help="entry sizes of the re-replication rows, KiB (default 1,64)")
     args = parser.parse_args()
+    args.rows = set(args.rows.split(","))
+    unknown = args.rows - set(ROW_GROUPS)
+    if unknown:
+        parser.error(f"--rows: unknown {','.join(sorted(unknown))}; rows are "
+                     f"{','.join(ROW_GROUPS)}")
+    args.rerep_kib = {int(kib) * 1024 for kib in args.rerep_kib.split(",")}
     root = tempfile.mkdtemp(prefix="bench-cluster-")
     # ZooKeeper first, so it does not inherit this process's pin; then the pin, before any
     # thread or daemon starts (they inherit it; the daemons are moved to their own core).

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
+from api import wire
 from api.client.distribution import write_set
 from bookie.entry import ENTRY_HEADER
 from bookie.errors import IOFailure, NoLedger
@@ -75,28 +76,37 @@ def ids_of(read: HeldRead) -> range:
     return range(read.first, read.last + 1, read.step)
 
 
+def raw_frames(body: bytes) -> list[tuple[int, bytes]]:
+    """(entry id, framed bytes) of each frame of a held read's reply, not verified: for a
+    caller that copies entries on (recovery's write-back, re-replication) and checks them
+    itself. An entry too short for its ids gets id -1, which no plan asks for."""
+    unpack = ENTRY_HEADER.unpack_from
+    return [(unpack(data, 0)[1] if len(data) >= ENTRY_HEADER.size else -1, data)
+            for data in wire.decode_batch(body, 2**31 - 1, 2**31 - 1)]
+
+
 async def held_read(client, ledger_id: int, read: HeldRead, timeout_s: float,
-                    found: dict[int, bytes]) -> tuple[int, BaseException | None]:
-    """Execute one held read to its end, asking again after each short reply; bytes go into
-    ``found`` by id as they arrive (only ids asked, BR3), so a read cancelled midway keeps
-    what came. Returns (the last id covered, the error that stopped it or None). Ids up to
-    the last covered that are not in ``found`` are not held by that bookie; a bookie that
-    does not know the ledger holds none of them."""
+                    found: dict, decode=raw_frames) -> tuple[int, BaseException | None]:
+    """Execute one held read to its end, asking again after each short reply; what
+    ``decode`` makes of each reply's body ((entry id, value) pairs: by default the raw
+    frames, or the reader's verified entries) goes into ``found`` by id as it arrives (only
+    ids asked, BR3), so a read cancelled midway keeps what came. Returns (the last id
+    covered, the error that stopped it or None). Ids up to the last covered that are not in
+    ``found`` are not held by that bookie (or did not verify); a bookie that does not know
+    the ledger holds none of them."""
     covered = read.first - read.step
+    first, step = read.first, read.step
     try:
         while covered < read.last:
-            datas, scanned = await asyncio.wait_for(
-                client.read_held(ledger_id, covered + read.step, read.last, read.step),
-                timeout_s)
-            if scanned < covered + read.step:
+            body, scanned = await asyncio.wait_for(
+                client.read_held_body(ledger_id, covered + step, read.last, step), timeout_s)
+            if scanned < covered + step:
                 raise IOFailure(f"bookie answered a held read with X-Last-Scanned "
-                                f"{scanned} below its first id {covered + read.step}")
-            for data in datas:
-                entry_id = ENTRY_HEADER.unpack_from(data, 0)[1] if len(data) >= \
-                    ENTRY_HEADER.size else -1
-                if covered < entry_id <= scanned and \
-                        (entry_id - read.first) % read.step == 0:
-                    found[entry_id] = data
+                                f"{scanned} below its first id {covered + step}")
+            if body:
+                for entry_id, value in decode(body):
+                    if covered < entry_id <= scanned and (entry_id - first) % step == 0:
+                        found[entry_id] = value
             covered = min(scanned, read.last)
     except NoLedger:
         covered = read.last  # it holds nothing of this ledger

@@ -128,12 +128,19 @@ class BookieClient:
                         step: int = 1) -> tuple[list[bytes], int]:
         """(the entries the bookie holds among first, first+step, ... <= last, the last id it
         examined): the reply covers the ids up to that one; ask again from the next."""
+        body, scanned = await self.read_held_body(ledger_id, first, last, step)
+        return (wire.decode_batch(body, 2**31 - 1, 2**31 - 1) if body else []), scanned
+
+    async def read_held_body(self, ledger_id: int, first: int, last: int,
+                             step: int = 1) -> tuple[bytes, int]:
+        """``read_held`` with the reply's batch body left whole, for a caller that splits
+        and verifies it in one pass (api/client/codec.py ``decode_frames``)."""
         body, scanned = await self._request(
             "GET", f"/v1/ledgers/{ledger_id}/entries", reply_header=wire.LAST_SCANNED_HEADER,
             params={"from": str(first), "to": str(last), "held": "true", "step": str(step)})
         if scanned is None:
             raise IOFailure(f"held read answered without {wire.LAST_SCANNED_HEADER}")
-        return (wire.decode_batch(body, 2**31 - 1, 2**31 - 1) if body else []), int(scanned)
+        return body, int(scanned)
 
     async def fence(self, ledger_id: int, master_key: bytes) -> dict:
         return await self._request("POST", f"/v1/ledgers/{ledger_id}/fence",

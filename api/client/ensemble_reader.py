@@ -23,7 +23,7 @@ import logging
 
 from api.client.batch_read import WINDOW_IDS, WINDOWS_IN_FLIGHT, HeldRead, held_read, plan
 from api.client.bookies import BOOKIE_FAILURES, Bookies
-from api.client.codec import DigestMismatch, LedgerCodec, LedgerEntry
+from api.client.codec import LedgerCodec, LedgerEntry
 from api.client.distribution import bookies_of
 from api.client.metadata import LedgerMetadata
 from bookie.errors import NoEntry, NoLedger
@@ -131,32 +131,32 @@ class EnsembleReader:
         while True:
             lac = await self._poll_lac(next_id - 1)
             self.lac = max(self.lac, lac)
-            if next_id <= lac:
-                async for entry in self._stream_fresh(next_id, lac):
-                    yield entry
-                    next_id += 1
-            else:  # nothing new: is the ledger closed?
+            if next_id > lac:  # nothing new: is the ledger closed?
                 self.metadata = await self.bk.store.read(self.ledger_id)
-                if self.metadata.closed:
-                    async for entry in self._stream_fresh(next_id,
-                                                          self.metadata.last_entry_id):
-                        yield entry
-                        next_id += 1
-                    return
+                if not self.metadata.closed:
+                    continue
+                lac = self.metadata.last_entry_id
+            async for window in self._windows_fresh(next_id, lac):
+                for entry in window:
+                    yield entry
+                next_id += len(window)
+            if self.metadata.closed and next_id > self.metadata.last_entry_id:
+                return
 
-    async def _stream_fresh(self, first: int, last: int):
-        """A tail's read: on failure the metadata is read again (an ensemble change may have
-        placed entries elsewhere since this reader opened) and the rest read once more."""
+    async def _windows_fresh(self, first: int, last: int):
+        """A tail's read, window by window: on failure the metadata is read again (an
+        ensemble change may have placed entries elsewhere since this reader opened) and
+        the rest read once more."""
         next_id = first
         try:
-            async for entry in self._stream(first, last):
-                yield entry
-                next_id += 1
+            async for window in self._stream_windows(first, last):
+                yield window
+                next_id += len(window)
         except (NoEntry, NoLedger, *BOOKIE_FAILURES):
             self.metadata = await self.bk.store.read(self.ledger_id)
             self._avoid.clear()
-            async for entry in self._stream(next_id, last):
-                yield entry
+            async for window in self._stream_windows(next_id, last):
+                yield window
 
     async def _poll_lac(self, known: int) -> int:
         """The LAC long poll on every bookie of the last segment: the first answer above
@@ -200,8 +200,9 @@ class EnsembleReader:
         ``async for entry in reader.read_range(a, b)`` streams, ``await`` gives a list."""
         async def confirmed():
             await self._check_confirmed(last)
-            async for entry in self._stream(first, last):
-                yield entry
+            async for window in self._stream_windows(first, last):
+                for entry in window:  # one async generator level per entry, not two
+                    yield entry
         return EntryStream(confirmed)
 
     # -- batched reads (RD3) -------------------------------------------------------------
@@ -215,7 +216,9 @@ class EnsembleReader:
             for start in range(low, high + 1, WINDOW_IDS):
                 yield start, min(start + WINDOW_IDS - 1, high), members
 
-    async def _stream(self, first: int, last: int):
+    async def _stream_windows(self, first: int, last: int):
+        """The windows of ``[first, last]`` in order, each a list of its entries, with up to
+        WINDOWS_IN_FLIGHT read ahead."""
         windows = self._windows(first, last)
         running: collections.deque = collections.deque()
 
@@ -230,8 +233,7 @@ class EnsembleReader:
             while running:
                 entries = await running.popleft()
                 launch()
-                for entry in entries:
-                    yield entry
+                yield entries
         finally:
             for task in running:
                 task.cancel()
@@ -241,7 +243,7 @@ class EnsembleReader:
         in ``batch_wait_s`` (a lagging bookie), entry by entry (RD3)."""
         avoid = {i for i, b in enumerate(members) if b in self._avoid}
         reads = plan(len(members), self.metadata.write_quorum, first, last, avoid=avoid)
-        found: dict[int, bytes] = {}
+        found: dict[int, LedgerEntry] = {}  # verified as they arrive (_verified)
         tasks = {asyncio.ensure_future(self._held(members[read.index], read, found)): read
                  for read in reads}
         try:
@@ -256,22 +258,25 @@ class EnsembleReader:
                 task.cancel()
         for task in lagging:
             self._avoid.add(members[tasks[task].index])
-        entries: dict[int, LedgerEntry] = {}
-        decode = self.codec.decode
-        for entry_id, data in found.items():
-            try:
-                entries[entry_id] = decode(data, entry_id)
-            except DigestMismatch as exc:  # the next replica serves it
-                log.warning("ledger %d: %s", self.ledger_id, exc)
-        missing = [e for e in range(first, last + 1) if e not in entries]
-        if missing:
+        ids = range(first, last + 1)
+        if len(found) < len(ids):
+            missing = [e for e in ids if e not in found]
             for entry in await asyncio.gather(*(self._read_replicas(e) for e in missing)):
-                entries[entry.entry_id] = entry
-        return [entries[e] for e in range(first, last + 1)]
+                found[entry.entry_id] = entry
+        return [found[e] for e in ids]
 
-    async def _held(self, bookie_id: str, read: HeldRead, found: dict[int, bytes]) -> None:
+    def _verified(self, body: bytes) -> list[tuple[int, LedgerEntry]]:
+        """A held reply's entries that verify; one that does not is left for the next
+        replica (RD3) and logged."""
+        good, bad = self.codec.decode_frames(body)
+        for mismatch in bad:
+            log.warning("ledger %d: %s", self.ledger_id, mismatch)
+        return good
+
+    async def _held(self, bookie_id: str, read: HeldRead, found: dict[int, LedgerEntry]
+                    ) -> None:
         _, error = await held_read(self.bk.client(bookie_id), self.ledger_id, read,
-                                   self.bk.read_timeout_s, found)
+                                   self.bk.read_timeout_s, found, self._verified)
         if error is not None:
             self._avoid.add(bookie_id)
             log.info("ledger %d: held read of %d..%d from %s failed (%s); those entries one "

@@ -71,6 +71,8 @@ class Underreplication:
         self.base = f"{root}/underreplication"
         self.holder_id = holder_id
         self._vote: str | None = None
+        #: Marked ledgers of the last walk not tried yet (``poll``), in random order.
+        self._candidates: list[int] = []
 
     # -- layout and switches -------------------------------------------------------------
 
@@ -224,12 +226,26 @@ class Underreplication:
 
     def poll(self, skip=frozenset()) -> tuple[int, list[str], int, int] | None:
         """Lock one marked ledger nobody holds (random, as BookKeeper shuffles), not in
-        ``skip``: (ledger id, replicas, ctime ms, marker version), or None."""
-        candidates = [i for i in self.marked() if i not in skip]
-        random.shuffle(candidates)
+        ``skip``: (ledger id, replicas, ctime ms, marker version), or None.
+
+        Candidates come from the last walk of the marker tree while it has untried ones
+        left: a walk is five reads one after another, and one per ledger was a fifth of a
+        re-replication's time at 24 MiB a ledger. A stale candidate costs one read (its
+        marker is checked before the lock is taken), and None is said only after a fresh
+        walk found nothing to take."""
+        if self._candidates:
+            taken = self._take_one(skip)
+            if taken is not None:
+                return taken
+        self._candidates = self.marked()
+        random.shuffle(self._candidates)
+        return self._take_one(skip)
+
+    def _take_one(self, skip) -> tuple[int, list[str], int, int] | None:
         locked = set(self._locks())
-        for ledger_id in candidates:
-            if marker_name(ledger_id) in locked:
+        while self._candidates:
+            ledger_id = self._candidates.pop()
+            if ledger_id in skip or marker_name(ledger_id) in locked:
                 continue
             found = self.marker(ledger_id)
             if found is None:
@@ -269,15 +285,26 @@ class Underreplication:
 
     def mark_replicated(self, ledger_id: int, version: int) -> bool:
         """UR2: delete the marker if it is still at ``version`` (then its empty levels), and
-        release the lock. False if it was marked again meanwhile (it stays)."""
+        release the lock. False if it was marked again meanwhile (it stays).
+
+        The marker and the lock go in one transaction: one ZooKeeper write (one fsync of
+        its log) where two were, and no moment when the lock is gone but the marker that
+        was replicated is not (another worker would take the ledger only to find nothing)."""
         path = self.marker_path(ledger_id)
-        try:
-            self.client.delete(path, version=version)
-        except BadVersionError:
+        transaction = self.client.transaction()
+        transaction.delete(path, version=version)
+        transaction.delete(f"{self.base}/locks/{marker_name(ledger_id)}")
+        if transaction.commit()[0] is not True:
+            # Rolled back whole (marked again, already gone, or the lock is not there):
+            # one step at a time, each outcome as it is.
+            try:
+                self.client.delete(path, version=version)
+            except BadVersionError:
+                self.release(ledger_id)
+                return False
+            except NoNodeError:
+                pass
             self.release(ledger_id)
-            return False
-        except NoNodeError:
-            pass
         parent = path.rsplit("/", 1)[0]
         for _ in range(4):  # the hex levels, as BookKeeper cleans them
             try:
@@ -285,7 +312,6 @@ class Underreplication:
             except (NotEmptyError, NoNodeError):
                 break
             parent = parent.rsplit("/", 1)[0]
-        self.release(ledger_id)
         return True
 
     # -- auditor election (UR4) ------------------------------------------------------------

@@ -41,6 +41,26 @@ def test_markers_merge_lock_and_go_at_the_locked_version(zk, zk_uri):
     assert ur.marked() == [] and zk.get_children(f"{root}/underreplication/ledgers") == []
 
 
+def test_a_poll_takes_from_its_last_walk_and_walks_again_before_saying_none(zk, zk_uri):
+    """poll keeps the candidates of its last walk of the marker tree (five reads one after
+    another) and walks again only when they are used up: a marker gone since the walk is
+    skipped, one made since is found at the next walk, and None comes only after a fresh
+    walk found nothing to take."""
+    _, root = parse_uri(zk_uri)
+    ur = Underreplication(zk, root, "worker-1")
+    ur.ensure()
+    for ledger_id in (1, 2, 3):
+        ur.mark(ledger_id, ["127.0.0.1:1"])
+    first = ur.poll()[0]
+    ur.mark(4, ["127.0.0.1:1"])  # after the walk
+    gone, kept = sorted({1, 2, 3} - {first})
+    zk.delete(ur.marker_path(gone))  # replicated by someone else since the walk
+    assert ur.poll()[0] == kept  # from the walk's candidates, not 4
+    assert ur.poll()[0] == 4  # the candidates used up: a fresh walk finds it
+    assert ur.poll() is None
+    assert ur.marked() == sorted([first, kept, 4])  # all three locked by worker-1
+
+
 def test_switches_and_the_delay_live_where_bookkeeper_keeps_them(zk, zk_uri):
     _, root = parse_uri(zk_uri)
     ur = Underreplication(zk, root)

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from api.client import DigestMismatch, LedgerCodec
 from bookie import entry as framing
 from bookie.entry import DigestType
+from bookie.errors import IOFailure
 
 CRC32C = crcmod.predefined.mkCrcFun("crc-32c")
 CRC32 = crcmod.predefined.mkCrcFun("crc-32")
@@ -99,3 +100,58 @@ def test_any_single_flipped_bit_is_caught(digest_type, ledger_id, entry_id, payl
     framed[bit // 8] ^= 1 << (bit % 8)
     with pytest.raises(DigestMismatch):
         codec.decode(bytes(framed), entry_id)
+
+
+def _reference_entry(digest_type: DigestType, ledger_id: int, entry_id: int, payload: bytes,
+                     password: bytes) -> bytes:
+    header = struct.pack(">qqqq", ledger_id, entry_id, entry_id - 1, entry_id * 7)
+    return header + reference_digest(digest_type, header + payload, password) + payload
+
+
+@settings(max_examples=200, deadline=None)
+@given(digests, ids, st.lists(st.tuples(payloads, st.booleans()), min_size=1, max_size=12),
+       passwords, st.data())
+def test_a_batch_body_is_split_and_checked_as_each_entry_alone(digest_type, ledger_id, items,
+                                                               password, data):
+    """decode_frames (a held read's reply, in one pass) keeps exactly the frames that decode
+    keeps alone, with the same fields, and names the ones it refuses; with framed=True the
+    values are the framed entries themselves."""
+    codec = LedgerCodec.for_password(ledger_id, password, digest_type)
+    frames, expected_good, expected_bad = [], [], []
+    for entry_id, (payload, damaged) in enumerate(items):
+        entry = bytearray(_reference_entry(digest_type, ledger_id, entry_id, payload, password))
+        if damaged and digest_type is not DigestType.DUMMY:  # DUMMY: nothing to find
+            at = data.draw(st.integers(min_value=32, max_value=len(entry) - 1))
+            entry[at] ^= 0x01  # the digest or the payload: what a damaged copy holds
+            expected_bad.append(entry_id)
+        else:
+            expected_good.append((entry_id, bytes(entry)))
+        frames.append(bytes(entry))
+    body = b"".join(struct.pack(">i", len(f)) + f for f in frames)
+    good, bad = codec.decode_frames(body)
+    assert [(i, e) for i, e in good] == [(i, codec.decode(f, i)) for i, f in expected_good]
+    assert [m.entry_id for m in bad] == expected_bad
+    assert all(isinstance(m, DigestMismatch) for m in bad)
+    framed, _ = codec.decode_frames(body, framed=True)
+    assert [(i, bytes(f)) for i, f in framed] == expected_good
+
+
+@pytest.mark.parametrize("digest_type", list(DigestType))
+def test_a_batch_body_with_broken_framing_is_refused_whole(digest_type):
+    codec = LedgerCodec.for_password(3, b"pw", digest_type)
+    frame = codec.frame(0, -1, 1, b"x")
+    whole = struct.pack(">i", len(frame)) + frame
+    for body in (whole[:-1], whole + b"\0\0", struct.pack(">i", 0) + whole,
+                 struct.pack(">i", -5) + whole):
+        with pytest.raises(IOFailure):
+            codec.decode_frames(body)
+
+
+@pytest.mark.parametrize("digest_type", list(DigestType))
+def test_a_frame_of_another_ledger_or_too_short_is_refused_alone(digest_type):
+    codec = LedgerCodec.for_password(3, b"pw", digest_type)
+    other = LedgerCodec.for_password(4, b"pw", digest_type)
+    ours = [codec.frame(0, -1, 1, b"a"), other.frame(1, 0, 2, b"b"), b"short",
+            codec.frame(2, 1, 3, b"c")]
+    good, bad = codec.decode_frames(b"".join(struct.pack(">i", len(f)) + f for f in ours))
+    assert [i for i, _ in good] == [0, 2] and len(bad) == 2

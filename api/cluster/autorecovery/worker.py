@@ -51,11 +51,13 @@ import dataclasses
 import logging
 import random
 import time
+import typing
 from typing import Callable
 
+from api import wire
 from api.client.batch_read import WINDOW_IDS, WINDOWS_IN_FLIGHT, held_read, plan
 from api.client.bookies import BOOKIE_FAILURES
-from api.client.codec import DigestMismatch, LedgerCodec
+from api.client.codec import LedgerCodec
 from api.client.distribution import write_set
 from api.client.ensemble import BookKeeper
 from api.client.ensemble_errors import NotEnoughBookies
@@ -71,6 +73,20 @@ POLL_INTERVAL_S = 1.0
 BACKOFF_FIRST_S, BACKOFF_MAX_S = 1.0, 60.0
 #: A copy sends POST batches of at most COPY_BATCH_BYTES, this many in flight.
 COPY_BATCH_BYTES, COPY_SENDS_IN_FLIGHT = 1 << 20, 4
+
+
+#: A copy's window holds about this many bytes of the ledger, so that the first batch goes
+#: to the target soon and the reads and sends overlap whatever the entries' size.
+COPY_WINDOW_BYTES = 4 << 20
+
+
+def _window_ids(metadata: LedgerMetadata) -> int:
+    """Ids per copy window: WINDOW_IDS of small entries, fewer of big ones (a closed
+    ledger's metadata gives its mean entry size)."""
+    count = metadata.last_entry_id + 1
+    if count <= 0 or metadata.length <= 0:
+        return WINDOW_IDS
+    return max(16, min(WINDOW_IDS, COPY_WINDOW_BYTES * count // metadata.length))
 
 
 class _TargetRefused(IOFailure):
@@ -262,31 +278,32 @@ class ReplicationWorker:
                 sources.append(fragment.bookie_id)  # decommissioned or marked: readable
             return sources
 
-        async def window(first: int, last: int) -> list[bytes]:
-            found: dict[int, bytes] = {}
+        def verified(body: bytes) -> list:
+            """RW3 as the batch arrives: the frames whose digest verifies, as views of the
+            reply (no copy until the batch to the target is built)."""
+            good, bad = codec.decode_frames(body, framed=True)
+            for mismatch in bad:
+                log.warning("ledger %d: %s; read from another replica", metadata.ledger_id,
+                            mismatch)
+            return good
+
+        async def window(first: int, last: int) -> list:
+            datas: dict[int, typing.Any] = {}
             reads = plan(size, quorum, first, last, wanted, avoid)
             await asyncio.gather(*(held_read(
                 self.bk.client(members[read.index]), metadata.ledger_id, read,
-                self.bk.read_timeout_s, found) for read in reads))
+                self.bk.read_timeout_s, datas, verified) for read in reads))
             # The fragment's ids in the window: those of the residues its bookie holds (DS1).
             ids = [e for e in range(first, last + 1) if e % size in wanted]
-            datas: dict[int, bytes] = {}
-            for entry_id in ids:
-                data = found.get(entry_id)
-                if data is not None:
-                    try:
-                        codec.decode(data, entry_id)  # RW3: raises DigestMismatch
-                        datas[entry_id] = data
-                    except DigestMismatch:
-                        pass
             alone = [e for e in ids if e not in datas]
             for entry_id, data in zip(alone, await asyncio.gather(*(self._read_verified(
                     metadata.ledger_id, e, sources_of(e), codec) for e in alone))):
                 datas[entry_id] = data
             return [datas[e] for e in ids]
 
-        windows = [(at, min(at + WINDOW_IDS - 1, entries[-1]))
-                   for at in range(entries[0], entries[-1] + 1, WINDOW_IDS)]
+        span = _window_ids(metadata)
+        windows = [(at, min(at + span - 1, entries[-1]))
+                   for at in range(entries[0], entries[-1] + 1, span)]
         sending: set[asyncio.Task] = set()
         reading: collections.deque = collections.deque()
         try:
@@ -349,9 +366,11 @@ class ReplicationWorker:
     async def _send(self, ledger_id: int, target: str, batch: list[bytes],
                     codec: LedgerCodec) -> None:
         try:
-            await asyncio.wait_for(self.bk.client(target).add_batch(
-                ledger_id, batch, codec.master_key, codec.digest_type.header_name,
-                recovery=True), self.bk.add_timeout_s)
+            # One join builds the body from the replies' views (the only copy of the
+            # bytes in the client); the lean HTTP client sends it (raw_http.py).
+            await asyncio.wait_for(self.bk.client(target).add_batch_body(
+                ledger_id, wire.encode_batch(batch), codec.master_key,
+                codec.digest_type.header_name, recovery=True), self.bk.add_timeout_s)
         except (BookieError, *BOOKIE_FAILURES) as exc:
             raise _TargetRefused(str(exc) or type(exc).__name__) from exc
         self.stats.entries_copied += len(batch)

@@ -161,6 +161,12 @@ class SimBookieClient:
         return await self._call(f"read-held e{first}..{last}/{step}",
                                 lambda b: b.read_held(ledger_id, first, last, step))
 
+    async def read_held_body(self, ledger_id, first, last, step=1) -> tuple[bytes, int]:
+        from api import wire  # noqa: PLC0415
+
+        datas, scanned = await self.read_held(ledger_id, first, last, step)
+        return wire.encode_batch(datas), scanned
+
     async def fence(self, ledger_id, master_key) -> dict:
         return await self._call("fence", lambda b: b.fence(ledger_id, master_key))
 
