@@ -109,17 +109,26 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
     from api.server.app import serving  # noqa: PLC0415 (only serve needs the HTTP stack)
     from bookie.node import Bookie
 
+    try:
+        ssl_context = _tls_context(config)  # before replay: a bad certificate refuses the start
+    except ValueError as exc:  # api.tls.TlsSetupError, naming the file
+        print(f"bookie: bad TLS configuration: {exc}", file=sys.stderr, flush=True)
+        return EXIT_BAD_CONFIG
     bookie = Bookie(config, disk=disk)
     notifier = Notifier()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if ssl_context is not None:
+        loop.add_signal_handler(signal.SIGHUP, _reload_certificate, config, ssl_context)
     watchdog = asyncio.create_task(_watchdog(notifier), name="sd-watchdog")
     member = None
+    scheme = "https" if ssl_context is not None else "http"
     try:
-        async with serving(bookie, config.host, config.port) as port:
-            print(f"bookie listening on http://{config.host}:{port}", file=ready_line,
+        async with serving(bookie, config.host, config.port,
+                           ssl_context=ssl_context) as port:
+            print(f"bookie listening on {scheme}://{config.host}:{port}", file=ready_line,
                   flush=True)
             if config.metadata_service_uri:
                 from api.cluster.member import ClusterMember  # noqa: PLC0415 (cluster only)
@@ -137,6 +146,33 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
         watchdog.cancel()
         notifier.close()
     return code
+
+
+def _tls_context(config: BookieConfig):
+    """The listener's TLS context (api/tls.py) from the tls_* settings, None for plain
+    HTTP. Raises TlsSetupError naming the file that does not load."""
+    if not config.tls:
+        return None
+    from api.tls import server_context  # noqa: PLC0415 (only a TLS bookie needs it)
+
+    return server_context(config.tls_cert_file, config.tls_key_file, config.tls_ca_file,
+                          config.tls_min_version, config.tls_key_password)
+
+
+def _reload_certificate(config: BookieConfig, context) -> None:
+    """SIGHUP: load tls_cert_file and tls_key_file again into the listener's context (TL2):
+    new handshakes get the new certificate, open connections and the listener stay. A
+    chain that does not load is logged and the old one kept."""
+    from api.tls import TlsSetupError, reload_server_context  # noqa: PLC0415
+
+    try:
+        reload_server_context(context, config.tls_cert_file, config.tls_key_file,
+                              config.tls_key_password)
+    except TlsSetupError as exc:
+        log.error("SIGHUP: certificate not reloaded, the old one stays: %s", exc)
+        return
+    log.info("SIGHUP: certificate %s reloaded; new connections use it",
+             config.tls_cert_file)
 
 
 async def _run_until_stopped(bookie, stop: asyncio.Event, notifier: Notifier,

@@ -137,6 +137,19 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("event_loop", str, "uvloop",
             "the daemon's event loop: uvloop where it is installed (asyncio's own otherwise)",
             choices=("uvloop", "asyncio")),
+    Setting("tls_cert_file", str, None,
+            "PEM certificate chain of the HTTPS listener; set with tls_key_file, the bookie "
+            "serves HTTPS only (docs/operations.md, \"TLS\"); unset: plain HTTP"),
+    Setting("tls_key_file", str, None, "PEM private key of tls_cert_file"),
+    Setting("tls_key_password", str, None,
+            "password of an encrypted tls_key_file (give it in the environment or the "
+            "TOML file, not as a flag: a command line is visible to every local user)",
+            secret=True),
+    Setting("tls_ca_file", str, None,
+            "PEM CA bundle: when set, every client must present a certificate it signed "
+            "(mutual TLS)"),
+    Setting("tls_min_version", str, "1.2", "oldest TLS version accepted",
+            choices=("1.2", "1.3")),
     Setting("log_format", str, "text", "log line format", choices=("text", "json")),
     Setting("log_level", str, "info", "log level",
             choices=("debug", "info", "warning", "error")),
@@ -186,6 +199,11 @@ class BookieConfig:
     compaction_rate_bytes: int = 32 * MiB
     entrylog_cache_keep_bytes: int = 256 * MiB
     event_loop: str = "uvloop"
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_key_password: str | None = None
+    tls_ca_file: str | None = None
+    tls_min_version: str = "1.2"
     log_format: str = "text"
     log_level: str = "info"
 
@@ -196,6 +214,11 @@ class BookieConfig:
     @property
     def ledger_dir(self) -> str:
         return os.path.join(self.data_dir, "ledgers", "current")
+
+    @property
+    def tls(self) -> bool:
+        """Whether the listener serves HTTPS (and only HTTPS)."""
+        return self.tls_cert_file is not None
 
     def replace(self, **changes) -> "BookieConfig":
         return validated(dataclasses.replace(self, **changes))
@@ -270,6 +293,12 @@ def validated(config: BookieConfig) -> BookieConfig:
     if 0 < config.major_compaction_threshold < config.minor_compaction_threshold:
         raise ConfigError("setting minor_compaction_threshold must not exceed "
                           "major_compaction_threshold (BookKeeper's rule)")
+    if (config.tls_cert_file is None) != (config.tls_key_file is None):
+        raise ConfigError("settings tls_cert_file and tls_key_file go together: set both "
+                          "for HTTPS, neither for plain HTTP")
+    if config.tls_cert_file is None and (config.tls_ca_file or config.tls_key_password):
+        raise ConfigError("settings tls_ca_file and tls_key_password need tls_cert_file and "
+                          "tls_key_file")
     return config
 
 

@@ -35,6 +35,7 @@ Invariants:
 
 from __future__ import annotations
 
+import hmac
 import os
 import threading
 
@@ -374,7 +375,8 @@ def _with_master_key(ledger_id: int, current: LedgerState, master_key: bytes,
     state = current
     if _all_zeros(current.master_key):
         state = state.with_(master_key=master_key)
-    elif current.master_key != master_key and not _all_zeros(master_key):
+    elif not hmac.compare_digest(current.master_key, master_key) and \
+            not _all_zeros(master_key):  # constant time: the key is a secret
         raise Unauthorized(f"ledger {ledger_id}: master key differs from the stored one")
     if state.digest_type == 0 and digest_type:
         state = state.with_(digest_type=int(digest_type))

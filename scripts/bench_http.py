@@ -2,7 +2,7 @@
 """Durable 1 KiB adds over HTTP, beside a bare aiohttp POST endpoint measured in the same run.
 
     .venv/bin/python scripts/bench_http.py [--seconds 5] [--clients 1,16,64] [--batches 1,100]
-        [--loop uvloop|asyncio] [--server-cpus 0|0,1]
+        [--loop uvloop|asyncio] [--server-cpus 0|0,1] [--tls]
 
 Starts (on 127.0.0.1 only, each stopped by PID at the end):
   * a real bookie daemon (`python -m bookie serve`) on a temp data dir, pinned to core 0;
@@ -185,10 +185,15 @@ class _Connection(asyncio.Protocol):
         self._transport.close()
 
 
+#: The client TLS context for https:// servers (--tls): trusts the run's private CA.
+CLIENT_TLS = None
+
+
 async def _connect(url: str) -> _Connection:
     host, port = url.rsplit("/", 1)[-1].split(":")
+    tls = CLIENT_TLS if url.startswith("https://") else None
     _, connection = await asyncio.get_running_loop().create_connection(
-        _Connection, host, int(port))
+        _Connection, host, int(port), ssl=tls, server_hostname=host if tls else None)
     return connection
 
 
@@ -291,6 +296,50 @@ def page_cache_write_mib_s(directory: str, mib: int = 256) -> float:
     return mib / elapsed
 
 
+async def run_tls(args) -> None:
+    """--tls: the same bookie daemon plain and with TLS (a private CA made for the run),
+    point by point in the same run: what TLS costs."""
+    global CLIENT_TLS
+    from api.cluster.certs import make_ca, make_cert  # noqa: PLC0415
+    from api.tls import client_context  # noqa: PLC0415
+
+    os.sched_setaffinity(0, {1})
+    tmp = tempfile.mkdtemp(prefix="bench-http-tls-")
+    ca = make_ca(os.path.join(tmp, "pki"))
+    leaf = make_cert(ca, os.path.join(tmp, "pki"), "bookie")
+    CLIENT_TLS = client_context(ca.cert_file)
+    print(f"servers on cpus {args.server_cpus}, load generator on cpu 1; event loop: "
+          f"{args.loop}; TLS: {CLIENT_TLS.minimum_version.name}+ with an EC P-256 "
+          f"certificate", flush=True)
+    daemon = [sys.executable, "-m", "bookie", "serve", "--port", "0", "--event-loop", args.loop]
+    plain, plain_url = start_server([*daemon, "--data-dir", os.path.join(tmp, "plain")],
+                                    args.server_cpus)
+    tls, tls_url = start_server([*daemon, "--data-dir", os.path.join(tmp, "tls"),
+                                 "--tls-cert-file", leaf.cert_file,
+                                 "--tls-key-file", leaf.key_file], args.server_cpus)
+    try:
+        for url in (plain_url, tls_url):
+            await wait_ready(url)
+        print(f"{'clients':>7} {'batch':>5} | {'plain/s':>9} {'p50ms':>6} {'p99ms':>6} "
+              f"{'cpu':>4} | {'tls/s':>9} {'p50ms':>6} {'p99ms':>6} {'cpu':>4} | ratio | "
+              f"load cpu plain/tls")
+        ledger = 1
+        for batch in args.batches:
+            for clients in args.clients:
+                base = await measure(plain_url, plain.pid, clients, batch, args.seconds,
+                                     ledger)
+                real = await measure(tls_url, tls.pid, clients, batch, args.seconds, ledger)
+                ledger += 100_000
+                print(f"{clients:>7} {batch:>5} | {_point(base)} | {_point(real)} | "
+                      f"{real['rate'] / base['rate']:.2f}x | {base['load_us']:.0f}/"
+                      f"{real['load_us']:.0f} us", flush=True)
+    finally:
+        for proc in (plain, tls):
+            proc.terminate()
+            proc.wait(60)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 async def run(args) -> None:
     os.sched_setaffinity(0, {1})
     tmp = tempfile.mkdtemp(prefix="bench-http-")
@@ -382,10 +431,13 @@ def main() -> None:
     parser.add_argument("--server-cpus", default="0",
                         help="taskset list for the servers (default 0: one core; 0,1 measures "
                              "them unpinned, sharing core 1 with the load generator)")
+    parser.add_argument("--tls", action="store_true",
+                        help="instead: the bookie plain and with TLS side by side, point by "
+                             "point (a private CA made for the run, issue 27)")
     args = parser.parse_args()
     args.clients = [int(c) for c in args.clients.split(",")]
     args.batches = [int(b) for b in args.batches.split(",")]
-    asyncio.run(run(args))
+    asyncio.run(run_tls(args) if args.tls else run(args))
 
 
 if __name__ == "__main__":

@@ -19,12 +19,17 @@ class BookieClient:
 
     def __init__(self, base_url: str, admin_token: str | None = None,
                  session: aiohttp.ClientSession | None = None,
-                 connections: int = 256) -> None:
+                 connections: int = 256, ssl_context=None) -> None:
+        """``ssl_context`` (api/tls.py ``client_context``) for an ``https://`` bookie: the
+        CA that signed its certificate, and this client's certificate where the bookie
+        asks for one. None: the system's CAs (an https bookie with a private CA then fails
+        verification, as it must)."""
         self.base_url = base_url.rstrip("/")
         self.admin_token = admin_token
         self._own_session = session is None
         self._session = session
         self._connections = connections
+        self._ssl = ssl_context
         self._raw: RawHttpPool | None = None  # the batch adds' connections
 
     async def __aenter__(self) -> "BookieClient":
@@ -37,7 +42,8 @@ class BookieClient:
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self._connections),
+                connector=aiohttp.TCPConnector(limit=self._connections,
+                                               ssl=self._ssl if self._ssl is not None else True),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
         return self._session
 
@@ -108,7 +114,7 @@ class BookieClient:
         headers = self._write_headers(master_key, digest_type, recovery, False)
         headers["Content-Type"] = wire.BATCH_CONTENT_TYPE
         if self._raw is None:
-            self._raw = RawHttpPool(self.base_url)
+            self._raw = RawHttpPool(self.base_url, self._ssl)
         answer = await self._raw.post(f"/v1/ledgers/{ledger_id}/entries", headers, body)
         if answer.status >= 400:
             retry_after = answer.header(b"retry-after")

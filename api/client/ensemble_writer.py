@@ -242,7 +242,8 @@ class EnsembleWriter:
             return
         except BOOKIE_FAILURES as exc:
             log.warning("ledger %d entries %d..: bookie %s failed (%s): ensemble change",
-                        self.ledger_id, batch[0][0].entry_id, bookie_id, exc)
+                        self.ledger_id, batch[0][0].entry_id, bookie_id,
+                        str(exc) or type(exc).__name__)  # a timeout's str() is empty
             await self._replace(batch[0][1], bookie_id)
             return
         except BookieError as exc:

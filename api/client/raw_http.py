@@ -17,6 +17,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import ssl
 import urllib.parse
 
 #: Idle keep-alive connections kept per bookie (a writer has up to 4 batches in flight).
@@ -102,13 +103,17 @@ class _Connection(asyncio.Protocol):
 
 
 class RawHttpPool:
-    """Keep-alive connections to one ``http://host:port``. One event loop."""
+    """Keep-alive connections to one ``http://host:port`` or ``https://host:port`` (TLS with
+    ``ssl_context``, or the system's default verification). One event loop."""
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, ssl_context=None) -> None:
         parsed = urllib.parse.urlsplit(base_url)
-        if parsed.scheme != "http" or parsed.hostname is None:
-            raise ValueError(f"{base_url!r} is not an http://host:port URL")
-        self.host, self.port = parsed.hostname, parsed.port or 80
+        if parsed.scheme not in ("http", "https") or parsed.hostname is None:
+            raise ValueError(f"{base_url!r} is not an http(s)://host:port URL")
+        tls = parsed.scheme == "https"
+        self.host, self.port = parsed.hostname, parsed.port or (443 if tls else 80)
+        # The host name is checked against the certificate as aiohttp checks it.
+        self._ssl = (ssl_context or ssl.create_default_context()) if tls else None
         self._host_header = f"Host: {parsed.netloc}\r\n".encode()
         self._idle: list[_Connection] = []
 
@@ -119,7 +124,7 @@ class RawHttpPool:
         connection = self._idle.pop() if self._idle else None
         if connection is None or connection.closed:
             _, connection = await asyncio.get_running_loop().create_connection(
-                _Connection, self.host, self.port)
+                _Connection, self.host, self.port, ssl=self._ssl)
         try:
             answer = await connection.request(b"".join(head), body)
         except BaseException:

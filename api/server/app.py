@@ -72,8 +72,11 @@ async def _release_waiters(app: web.Application) -> None:
 
 
 @contextlib.asynccontextmanager
-async def serving(bookie: Bookie, host: str, port: int, shutdown_timeout_s: float = 30.0):
-    """Serve ``bookie`` on host:port (0 picks a free port); yields the bound port.
+async def serving(bookie: Bookie, host: str, port: int, shutdown_timeout_s: float = 30.0,
+                  ssl_context=None):
+    """Serve ``bookie`` on host:port (0 picks a free port); yields the bound port. With
+    ``ssl_context`` (api/tls.py) the listener speaks HTTPS only: a plain HTTP request fails
+    its handshake.
 
     On exit the bookie refuses new writes and releases long polls, then the server stops
     accepting and waits for in-flight requests (which the still-running journal completes).
@@ -83,7 +86,7 @@ async def serving(bookie: Bookie, host: str, port: int, shutdown_timeout_s: floa
                            access_log=None, shutdown_timeout=shutdown_timeout_s)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port, reuse_address=True)
+        site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=ssl_context)
         await site.start()
         yield runner.addresses[0][1]
     finally:

@@ -8,6 +8,7 @@ executor (N6), never on the loop.
 from __future__ import annotations
 
 import dataclasses
+import hmac
 
 from bookie import entry as entry_mod
 from bookie.entry import ZERO_KEY, DigestType
@@ -90,7 +91,10 @@ class LedgerRuntimes:
         return state
 
     def _check_key(self, ledger_id: int, state: LedgerState, master_key: bytes) -> None:
-        if state.master_key not in (b"", ZERO_KEY) and state.master_key != master_key:
+        # Constant time: a request's master key is a secret, and a compare that stops at
+        # the first differing byte tells an outsider how many leading bytes were right.
+        if state.master_key not in (b"", ZERO_KEY) and \
+                not hmac.compare_digest(state.master_key, master_key):
             raise Unauthorized(f"master key does not match ledger {ledger_id}'s")
 
     def _ledger_for_write(self, ledger_id: int, master_key: bytes,

@@ -64,12 +64,14 @@ class Daemon:
     def __init__(self, data_dir: str, *extra: str, env: dict | None = None,
                  crash_at: tuple[int, str] | None = None,
                  crash_events: tuple[str, ...] | None = None,
-                 prefix: tuple[str, ...] = ()) -> None:
+                 prefix: tuple[str, ...] = (), client_ssl=None) -> None:
         """``crash_at`` (k, glob): SIGKILL at the k-th matching event of ``crash_events``
         (default ``crashing_disk.EVENTS``; ``ALL_EVENTS`` adds unlinks). ``prefix``: argv
         before python, e.g. ("ip", "netns", "exec", NS) to run it in a test network (it
-        execs, so the PID stays the bookie's)."""
+        execs, so the PID stays the bookie's). ``client_ssl``: the client TLS context its
+        readiness poll uses on an https bookie (api/tls.py)."""
         self.prefix = tuple(prefix)
+        self.client_ssl = client_ssl
         self.data_dir = data_dir
         self.crash_at = crash_at
         self.crash_events = crash_events
@@ -105,7 +107,8 @@ class Daemon:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"daemon exited {self.proc.returncode}; log {self.log_path}")
             try:
-                with urllib.request.urlopen(self.url + "/ready", timeout=5) as reply:
+                with urllib.request.urlopen(self.url + "/ready", timeout=5,
+                                            context=self.client_ssl) as reply:
                     if reply.status == 200:
                         return
             except OSError:  # refused, reset, 503 (HTTPError), or no answer in time:

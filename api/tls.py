@@ -1,0 +1,89 @@
+"""TLS contexts for both ends of the project's HTTP (docs/operations.md, "TLS").
+
+The bookie's listener (``server_context``, from the ``tls_*`` settings) and every client of
+a bookie (``client_context``) build their ``ssl.SSLContext`` here, so both sides agree on
+what is accepted: TLS 1.2 at least (1.3 if asked), the system's default ciphers, and on the
+client certificate verification with the host name checked.
+
+Invariants:
+    TL1. A server context with a CA bundle requires a client certificate signed by it
+         (mutual TLS); without one no client certificate is asked for.
+    TL2. ``reload_server_context`` loads the new chain into the same context: connections
+         already open keep theirs, new handshakes get the new one, the listener never
+         closes. A chain that does not load leaves the old one in place (the error is
+         raised for the caller to log).
+    TL3. A secret (the key's password) is passed to OpenSSL and kept nowhere else.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+
+MIN_VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
+
+
+class TlsSetupError(ValueError):
+    """A certificate, key or CA file that does not load; the message names the file."""
+
+
+def server_context(cert_file: str, key_file: str, ca_file: str | None = None,
+                   min_version: str = "1.2", key_password: str | None = None
+                   ) -> ssl.SSLContext:
+    """The HTTPS listener's context (TL1)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = MIN_VERSIONS[min_version]
+    load_chain(context, cert_file, key_file, key_password)
+    if ca_file is not None:
+        _load_ca(context, ca_file)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+def reload_server_context(context: ssl.SSLContext, cert_file: str, key_file: str,
+                          key_password: str | None = None) -> None:
+    """TL2: the new certificate chain for new handshakes."""
+    load_chain(context, cert_file, key_file, key_password)
+
+
+def load_chain(context: ssl.SSLContext, cert_file: str, key_file: str,
+               key_password: str | None) -> None:
+    for what, path in (("certificate", cert_file), ("key", key_file)):
+        if not os.path.isfile(path):  # OpenSSL's own error does not name the file
+            raise TlsSetupError(f"TLS {what} file not found: {path}")
+    try:
+        context.load_cert_chain(cert_file, key_file, password=key_password)
+    except (ssl.SSLError, OSError) as exc:
+        # The reason only: never the password, which OpenSSL does not echo either.
+        raise TlsSetupError(f"TLS certificate {cert_file} with key {key_file} does not "
+                            f"load: {getattr(exc, 'reason', None) or exc}") from None
+
+
+def client_context(ca_file: str | None = None, cert_file: str | None = None,
+                   key_file: str | None = None, key_password: str | None = None
+                   ) -> ssl.SSLContext:
+    """A client's context: the server's certificate verified against ``ca_file`` (default:
+    the system's CAs) with its host name checked; ``cert_file``/``key_file`` for a bookie
+    that asks for client certificates (mutual TLS)."""
+    try:
+        # With ca_file, only it is trusted (a private cluster CA), not the system's too.
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca_file)
+    except FileNotFoundError:
+        raise TlsSetupError(f"TLS CA file not found: {ca_file}") from None
+    except (ssl.SSLError, OSError) as exc:
+        raise TlsSetupError(f"TLS CA file {ca_file} does not load: "
+                            f"{getattr(exc, 'reason', None) or exc}") from None
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if cert_file is not None:
+        load_chain(context, cert_file, key_file or cert_file, key_password)
+    return context
+
+
+def _load_ca(context: ssl.SSLContext, ca_file: str) -> None:
+    try:
+        context.load_verify_locations(cafile=ca_file)
+    except FileNotFoundError:
+        raise TlsSetupError(f"TLS CA file not found: {ca_file}") from None
+    except (ssl.SSLError, OSError) as exc:
+        raise TlsSetupError(f"TLS CA file {ca_file} does not load: "
+                            f"{getattr(exc, 'reason', None) or exc}") from None
