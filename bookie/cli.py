@@ -96,6 +96,14 @@ def _load(args: argparse.Namespace) -> BookieConfig | None:
     except ConfigError as exc:
         print(f"bookie: bad configuration: {exc}", file=sys.stderr)
         return None
+    if config.metadata_service_uri and args.command in ("serve", "autorecovery"):
+        from api.client import zk_auth  # noqa: PLC0415 (a cluster bookie only)
+
+        try:  # every ZooKeeper session of this process authenticates with these
+            zk_auth.use(zk_auth.resolve(config.zk_digest, config.zk_digest_file))
+        except zk_auth.CredentialsError as exc:
+            print(f"bookie: bad configuration: {exc}", file=sys.stderr)
+            return None
     return config
 
 
@@ -182,7 +190,7 @@ async def _run_until_stopped(bookie, stop: asyncio.Event, notifier: Notifier,
         for hook in before_start:  # checks that must pass before any data is served
             await hook()
     except Exception as exc:  # noqa: BLE001 - a refusal to start, reported and exit 1
-        log.error("bookie refused to start: %s", exc)
+        log.error("bookie refused to start: %s", str(exc) or type(exc).__name__)
         notifier.status(f"refused to start: {exc}")
         return 1
     start = asyncio.create_task(bookie.start())

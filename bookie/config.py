@@ -137,6 +137,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("event_loop", str, "uvloop",
             "the daemon's event loop: uvloop where it is installed (asyncio's own otherwise)",
             choices=("uvloop", "asyncio")),
+    Setting("zk_digest", str, None,
+            "ZooKeeper digest credentials user:password: the session authenticates and "
+            "every znode it creates is that identity's alone (docs/operations.md §7); give "
+            "it in the environment (BOOKIE_ZK_DIGEST) or the TOML file, not as a flag",
+            secret=True),
+    Setting("zk_digest_file", str, None, "a file holding the ZooKeeper user:password"),
     Setting("tls_cert_file", str, None,
             "PEM certificate chain of the HTTPS listener; set with tls_key_file, the bookie "
             "serves HTTPS only (docs/operations.md, \"TLS\"); unset: plain HTTP"),
@@ -199,6 +205,8 @@ class BookieConfig:
     compaction_rate_bytes: int = 32 * MiB
     entrylog_cache_keep_bytes: int = 256 * MiB
     event_loop: str = "uvloop"
+    zk_digest: str | None = None
+    zk_digest_file: str | None = None
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     tls_key_password: str | None = None

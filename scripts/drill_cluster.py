@@ -2,7 +2,10 @@
 """Cluster drill (docs/cluster.md §5): break bookies, writers, recoveries and ZooKeeper; check S1-S6.
 
     .venv/bin/python scripts/drill_cluster.py [--rounds 200] [--seconds 1800] [--seed N]
-                                              [--no-partitions]
+                                              [--no-partitions] [--zk-acl]
+
+With ``--zk-acl`` every process of the drill authenticates to ZooKeeper with credentials made
+for the run, and every znode it creates is theirs alone (docs/operations.md §7).
 
 A real ZooKeeper (Debian's package) and 5 bookie daemons, each on a fixed port (a restarted
 bookie keeps its id), each in a network namespace of the drill's own on a bridge
@@ -81,6 +84,7 @@ import os
 import re
 import random
 import shutil
+import secrets
 import signal
 import sys
 import tempfile
@@ -89,6 +93,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from api.client import zk_auth  # noqa: E402
 from api.client.codec import LedgerCodec  # noqa: E402
 from api.client.distribution import bookies_of  # noqa: E402
 from api.client.ensemble import BookKeeper, RecoveryUndecided  # noqa: E402
@@ -1011,6 +1016,9 @@ def main(argv=None) -> int:
     parser.add_argument("--faults", type=lambda text: text.split(","), default=list(FAULTS),
                         metavar="A,B", help="only these faults in the random mix (default: "
                                             "all, weighted)")
+    parser.add_argument("--zk-acl", action="store_true",
+                        help="ZooKeeper digest auth and ACLs on (docs/operations.md §7): "
+                             "credentials made for the run, every process of it uses them")
     parser.add_argument("--verbose", action="store_true",
                         help="a line a round (its fault, counts, violations)")
     parser.add_argument("--no-partitions", dest="partitions", action="store_false",
@@ -1020,6 +1028,10 @@ def main(argv=None) -> int:
     unknown = [name for name in args.faults if name not in FAULTS]
     if unknown:
         parser.error(f"unknown faults {unknown}; known: {', '.join(FAULTS)}")
+    if args.zk_acl:
+        # In the environment: the daemons, the helper scripts and this process's clients
+        # all authenticate with it, and every znode of the run is theirs alone.
+        os.environ[zk_auth.DIGEST_ENV] = f"drill:{secrets.token_hex(16)}"
     root = tempfile.mkdtemp(prefix="drill-cluster-")
     try:
         code = asyncio.run(run(args, root))

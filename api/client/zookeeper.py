@@ -29,7 +29,7 @@ import urllib.parse
 from typing import Callable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 from kazoo.retry import ForceRetryError, KazooRetry
@@ -40,6 +40,7 @@ __all__ = ["READ_RETRY", "zk_read", "KazooClient", "alive_bookies", "ZkMetadataS
 from api.client import metadata_format
 from api.client.metadata import BadVersion, LedgerExists, LedgerMetadata, MetadataError
 from api.client.metadata_paths import is_level, ledger_id_of, ledger_path
+from api.client.zk_auth import new_client, refused
 from bookie.errors import NoLedger
 
 LAYOUT = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1\n"
@@ -80,7 +81,7 @@ class ZkMetadataStore:
     def __init__(self, uri: str, client: KazooClient | None = None) -> None:
         self.uri = uri
         self.hosts, self.root = parse_uri(uri)
-        self.client = client or KazooClient(hosts=self.hosts, timeout=10.0)
+        self.client = client or new_client(self.hosts)
         self._owns_client = client is None
         self._started = False
 
@@ -90,11 +91,17 @@ class ZkMetadataStore:
         if not self._started:
             if self.client.state != KazooState.CONNECTED:
                 self.client.start(timeout=CONNECT_TIMEOUT_S)
-            self.client.ensure_path(self.root + "/idgen")
-            try:  # ZK3
-                self.client.create(self.root + "/LAYOUT", LAYOUT)
+            try:
+                self.client.ensure_path(self.root + "/idgen")
+            except NoAuthError:
+                raise refused("create", self.root + "/idgen") from None
+            try:  # ZK3; exists first (it needs no permission): a reader need not create
+                if self.client.exists(self.root + "/LAYOUT") is None:
+                    self.client.create(self.root + "/LAYOUT", LAYOUT)
             except NodeExistsError:
                 pass
+            except NoAuthError:
+                raise refused("create", self.root + "/LAYOUT") from None
             self._started = True
         return self
 
@@ -161,7 +168,11 @@ class ZkMetadataStore:
                 continue
 
     def _next_id(self) -> int:
-        path = self.client.create(self.root + "/idgen/ID-", b"", ephemeral=True, sequence=True)
+        try:
+            path = self.client.create(self.root + "/idgen/ID-", b"", ephemeral=True,
+                                      sequence=True)
+        except NoAuthError:
+            raise refused("create a ledger id under", self.root + "/idgen") from None
         try:
             self.client.delete(path)
         except NoNodeError:
@@ -174,6 +185,8 @@ class ZkMetadataStore:
         except NodeExistsError:
             raise LedgerExists(f"ledger {ledger_id} already has metadata in "
                                f"{self.uri}") from None
+        except NoAuthError:
+            raise refused("create", ledger_path(self.root, ledger_id)) from None
         return dataclasses.replace(stored, ledger_id=ledger_id)
 
     def _read(self, ledger_id: int) -> LedgerMetadata:
@@ -182,6 +195,8 @@ class ZkMetadataStore:
             data, stat = zk_read(self.client.get_async, ledger_path(self.root, ledger_id))
         except NoNodeError:
             raise NoLedger(f"ledger {ledger_id} has no metadata in {self.uri}") from None
+        except NoAuthError:
+            raise refused("read", ledger_path(self.root, ledger_id)) from None
         return metadata_format.decode(data, ledger_id, stat.version + 1)
 
     def _write(self, metadata: LedgerMetadata) -> LedgerMetadata:
@@ -197,6 +212,8 @@ class ZkMetadataStore:
         except NoNodeError:
             raise NoLedger(f"ledger {metadata.ledger_id} has no metadata in "
                            f"{self.uri}") from None
+        except NoAuthError:
+            raise refused("write", path) from None
         return dataclasses.replace(metadata, version=stat.version + 1)
 
     def _delete(self, ledger_id: int, version: int) -> None:
@@ -208,6 +225,8 @@ class ZkMetadataStore:
                              f"{version}") from None
         except NoNodeError:
             raise NoLedger(f"ledger {ledger_id} has no metadata in {self.uri}") from None
+        except NoAuthError:
+            raise refused("delete", ledger_path(self.root, ledger_id)) from None
 
     def _ledger_ids(self) -> list[int]:
         self.start()

@@ -244,13 +244,14 @@ def _get(url: str) -> dict | None:
 
 def status(args) -> int:
     from api.client.metadata_format import decode_service_info  # noqa: PLC0415
-    from api.client.zookeeper import KazooClient, parse_uri  # noqa: PLC0415
+    from api.client.zk_auth import new_client  # noqa: PLC0415
+    from api.client.zookeeper import parse_uri  # noqa: PLC0415
 
     state = _load(os.path.abspath(args.dir))
     if state is None:
         return 1
     hosts, root = parse_uri(state["metadataServiceUri"])
-    client = KazooClient(hosts=hosts, timeout=10.0)
+    client = new_client(hosts)
     try:
         client.start(timeout=15)
     except Exception as exc:  # noqa: BLE001 - kazoo's timeout types vary

@@ -15,9 +15,10 @@ import uuid
 from typing import Callable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import NoAuthError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 
+from api.client.zk_auth import new_client, refused
 from api.client.zookeeper import CONNECT_TIMEOUT_S, parse_uri, zk_read
 
 
@@ -41,7 +42,7 @@ class ZkRegistration:
         self.bookie_id = bookie_id
         self.data = data
         self.on_change = on_change
-        self.client = KazooClient(hosts=self.hosts, timeout=10.0)
+        self.client = new_client(self.hosts)
         self.readonly = False
         self.path: str | None = None
         self._wanted = False
@@ -69,7 +70,10 @@ class ZkRegistration:
         target, other = (readonly, writable) if self.readonly else (writable, readonly)
         self._delete(other)  # ZR1
         self._delete(target)  # a node of a session before ours: replaced, not shared
-        self.client.create(target, self.data, ephemeral=True)
+        try:
+            self.client.create(target, self.data, ephemeral=True)
+        except NoAuthError:
+            raise refused("register at", target) from None
         self.path = target
         self.on_change(target)
         return target
@@ -88,6 +92,8 @@ class ZkRegistration:
             self.client.delete(path)
         except NoNodeError:
             pass
+        except NoAuthError:
+            raise refused("delete", path) from None
 
     def _session(self, state) -> None:
         """ZR2. Runs on kazoo's thread, which must not block: the work is spawned."""
@@ -121,11 +127,16 @@ class ZkCookies:
             data, stat = self.client.get(self._path(bookie_id))
         except NoNodeError:
             return None
+        except NoAuthError:
+            raise refused("read the cookie", self._path(bookie_id)) from None
         return data, stat.version
 
     def create(self, bookie_id: str, data: bytes) -> None:
         """First start only: a cookie already there (another bookie won) raises."""
-        self.client.create(self._path(bookie_id), data, makepath=True)
+        try:
+            self.client.create(self._path(bookie_id), data, makepath=True)
+        except NoAuthError:
+            raise refused("create the cookie", self._path(bookie_id)) from None
 
     def replace(self, bookie_id: str, data: bytes, version: int) -> None:
         """Compare-and-set of a cookie at the version read (kazoo's BadVersionError if it
@@ -152,6 +163,8 @@ def cluster_instance_id(client: KazooClient, root: str) -> str | None:
         data, _ = zk_read(client.get_async, f"{root}/INSTANCEID")
     except NoNodeError:
         return None
+    except NoAuthError:
+        raise refused("read", f"{root}/INSTANCEID") from None
     return data.decode("utf-8").strip()
 
 
@@ -163,6 +176,8 @@ def create_cluster_instance_id(client: KazooClient, root: str) -> tuple[str, boo
         return instance, True
     except NodeExistsError:
         return cluster_instance_id(client, root), False
+    except NoAuthError:
+        raise refused("create", f"{root}/INSTANCEID") from None
 
 
 def count_underreplicated(client: KazooClient, root: str) -> int:

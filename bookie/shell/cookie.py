@@ -8,7 +8,8 @@ import contextlib
 import os
 
 from api.client.metadata_format import decode_cookie, decode_service_info
-from api.client.zookeeper import KazooClient, parse_uri
+from api.client.zk_auth import new_client
+from api.client.zookeeper import parse_uri
 from api.cluster.zookeeper import ZkCookies
 from bookie.shell.datadir import UsageError
 from bookie.shell.output import EXIT_OK, Output
@@ -31,7 +32,7 @@ def zookeeper_options() -> argparse.ArgumentParser:
 def zookeeper(uri: str):
     """A started kazoo client and the root of ``uri``; stopped and closed on exit."""
     hosts, root = parse_uri(uri)
-    client = KazooClient(hosts=hosts, timeout=10.0)
+    client = new_client(hosts)
     client.start(timeout=15)
     try:
         yield client, root

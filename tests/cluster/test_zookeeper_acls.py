@@ -1,0 +1,166 @@
+"""ZooKeeper authentication and ACLs (issue 27, api/client/zk_auth.py ZA1-ZA2), against a
+real ZooKeeper and real bookie daemons: with credentials every znode the cluster creates is
+that identity's alone, an unauthenticated session can neither read nor change any of it,
+and a process with other credentials gets an error naming the path."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+from kazoo.security import make_digest_acl
+
+from api.client import zk_auth
+from api.client.ensemble import BookKeeper
+from api.client.metadata import MetadataError
+from api.client.metadata_paths import ledger_path
+from api.client.zookeeper import parse_uri
+from tests.cluster.conftest import QUIET_FLAGS
+from tests.support.servers import Daemon
+from tests.support.zookeeper import free_port
+
+USER, PASSWORD = "bookkeeper", "z00keeper-s3cret-password"
+
+
+@pytest.fixture
+def secured(tmp_path, zk_uri, monkeypatch):
+    """Three bookies whose sessions authenticate (the password from a file), and this test
+    process authenticating the same way (from the environment)."""
+    digest_file = tmp_path / "zk-digest"
+    digest_file.write_text(f"{USER}:{PASSWORD}\n")
+    digest_file.chmod(0o600)
+    monkeypatch.setenv(zk_auth.DIGEST_ENV, f"{USER}:{PASSWORD}")
+    monkeypatch.setattr(zk_auth, "_told", [])  # nothing told in this process: the env
+    daemons = []
+    try:
+        for i in range(3):
+            daemon = Daemon(str(tmp_path / f"b{i}" / "data"), *QUIET_FLAGS,
+                            "--metadata-service-uri", zk_uri, "--port", str(free_port()),
+                            "--zk-digest-file", str(digest_file))
+            daemons.append(daemon)
+            daemon.start()
+        yield daemons
+    finally:
+        for daemon in daemons:
+            if daemon.proc is not None and daemon.proc.poll() is None:
+                daemon.proc.send_signal(signal.SIGCONT)
+                try:
+                    daemon.terminate(timeout_s=30)
+                except subprocess.TimeoutExpired:
+                    daemon.kill9()
+
+
+async def _write_a_ledger(uri: str) -> int:
+    async with await BookKeeper.connect(uri) as bk:
+        writer = await bk.create_ledger(3, 2, 2, password=b"pw")
+        for i in range(10):
+            await writer.append(b"entry %d" % i)
+        await writer.close()
+        return writer.ledger_id
+
+
+def _walk(client: KazooClient, path: str):
+    yield path
+    for child in client.get_children(path):
+        yield from _walk(client, f"{path}/{child}")
+
+
+def test_every_znode_of_a_secured_cluster_is_its_owners_alone(secured, zk_uri, zookeeper):
+    ledger_id = asyncio.run(_write_a_ledger(zk_uri))
+    hosts, root = parse_uri(zk_uri)
+    owner = zk_auth.new_client(hosts)
+    owner.start(timeout=15)
+    try:
+        paths = list(_walk(owner, root))
+        assert ledger_path(root, ledger_id) in paths
+        assert any(p.startswith(f"{root}/available/") for p in paths)
+        assert any(p.startswith(f"{root}/cookies/") for p in paths)
+        assert any(p.startswith(f"{root}/underreplication") for p in paths)
+        only = [make_digest_acl(USER, PASSWORD, all=True)]
+        open_ones = [p for p in paths if owner.get_acls(p)[0] != only]
+        assert open_ones == []  # ZA2: the root too
+    finally:
+        owner.stop()
+        owner.close()
+    for daemon in secured:
+        assert PASSWORD not in daemon.log_text()  # ZA1
+
+
+def test_an_unauthenticated_session_can_neither_read_nor_change_the_cluster(
+        secured, zk_uri, zookeeper):
+    ledger_id = asyncio.run(_write_a_ledger(zk_uri))
+    hosts, root = parse_uri(zk_uri)
+    owner = zk_auth.new_client(hosts)
+    owner.start(timeout=15)
+    cookie = sorted(owner.get_children(f"{root}/cookies"))[0]
+    owner.stop()
+    owner.close()
+    outsider = KazooClient(hosts=hosts)
+    outsider.start(timeout=15)
+    try:
+        attempts = {
+            "read ledger metadata": lambda: outsider.get(ledger_path(root, ledger_id)),
+            "list the registered bookies": lambda: outsider.get_children(f"{root}/available"),
+            "delete ledger metadata": lambda: outsider.delete(ledger_path(root, ledger_id)),
+            "forge a registration": lambda: outsider.create(
+                f"{root}/available/10.0.0.66:3181", b"", ephemeral=True),
+            "mark a ledger under-replicated": lambda: outsider.create(
+                f"{root}/underreplication/ledgers/0000", b""),
+            "take a replication lock": lambda: outsider.create(
+                f"{root}/underreplication/locks/urL0000000001", b"", ephemeral=True),
+            "disable autorecovery": lambda: outsider.create(
+                f"{root}/underreplication/disable", b""),
+            "replace a cookie": lambda: outsider.set(f"{root}/cookies/{cookie}", b"forged"),
+            "delete a cookie": lambda: outsider.delete(f"{root}/cookies/{cookie}"),
+        }
+        could = []
+        for what, attempt in attempts.items():
+            try:
+                attempt()
+                could.append(what)
+            except NoAuthError:
+                pass
+        assert could == []
+    finally:
+        outsider.stop()
+        outsider.close()
+    assert asyncio.run(_read_back(zk_uri, ledger_id)) == [b"entry %d" % i for i in range(10)]
+
+
+async def _read_back(uri: str, ledger_id: int) -> list[bytes]:
+    async with await BookKeeper.connect(uri) as bk:
+        reader = await bk.open_ledger(ledger_id, b"pw", recover=False)
+        return [e.payload for e in await reader.read_range(0, 9)]
+
+
+def test_other_credentials_get_an_error_naming_the_path(secured, zk_uri, monkeypatch):
+    ledger_id = asyncio.run(_write_a_ledger(zk_uri))
+    monkeypatch.setenv(zk_auth.DIGEST_ENV, "intruder:guess")
+
+    async def open_it():
+        async with await BookKeeper.connect(zk_uri) as bk:
+            await bk.open_ledger(ledger_id, b"pw", recover=False)
+    with pytest.raises(MetadataError) as refused:
+        asyncio.run(open_it())
+    message = str(refused.value)
+    _, root = parse_uri(zk_uri)
+    assert ledger_path(root, ledger_id) in message and "not authorized" in message
+    assert "'intruder'" in message and "guess" not in message and PASSWORD not in message
+
+
+def test_a_bookie_with_other_credentials_refuses_to_start_naming_the_path(secured, zk_uri,
+                                                                         tmp_path):
+    intruder = Daemon(str(tmp_path / "intruder" / "data"), *QUIET_FLAGS,
+                      "--metadata-service-uri", zk_uri, "--port", str(free_port()),
+                      env={zk_auth.DIGEST_ENV: "intruder:guess"})
+    with pytest.raises(RuntimeError):  # it exits instead of getting ready
+        intruder.start(timeout_s=60)
+    intruder.proc.wait(timeout=30)
+    log = intruder.log_text()
+    _, root = parse_uri(zk_uri)
+    assert "not authorized with user 'intruder'" in log and root in log
+    assert "guess" not in log
