@@ -79,6 +79,20 @@ def client_context(ca_file: str | None = None, cert_file: str | None = None,
     return context
 
 
+def bookie_client_context(config) -> ssl.SSLContext | None:
+    """The context of a bookie's (or an autorecovery process's) own connections to other
+    bookies (``BookieConfig``): trust ``tls_trust_file``, else ``tls_ca_file`` (a cluster
+    whose one CA signs bookies and clients); present the bookie's own certificate, which
+    mutual TLS asks for. None when the process has no TLS settings: plain HTTP."""
+    trust = config.tls_trust_file or config.tls_ca_file
+    if not config.tls and trust is None:
+        return None
+    if not config.tls:
+        return client_context(trust)
+    return client_context(trust, config.tls_cert_file, config.tls_key_file,
+                          config.tls_key_password)
+
+
 def _load_ca(context: ssl.SSLContext, ca_file: str) -> None:
     try:
         context.load_verify_locations(cafile=ca_file)

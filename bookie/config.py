@@ -154,6 +154,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("tls_ca_file", str, None,
             "PEM CA bundle: when set, every client must present a certificate it signed "
             "(mutual TLS)"),
+    Setting("tls_trust_file", str, None,
+            "PEM CA bundle that signed the other bookies' certificates, for this process's "
+            "own connections to them (autorecovery); default tls_ca_file"),
     Setting("tls_min_version", str, "1.2", "oldest TLS version accepted",
             choices=("1.2", "1.3")),
     Setting("log_format", str, "text", "log line format", choices=("text", "json")),
@@ -211,6 +214,7 @@ class BookieConfig:
     tls_key_file: str | None = None
     tls_key_password: str | None = None
     tls_ca_file: str | None = None
+    tls_trust_file: str | None = None
     tls_min_version: str = "1.2"
     log_format: str = "text"
     log_level: str = "info"
@@ -306,7 +310,8 @@ def validated(config: BookieConfig) -> BookieConfig:
                           "for HTTPS, neither for plain HTTP")
     if config.tls_cert_file is None and (config.tls_ca_file or config.tls_key_password):
         raise ConfigError("settings tls_ca_file and tls_key_password need tls_cert_file and "
-                          "tls_key_file")
+                          "tls_key_file (a process that only connects to TLS bookies sets "
+                          "tls_trust_file)")
     return config
 
 

@@ -12,7 +12,7 @@ import aiohttp
 
 from api.client.bookie_client import BookieClient
 from api.client.metadata import LedgerMetadataStore
-from api.client.zookeeper import ZkMetadataStore, alive_bookies, writable_bookies
+from api.client.zookeeper import ZkMetadataStore, alive_bookies, bookie_scheme, writable_bookies
 from bookie.errors import IOFailure, ReadOnly
 
 #: A bookie that answers no add within this is treated as failed (an ensemble change).
@@ -26,8 +26,6 @@ SPECULATIVE_READ_S = 0.5
 BOOKIE_FAILURES = (aiohttp.ClientError, asyncio.TimeoutError, OSError, IOFailure, ReadOnly)
 
 
-def _url(bookie_id: str) -> str:
-    return f"http://{bookie_id}"  # a bookie id is host:port of its HTTP endpoint (§1)
 
 
 class Transport(Protocol):
@@ -42,19 +40,39 @@ class Transport(Protocol):
 
 
 class HttpTransport:
-    """Bookies over HTTP, membership from ZooKeeper's ``available/`` (docs/cluster.md §1)."""
+    """Bookies over HTTP or HTTPS, membership from ZooKeeper's ``available/``
+    (docs/cluster.md §1). A bookie id is the host:port of its endpoint; the scheme is the
+    one its registration's service info names (learned when membership is read), else
+    https when this client has a TLS context (``tls``, api/tls.py) and http when not."""
 
-    def __init__(self, store: ZkMetadataStore) -> None:
+    def __init__(self, store: ZkMetadataStore, tls=None) -> None:
         self.store = store
+        self.tls = tls
+        self._schemes: dict[str, str] = {}
 
     def client(self, bookie_id: str) -> BookieClient:
-        return BookieClient(_url(bookie_id))
+        scheme = self._schemes.get(bookie_id) or ("https" if self.tls is not None else "http")
+        return BookieClient(f"{scheme}://{bookie_id}", ssl_context=self.tls)
 
     async def writable_bookies(self) -> list[str]:
-        return await asyncio.to_thread(writable_bookies, self.store.client, self.store.root)
+        found = await asyncio.to_thread(writable_bookies, self.store.client, self.store.root)
+        await self._learn(found)
+        return found
 
     async def alive_bookies(self) -> set[str]:
-        return await asyncio.to_thread(alive_bookies, self.store.client, self.store.root)
+        found = await asyncio.to_thread(alive_bookies, self.store.client, self.store.root)
+        await self._learn(found)
+        return found
+
+    async def _learn(self, bookie_ids) -> None:
+        """The scheme of each bookie not seen before, from its service info (one read each,
+        once: a bookie id's listener does not change scheme while it is registered)."""
+        for bookie_id in bookie_ids:
+            if bookie_id not in self._schemes:
+                scheme = await asyncio.to_thread(bookie_scheme, self.store.client,
+                                                 self.store.root, bookie_id)
+                if scheme is not None:
+                    self._schemes[bookie_id] = scheme
 
 
 class Bookies(Protocol):

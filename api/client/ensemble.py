@@ -54,23 +54,25 @@ class BookKeeper:
     def __init__(self, store: ZkMetadataStore, add_timeout_s: float = ADD_TIMEOUT_S,
                  read_timeout_s: float = READ_TIMEOUT_S,
                  speculative_read_s: float = SPECULATIVE_READ_S,
-                 transport: "Transport | None" = None) -> None:
+                 transport: "Transport | None" = None, tls=None) -> None:
         self.store = store
         self.add_timeout_s = add_timeout_s
         self.read_timeout_s = read_timeout_s
         self.speculative_read_s = speculative_read_s
         #: Where bookie clients and the cluster's membership come from: HTTP and ZooKeeper
         #: unless injected (the deterministic simulator injects in-memory bookies).
-        self.transport = transport or HttpTransport(store)
+        self.transport = transport or HttpTransport(store, tls)
         self._clients: dict[str, BookieClient] = {}
 
     @classmethod
-    async def connect(cls, metadata_service_uri: str, **timeouts) -> "BookKeeper":
+    async def connect(cls, metadata_service_uri: str, tls=None, **timeouts) -> "BookKeeper":
         """``add_timeout_s``/``read_timeout_s``: how long a bookie may keep an add or a read
-        unanswered before it counts as failed (default 10 s each)."""
+        unanswered before it counts as failed (default 10 s each). ``tls``: the client TLS
+        context for https bookies (api/tls.py ``client_context``: the cluster's CA, and a
+        client certificate where bookies ask for one)."""
         store = ZkMetadataStore(metadata_service_uri)
         await asyncio.to_thread(store.start)
-        return cls(store, **timeouts)
+        return cls(store, tls=tls, **timeouts)
 
     async def __aenter__(self) -> "BookKeeper":
         return self

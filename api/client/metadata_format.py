@@ -174,10 +174,11 @@ def decode_cookie(data: bytes) -> dict:
             "instanceId": cookie.instanceId}
 
 
-def encode_service_info(host: str, port: int) -> bytes:
-    """A registered bookie's znode data: its HTTP endpoint (docs/cluster.md §1)."""
+def encode_service_info(host: str, port: int, tls: bool = False) -> bytes:
+    """A registered bookie's znode data: its HTTP endpoint (docs/cluster.md §1), protocol
+    ``https`` when its listener speaks TLS only (clients pick the scheme from it)."""
     info = BookieServiceInfoFormat()
-    info.endpoints.add(id="http", port=port, host=host, protocol="http")
+    info.endpoints.add(id="http", port=port, host=host, protocol="https" if tls else "http")
     return info.SerializeToString()
 
 

@@ -34,7 +34,8 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 from kazoo.retry import ForceRetryError, KazooRetry
 
-__all__ = ["READ_RETRY", "zk_read", "KazooClient", "alive_bookies", "ZkMetadataStore", "parse_uri",
+__all__ = ["READ_RETRY", "zk_read", "KazooClient", "alive_bookies", "bookie_scheme",
+           "ZkMetadataStore", "parse_uri",
            "writable_bookies"]
 
 from api.client import metadata_format
@@ -280,6 +281,27 @@ def writable_bookies(client: KazooClient, root: str) -> list[str]:
                       if name != "readonly")
     except NoNodeError:
         return []
+
+
+def bookie_scheme(client: KazooClient, root: str, bookie_id: str) -> str | None:
+    """``http`` or ``https``: the protocol a registered bookie's service info names (an
+    https bookie speaks TLS only); None if it is not registered or names neither."""
+    for path in (f"{root}/available/{bookie_id}", f"{root}/available/readonly/{bookie_id}"):
+        try:
+            data, _ = zk_read(client.get_async, path)
+        except NoNodeError:
+            continue
+        except NoAuthError:
+            raise refused("read", path) from None
+        try:
+            endpoints = metadata_format.decode_service_info(data)
+        except Exception:  # noqa: BLE001 - not ours (an Apache BookKeeper bookie's): no scheme
+            return None
+        for _, _, _, protocol in endpoints:
+            if protocol in ("http", "https"):
+                return protocol
+        return None
+    return None
 
 
 def alive_bookies(client: KazooClient, root: str) -> set[str]:

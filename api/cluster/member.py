@@ -61,7 +61,8 @@ class ClusterMember:
     def __init__(self, bookie: Bookie, uri: str, host: str, port: int) -> None:
         self.bookie = bookie
         self.bookie_id = f"{host}:{port}"
-        self.registration = ZkRegistration(uri, self.bookie_id, encode_service_info(host, port),
+        self.registration = ZkRegistration(uri, self.bookie_id,
+                                           encode_service_info(host, port, bookie.config.tls),
                                            on_change=self._changed)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._moves: asyncio.Lock | None = None

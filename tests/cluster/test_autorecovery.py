@@ -99,13 +99,13 @@ async def fully_replicated(bk: BookKeeper, written: dict[int, list[bytes]], gone
             continue
         for entry_id in range(metadata.last_entry_id + 1):
             for holder in bookies_of(metadata.ensembles, entry_id, metadata.write_quorum):
-                async with BookieClient(f"http://{holder}") as client:
-                    try:
-                        entry = codec.decode(await client.read_entry(ledger_id, entry_id),
-                                             entry_id)
-                    except Exception as exc:  # noqa: BLE001 - named in the problem
-                        problems.append(f"{ledger_id}/{entry_id} on {holder}: {exc!r}")
-                        continue
+                client = bk.client(holder)  # the client's scheme and TLS context
+                try:
+                    entry = codec.decode(await client.read_entry(ledger_id, entry_id),
+                                         entry_id)
+                except Exception as exc:  # noqa: BLE001 - named in the problem
+                    problems.append(f"{ledger_id}/{entry_id} on {holder}: {exc!r}")
+                    continue
                 if entry_id < len(payloads) and entry.payload != payloads[entry_id]:
                     problems.append(f"{ledger_id}/{entry_id} on {holder}: other bytes")
     return problems

@@ -23,6 +23,7 @@ import asyncio
 import logging
 
 from api.client.ensemble import BookKeeper
+from api.tls import bookie_client_context
 from api.cluster.autorecovery.auditor import Auditor
 from api.cluster.autorecovery.throttle import Throttle
 from api.cluster.autorecovery.worker import ReplicationWorker
@@ -45,7 +46,8 @@ class AutoRecovery:
         self._tasks: list[asyncio.Task] = []
 
     async def start(self) -> "AutoRecovery":
-        self.bk = await BookKeeper.connect(self.uri)
+        # A TLS cluster's worker verifies the other bookies and shows its own certificate.
+        self.bk = await BookKeeper.connect(self.uri, tls=bookie_client_context(self.config))
         self.ur = Underreplication(self.bk.store.client, self.bk.store.root, self.holder_id)
         await asyncio.to_thread(self.ur.ensure)
         loop = asyncio.get_running_loop()
