@@ -82,15 +82,32 @@ def client_context(ca_file: str | None = None, cert_file: str | None = None,
 def bookie_client_context(config) -> ssl.SSLContext | None:
     """The context of a bookie's (or an autorecovery process's) own connections to other
     bookies (``BookieConfig``): trust ``tls_trust_file``, else ``tls_ca_file`` (a cluster
-    whose one CA signs bookies and clients); present the bookie's own certificate, which
-    mutual TLS asks for. None when the process has no TLS settings: plain HTTP."""
+    whose one CA signs bookies and clients); show ``tls_client_cert_file``, else the
+    bookie's own certificate, which mutual TLS asks for. None when the process has no TLS
+    settings: plain HTTP."""
     trust = config.tls_trust_file or config.tls_ca_file
-    if not config.tls and trust is None:
+    cert = config.tls_client_cert_file or config.tls_cert_file
+    key = config.tls_client_key_file if config.tls_client_cert_file else config.tls_key_file
+    if trust is None and cert is None:
         return None
-    if not config.tls:
-        return client_context(trust)
-    return client_context(trust, config.tls_cert_file, config.tls_key_file,
-                          config.tls_key_password)
+    return client_context(trust, cert, key, config.tls_key_password)
+
+
+#: What a client process (a ledger client, ``bookie ledger``, the pipeline, a drill) reads
+#: when it is given no context: the same names as the daemon's settings.
+TRUST_ENV, CLIENT_CERT_ENV, CLIENT_KEY_ENV = (
+    "BOOKIE_TLS_TRUST_FILE", "BOOKIE_TLS_CLIENT_CERT_FILE", "BOOKIE_TLS_CLIENT_KEY_FILE")
+
+
+def client_context_from_env() -> ssl.SSLContext | None:
+    """A client's context from ``BOOKIE_TLS_TRUST_FILE`` (the CA that signed the bookies'
+    certificates) and, for mutual TLS, ``BOOKIE_TLS_CLIENT_CERT_FILE`` and
+    ``BOOKIE_TLS_CLIENT_KEY_FILE``; None when none is set (then a bookie registered as
+    https is verified against the system's CAs)."""
+    trust, cert = os.environ.get(TRUST_ENV), os.environ.get(CLIENT_CERT_ENV)
+    if not trust and not cert:
+        return None
+    return client_context(trust or None, cert or None, os.environ.get(CLIENT_KEY_ENV) or None)
 
 
 def _load_ca(context: ssl.SSLContext, ca_file: str) -> None:

@@ -157,6 +157,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("tls_trust_file", str, None,
             "PEM CA bundle that signed the other bookies' certificates, for this process's "
             "own connections to them (autorecovery); default tls_ca_file"),
+    Setting("tls_client_cert_file", str, None,
+            "PEM certificate this process shows when it connects to bookies that ask for "
+            "one (mutual TLS); default tls_cert_file"),
+    Setting("tls_client_key_file", str, None, "PEM private key of tls_client_cert_file"),
     Setting("tls_min_version", str, "1.2", "oldest TLS version accepted",
             choices=("1.2", "1.3")),
     Setting("log_format", str, "text", "log line format", choices=("text", "json")),
@@ -215,6 +219,8 @@ class BookieConfig:
     tls_key_password: str | None = None
     tls_ca_file: str | None = None
     tls_trust_file: str | None = None
+    tls_client_cert_file: str | None = None
+    tls_client_key_file: str | None = None
     tls_min_version: str = "1.2"
     log_format: str = "text"
     log_level: str = "info"

@@ -2,10 +2,12 @@
 """Cluster drill (docs/cluster.md §5): break bookies, writers, recoveries and ZooKeeper; check S1-S6.
 
     .venv/bin/python scripts/drill_cluster.py [--rounds 200] [--seconds 1800] [--seed N]
-                                              [--no-partitions] [--zk-acl]
+                                              [--no-partitions] [--zk-acl] [--tls]
 
 With ``--zk-acl`` every process of the drill authenticates to ZooKeeper with credentials made
-for the run, and every znode it creates is theirs alone (docs/operations.md §7).
+for the run, and every znode it creates is theirs alone (docs/operations.md §7). With
+``--tls`` the bookies serve HTTPS only with mutual TLS, certificates of a CA made for the run
+(docs/operations.md §6): every client, helper script and autorecovery worker shows one.
 
 A real ZooKeeper (Debian's package) and 5 bookie daemons, each on a fixed port (a restarted
 bookie keeps its id), each in a network namespace of the drill's own on a bridge
@@ -174,6 +176,19 @@ asyncio.run(main(sys.argv[1], int(sys.argv[2])))
 """
 
 
+def _make_run_pki(pki: str) -> None:
+    """--tls: the run's CA and the clients' certificate, named in the environment so this
+    process, its helper scripts and the bookies' autorecovery all use them
+    (api/tls.py client_context_from_env)."""
+    from api.cluster.certs import make_ca, make_cert  # noqa: PLC0415
+    from api.tls import CLIENT_CERT_ENV, CLIENT_KEY_ENV, TRUST_ENV  # noqa: PLC0415
+
+    ca = make_ca(pki, "drill CA")
+    client = make_cert(ca, pki, "drill-client")
+    os.environ.update({TRUST_ENV: ca.cert_file, CLIENT_CERT_ENV: client.cert_file,
+                       CLIENT_KEY_ENV: client.key_file})
+
+
 def payload_of(ledger_id: int, entry_id: int) -> bytes:
     """The child writer's bytes, known to the drill without being told them."""
     seed = hashlib.sha256(f"{ledger_id}:{entry_id}".encode()).digest()
@@ -238,12 +253,31 @@ class Drill:
     def _new_bookie(self, index: int, name: str) -> Daemon:
         """A bookie in slot ``index`` (its network namespace), a new port: a new id."""
         where = () if self.network is None else ("--host", self.network.address(index))
+        tls, client_ssl = self._tls_flags(index)
         daemon = Daemon(os.path.join(self.root, name, "data"), *FLAGS,
                         "--gc-interval-ms", str(self.rng.randint(*GC_INTERVAL_MS)),
                         "--metadata-service-uri", self.uri, "--port", str(free_port()),
-                        *where, prefix=self.network.prefix(index) if self.network else ())
+                        *where, *tls, prefix=self.network.prefix(index) if self.network else (),
+                        client_ssl=client_ssl)
         self.daemons.append(daemon)
         return daemon
+
+    def _tls_flags(self, index: int) -> tuple[tuple[str, ...], object]:
+        """--tls: slot ``index``'s certificate (its address in the names), mutual TLS with
+        the run's CA; and the context the readiness poll connects with."""
+        if not self.args.tls:
+            return (), None
+        from api.cluster.certs import Issued, make_cert  # noqa: PLC0415
+        from api.tls import client_context  # noqa: PLC0415
+
+        pki = os.path.join(self.root, "pki")
+        host = "127.0.0.1" if self.network is None else self.network.address(index)
+        leaf = make_cert(Issued(os.path.join(pki, "ca.pem"), os.path.join(pki, "ca-key.pem")),
+                         pki, f"slot{index}", hosts=(host, "127.0.0.1"))
+        flags = ("--tls-cert-file", leaf.cert_file, "--tls-key-file", leaf.key_file,
+                 "--tls-ca-file", os.path.join(pki, "ca.pem"))
+        return flags, client_context(os.path.join(pki, "ca.pem"), leaf.cert_file,
+                                     leaf.key_file)
 
     def stop(self) -> None:
         try:
@@ -1016,6 +1050,9 @@ def main(argv=None) -> int:
     parser.add_argument("--faults", type=lambda text: text.split(","), default=list(FAULTS),
                         metavar="A,B", help="only these faults in the random mix (default: "
                                             "all, weighted)")
+    parser.add_argument("--tls", action="store_true",
+                        help="bookies serve HTTPS only with mutual TLS (a CA made for the "
+                             "run; every client and autorecovery shows a certificate)")
     parser.add_argument("--zk-acl", action="store_true",
                         help="ZooKeeper digest auth and ACLs on (docs/operations.md §7): "
                              "credentials made for the run, every process of it uses them")
@@ -1033,6 +1070,8 @@ def main(argv=None) -> int:
         # all authenticate with it, and every znode of the run is theirs alone.
         os.environ[zk_auth.DIGEST_ENV] = f"drill:{secrets.token_hex(16)}"
     root = tempfile.mkdtemp(prefix="drill-cluster-")
+    if args.tls:
+        _make_run_pki(os.path.join(root, "pki"))
     try:
         code = asyncio.run(run(args, root))
     finally:

@@ -11,6 +11,7 @@ import aiohttp
 
 from api import wire
 from api.client.raw_http import RawHttpPool
+from api.tls import client_context_from_env
 from bookie.errors import BookieError, IOFailure, Unavailable, error_for_code
 
 
@@ -22,13 +23,16 @@ class BookieClient:
                  connections: int = 256, ssl_context=None) -> None:
         """``ssl_context`` (api/tls.py ``client_context``) for an ``https://`` bookie: the
         CA that signed its certificate, and this client's certificate where the bookie
-        asks for one. None: the system's CAs (an https bookie with a private CA then fails
+        asks for one. None: ``BOOKIE_TLS_TRUST_FILE`` and friends from the environment
+        (api/tls.py), else the system's CAs (an https bookie with a private CA then fails
         verification, as it must)."""
         self.base_url = base_url.rstrip("/")
         self.admin_token = admin_token
         self._own_session = session is None
         self._session = session
         self._connections = connections
+        if ssl_context is None and self.base_url.startswith("https://"):
+            ssl_context = client_context_from_env()  # BOOKIE_TLS_TRUST_FILE and friends
         self._ssl = ssl_context
         self._raw: RawHttpPool | None = None  # the batch adds' connections
 

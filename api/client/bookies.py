@@ -38,6 +38,9 @@ class Transport(Protocol):
 
     async def alive_bookies(self) -> set[str]: ...
 
+    async def learn(self, bookie_ids) -> None:
+        """Look up how to reach these bookies (their scheme) before clients are made."""
+
 
 class HttpTransport:
     """Bookies over HTTP or HTTPS, membership from ZooKeeper's ``available/``
@@ -56,15 +59,15 @@ class HttpTransport:
 
     async def writable_bookies(self) -> list[str]:
         found = await asyncio.to_thread(writable_bookies, self.store.client, self.store.root)
-        await self._learn(found)
+        await self.learn(found)
         return found
 
     async def alive_bookies(self) -> set[str]:
         found = await asyncio.to_thread(alive_bookies, self.store.client, self.store.root)
-        await self._learn(found)
+        await self.learn(found)
         return found
 
-    async def _learn(self, bookie_ids) -> None:
+    async def learn(self, bookie_ids) -> None:
         """The scheme of each bookie not seen before, from its service info (one read each,
         once: a bookie id's listener does not change scheme while it is registered)."""
         for bookie_id in bookie_ids:

@@ -354,7 +354,10 @@ def main(argv: list[str]) -> int:
         print(f"bookie ledger {args.command}: {exc}", file=sys.stderr)
         return 2
     except aiohttp.ClientError as exc:
-        print(f"bookie ledger {args.command}: cannot reach {args.url}: {exc}", file=sys.stderr)
+        # The URL the error names, not --url's default: a replicated read reaches others.
+        where = getattr(getattr(exc, "request_info", None), "url", None) or \
+            getattr(exc, "host", None) or args.url
+        print(f"bookie ledger {args.command}: cannot reach {where}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

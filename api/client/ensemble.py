@@ -39,8 +39,10 @@ from api.client.ensemble_errors import LedgerClosed, NotEnoughBookies, RecoveryU
 from api.client.ensemble_reader import BeyondLastConfirmed, EnsembleReader
 from api.client.ensemble_recovery import Recovery
 from api.client.ensemble_writer import EnsembleWriter
+from api.client.fragments import referenced_bookies
 from api.client.metadata import LedgerMetadata, MetadataState
 from api.client.zookeeper import ZkMetadataStore
+from api.tls import client_context_from_env
 from bookie.entry import DigestType
 
 __all__ = ["BOOKIE_FAILURES", "BeyondLastConfirmed", "BookKeeper", "EnsembleReader",
@@ -72,6 +74,8 @@ class BookKeeper:
         client certificate where bookies ask for one)."""
         store = ZkMetadataStore(metadata_service_uri)
         await asyncio.to_thread(store.start)
+        if tls is None:  # BOOKIE_TLS_TRUST_FILE and friends (docs/operations.md §6)
+            tls = client_context_from_env()
         return cls(store, tls=tls, **timeouts)
 
     async def __aenter__(self) -> "BookKeeper":
@@ -120,6 +124,8 @@ class BookKeeper:
         """A reader; with ``recover`` (the default) an OPEN ledger is recovered and closed
         first (its writer may be dead: EN4), so the reader sees its final end."""
         metadata = await self.store.read(ledger_id)
+        # The scheme of each bookie it names, from its registration (https or http).
+        await self.transport.learn(referenced_bookies(metadata))
         secret = password.encode() if isinstance(password, str) else bytes(password)
         codec = LedgerCodec.for_password(ledger_id, secret, metadata.digest_type)
         if recover and metadata.state is not MetadataState.CLOSED:

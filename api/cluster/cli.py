@@ -65,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--bookies", type=int, default=3, help="how many bookies (default 3)")
     up.add_argument("--base-port", type=int, default=3181,
                     help="the first bookie's HTTP port; the others follow (default 3181)")
+    up.add_argument("--tls", action="store_true",
+                    help="make a private CA in DIR/pki and a certificate per bookie; the "
+                         "bookies serve HTTPS only, with mutual TLS (docs/operations.md §6); "
+                         "prints the variables a client sets to use them")
     for command in (up, commands.add_parser("add", help="start one more bookie in the local "
                                             "cluster, on the next port; wait until ready"),
                     commands.add_parser("status", help="bookies, state, space, ledgers"),
@@ -136,11 +140,11 @@ def up(args) -> int:
     uri = f"zk://127.0.0.1:{zookeeper.port}/ledgers"
     state = {"metadataServiceUri": uri, "zookeeper": {"pid": zookeeper.pid,
                                                       "port": zookeeper.port},
-             "bookies": []}
+             "bookies": [], "tls": _make_pki(root) if args.tls else None}
     for index, port in enumerate(ports):
-        state["bookies"].append(_start_bookie(root, index, port, uri))
+        state["bookies"].append(_start_bookie(root, index, port, uri, state["tls"]))
     _save(root, state)
-    ok = all(_wait_ready(bookie) for bookie in state["bookies"])
+    ok = all(_wait_ready(bookie, state["tls"]) for bookie in state["bookies"])
     say(f"metadata service: {uri}")
     for bookie in state["bookies"]:
         say(f"bookie {bookie['id']}: {bookie['url']} (data {bookie['dataDir']}, "
@@ -149,7 +153,38 @@ def up(args) -> int:
         say(f"not every bookie came up; logs in {root}/bookie-*/bookie.log")
     else:
         say(f"export {URI_ENV}={uri}   # then no command needs --metadata-service-uri")
+        if state["tls"]:
+            for name, value in _client_env(state["tls"]).items():
+                say(f"export {name}={value}   # TLS: trust the cluster's CA, show a "
+                    f"client certificate")
     return 0 if ok else 1
+
+
+def _make_pki(root: str) -> dict:
+    """--tls: the cluster's CA and a client certificate (files under root/pki)."""
+    from api.cluster.certs import make_ca, make_cert  # noqa: PLC0415
+
+    pki = os.path.join(root, "pki")
+    ca = make_ca(pki, "local bookie cluster CA")
+    client = make_cert(ca, pki, "client")
+    say(f"made a CA and certificates in {pki} (keys mode 0600)")
+    return {"pki": pki, "ca": ca.cert_file, "caKey": ca.key_file,
+            "clientCert": client.cert_file, "clientKey": client.key_file}
+
+
+def _client_env(tls: dict) -> dict[str, str]:
+    from api.tls import CLIENT_CERT_ENV, CLIENT_KEY_ENV, TRUST_ENV  # noqa: PLC0415
+
+    return {TRUST_ENV: tls["ca"], CLIENT_CERT_ENV: tls["clientCert"],
+            CLIENT_KEY_ENV: tls["clientKey"]}
+
+
+def _client_ssl(tls: dict | None):
+    if tls is None:
+        return None
+    from api.tls import client_context  # noqa: PLC0415
+
+    return client_context(tls["ca"], tls["clientCert"], tls["clientKey"])
 
 
 def add(args) -> int:
@@ -161,30 +196,39 @@ def add(args) -> int:
     port = max(int(b["id"].rsplit(":", 1)[1]) for b in state["bookies"]) + 1
     while not _port_free(port):
         port += 1
-    bookie = _start_bookie(root, len(state["bookies"]), port, state["metadataServiceUri"])
+    bookie = _start_bookie(root, len(state["bookies"]), port, state["metadataServiceUri"],
+                           state.get("tls"))
     state["bookies"].append(bookie)
     _save(root, state)
-    ok = _wait_ready(bookie)
+    ok = _wait_ready(bookie, state.get("tls"))
     if ok:
         say(f"bookie {bookie['id']}: {bookie['url']} (data {bookie['dataDir']}, "
             f"pid {bookie['pid']})")
     return 0 if ok else 1
 
 
-def _start_bookie(root: str, index: int, port: int, uri: str) -> dict:
+def _start_bookie(root: str, index: int, port: int, uri: str, tls: dict | None = None) -> dict:
     home = os.path.join(root, f"bookie-{index}")
     os.makedirs(home, exist_ok=True)
     log = open(os.path.join(home, "bookie.log"), "ab")
+    flags = []
+    if tls is not None:
+        from api.cluster.certs import Issued, make_cert  # noqa: PLC0415
+
+        leaf = make_cert(Issued(tls["ca"], tls["caKey"]), tls["pki"], f"bookie-{index}")
+        flags = ["--tls-cert-file", leaf.cert_file, "--tls-key-file", leaf.key_file,
+                 "--tls-ca-file", tls["ca"]]
     proc = subprocess.Popen(
         [sys.executable, "-m", "bookie", "serve", "--data-dir", os.path.join(home, "data"),
-         "--host", "127.0.0.1", "--port", str(port), "--metadata-service-uri", uri],
+         "--host", "127.0.0.1", "--port", str(port), "--metadata-service-uri", uri, *flags],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     say(f"starting bookie {index} on port {port} (pid {proc.pid}) ...")
-    return {"id": f"127.0.0.1:{port}", "url": f"http://127.0.0.1:{port}", "pid": proc.pid,
+    scheme = "https" if tls is not None else "http"
+    return {"id": f"127.0.0.1:{port}", "url": f"{scheme}://127.0.0.1:{port}", "pid": proc.pid,
             "dataDir": os.path.join(home, "data"), "log": os.path.join(home, "bookie.log")}
 
 
-def _wait_ready(bookie: dict) -> bool:
+def _wait_ready(bookie: dict, tls: dict | None = None) -> bool:
     """Poll /ready (200 once replayed and registered), bounded; a line every 5 s."""
     deadline, next_line = time.monotonic() + READY_TIMEOUT_S, time.monotonic() + 5
     while time.monotonic() < deadline:
@@ -192,7 +236,8 @@ def _wait_ready(bookie: dict) -> bool:
             say(f"bookie {bookie['id']} exited; see {bookie['log']}")
             return False
         try:
-            with urllib.request.urlopen(bookie["url"] + "/ready", timeout=5) as reply:
+            with urllib.request.urlopen(bookie["url"] + "/ready", timeout=5,
+                                        context=_client_ssl(tls)) as reply:
                 if reply.status == 200:
                     return True
         except OSError:
@@ -234,9 +279,9 @@ def _save(root: str, state: dict) -> None:
         json.dump(state, handle, indent=1)
 
 
-def _get(url: str) -> dict | None:
+def _get(url: str, context=None) -> dict | None:
     try:
-        with urllib.request.urlopen(url, timeout=10) as reply:
+        with urllib.request.urlopen(url, timeout=10, context=context) as reply:
             return json.loads(reply.read())
     except OSError:
         return None
@@ -266,8 +311,9 @@ def status(args) -> int:
             for bookie_id in sorted(n for n in names if n != "readonly"):
                 endpoint = decode_service_info(client.get(f"{path}/{bookie_id}")[0])[0]
                 url = f"{endpoint[3]}://{endpoint[1]}:{endpoint[2]}"
-                info = _get(url + "/v1/bookie/info") or {}
-                ledgers = _get(url + "/v1/ledgers?limit=100000") or {}
+                context = _client_ssl(state.get("tls"))
+                info = _get(url + "/v1/bookie/info", context) or {}
+                ledgers = _get(url + "/v1/ledgers?limit=100000", context) or {}
                 free = (info.get("freeBytes") or {}).get("ledgers")
                 say(f"{bookie_id:<20} {kind:<11} {info.get('state', '?'):<10} "
                     f"{_human(free):>10} {len(ledgers.get('ledgers', [])):>8}")

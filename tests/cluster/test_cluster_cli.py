@@ -123,3 +123,42 @@ def test_the_exported_uri_serves_every_command_and_add_grows_the_cluster(tmp_pat
     assert down.returncode == 0, down.stdout
     assert f"stopping bookie 127.0.0.1:{base + 2}" in down.stdout
 
+
+
+def test_a_tls_cluster_up_and_the_commands_over_it(tmp_path):
+    """`bookie cluster up --tls`: a CA and a certificate per bookie, HTTPS with mutual TLS;
+    the variables it prints are all `bookie ledger` needs; without them it is refused."""
+    home = str(tmp_path / "cluster")
+    base = consecutive_free_ports(3)
+    up = bookie("cluster", "up", "--tls", "--bookies", "3", "--dir", home,
+                "--base-port", str(base))
+    assert up.returncode == 0, up.stdout + up.stderr
+    state = json.load(open(os.path.join(home, "cluster.json")))
+    uri = state["metadataServiceUri"]
+    try:
+        for i in range(3):
+            assert f"bookie 127.0.0.1:{base + i}: https://127.0.0.1:{base + i}" in up.stdout
+        env = dict(line.split()[1].split("=", 1) for line in up.stdout.splitlines()
+                   if line.startswith("export BOOKIE_TLS_"))
+        assert set(env) == {"BOOKIE_TLS_TRUST_FILE", "BOOKIE_TLS_CLIENT_CERT_FILE",
+                            "BOOKIE_TLS_CLIENT_KEY_FILE"}
+        status = bookie("cluster", "status", "--dir", home)
+        rows = [line.split() for line in status.stdout.splitlines()[2:]]
+        assert [r[2] for r in rows] == ["writable"] * 3, status.stdout
+        made = bookie("ledger", "write", "--metadata-service-uri", uri, "--ensemble", "3",
+                      "--write-quorum", "2", "--ack-quorum", "2", stdin="x\ny\n", env=env)
+        assert made.returncode == 0, made.stderr
+        ledger_id = str(json.loads(made.stdout)["ledgerId"])
+        back = bookie("ledger", "read", "--ledger", ledger_id, "--metadata-service-uri", uri,
+                      env=env)
+        assert back.returncode == 0 and back.stdout == "x\ny\n", back.stderr
+        single = bookie("ledger", "write", "--url", f"https://127.0.0.1:{base}",
+                        "--metadata-service-uri", uri, stdin="s\n", env=env)
+        assert single.returncode == 0, single.stderr
+        refused = bookie("ledger", "read", "--ledger", ledger_id,
+                         "--metadata-service-uri", uri)  # no CA, no client certificate
+        assert refused.returncode != 0 and refused.stdout == "", refused.stderr
+        assert "certificate" in refused.stderr.lower(), refused.stderr
+    finally:
+        down = bookie("cluster", "down", "--dir", home)
+    assert down.returncode == 0, down.stdout

@@ -202,3 +202,6 @@ class SimTransport:
     async def alive_bookies(self) -> set[str]:
         return {b for b, bookie in self.net.bookies.items() if not bookie.down}
 
+    async def learn(self, bookie_ids) -> None:
+        """No schemes here: it returns without yielding, so it changes no schedule."""
+
