@@ -7,27 +7,41 @@ slices, walks them, reads each ledger's metadata and asks every live bookie of e
 fragment which entries it holds (``api/cluster/autorecovery/replica_check.py``, the auditor's own
 check), and marks the ledgers that miss copies in BookKeeper's ``underreplication`` layout
 (unless ``--dry-run``). Rows come back only for missing copies, so the driver holds little.
+
+A TLS cluster or one with ZooKeeper ACLs (docs/operations.md §6, §7): the driver's
+``BOOKIE_TLS_TRUST_FILE``, ``BOOKIE_TLS_CLIENT_CERT_FILE``, ``BOOKIE_TLS_CLIENT_KEY_FILE`` and
+``BOOKIE_ZK_DIGEST_FILE`` go to every task (paths: the files must be readable where the
+executors run); a password itself (``BOOKIE_ZK_DIGEST``) is never shipped in a task.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 from pyspark.sql import SparkSession
 
 from api.client.ensemble import BookKeeper
+from api.client.zk_auth import DIGEST_FILE_ENV
 from api.client.zookeeper import ZkMetadataStore, alive_bookies
 from api.cluster.autorecovery.replica_check import check_ledgers
 from api.cluster.underreplication import Underreplication
+from api.tls import CLIENT_CERT_ENV, CLIENT_KEY_ENV, TRUST_ENV
 from bookie.pipeline.jobs import JobResult
+
+#: Environment a task needs to reach a secured cluster: file paths only, never a secret.
+CARRIED_ENV = (TRUST_ENV, CLIENT_CERT_ENV, CLIENT_KEY_ENV, DIGEST_FILE_ENV)
 
 MISSING_SHOWN = 10
 
 
-def check_slices(uri: str, alive: list[str], mark: bool, slices) -> list[dict]:
+def check_slices(uri: str, alive: list[str], mark: bool, slices,
+                 carried: dict | None = None) -> list[dict]:
     """One task: every ledger of ``slices``; a row per (ledger, bookie) missing copies and
-    one count row."""
+    one count row. ``carried``: the driver's CARRIED_ENV, set here before connecting."""
+    os.environ.update(carried or {})
+
     async def run() -> list[dict]:
         async with await BookKeeper.connect(uri) as bk:
             ids: list[int] = []
@@ -59,8 +73,9 @@ def run_replicas(spark: SparkSession, uri: str, mark: bool = True,
         store._stop()
     context = spark.sparkContext
     partitions = max(1, min(len(slices), tasks or context.defaultParallelism * 4))
+    carried = {name: os.environ[name] for name in CARRIED_ENV if os.environ.get(name)}
     rows = (context.parallelize(slices, partitions)
-            .mapPartitions(lambda part: check_slices(uri, alive, mark, list(part)))
+            .mapPartitions(lambda part: check_slices(uri, alive, mark, list(part), carried))
             .collect()) if slices else []
     missing = [row for row in rows if row["type"] == "missing"]
     ledgers = sum(row["ledgers"] for row in rows if row["type"] == "count")
