@@ -1,4 +1,5 @@
 """Apache BookKeeper's own wire protocol (issue 28): the frame codecs shared by the bookie's
 second listener and by clients (tests, interop). ``v2`` is the packed binary protocol
-(``BookieProtocol``, Pulsar's default); v3 (protobuf ``Request``/``Response``) follows.
+(``BookieProtocol``, Pulsar's default); ``v3`` is ``BookkeeperProtocol.proto``'s protobuf
+``Request``/``Response``.
 Codecs only: no I/O, no bookie; the listener is the server's (api/server/)."""
