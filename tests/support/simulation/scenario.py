@@ -157,7 +157,7 @@ class _Run:
             if self.loop.time() >= deadline:
                 self.trace("writer: stalled (its faults outlast it); killed at the deadline")
                 break
-        await asyncio.sleep(self.plan.kill_delay)
+        await asyncio.sleep(self.plan.kill_delay)  # noqa: sleep-ok (virtual: the plan's delay)
         killed = self.processes.kill("writer")
         self.trace(f"writer: KILLED ({killed} tasks cancelled)")
 
@@ -181,7 +181,7 @@ class _Run:
             appends.append(asyncio.ensure_future(one(i)))
         if plan.close_race:
             closing = asyncio.ensure_future(writer.close())
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # noqa: sleep-ok (one turn: close starts before the append)
             await window.acquire()
             appends.append(asyncio.ensure_future(one(plan.entries)))
         else:
@@ -195,7 +195,7 @@ class _Run:
 
     async def _probe(self) -> None:
         """S4: a tailing reader (no recovery) asks the LAC and tries the entry after it."""
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0.005)  # noqa: sleep-ok (virtual: after the writer began)
         reader = await self.bk("reader#0").open_ledger(self.ledger_id, PASSWORD,
                                                        recover=False)
         while True:
@@ -213,7 +213,7 @@ class _Run:
                     pass
             except CLIENT_ERRORS:
                 pass
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # noqa: sleep-ok (virtual: the probe's rhythm)
 
     # -- recovery ------------------------------------------------------------------------
 
@@ -235,7 +235,7 @@ class _Run:
         first = self.processes.spawn("recovery#1", self._recover("recovery#1"))
         tasks = [first]
         if plan.r1_mode == "two":
-            await asyncio.sleep(plan.r1_cancel_at / 100)
+            await asyncio.sleep(plan.r1_cancel_at / 100)  # noqa: sleep-ok (virtual: plan)
             tasks.append(self.processes.spawn("recovery#2", self._recover("recovery#2")))
         if plan.r1_mode == "cancel":
             done, _ = await asyncio.wait([first], timeout=plan.r1_cancel_at)

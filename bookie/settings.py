@@ -1,0 +1,154 @@
+"""Every setting of the bookie: name, type, default, help and bounds, in one table.
+
+docs/http-api.md's table names come first and are contracts; the rest are this project's
+additions (README.md, "Settings"). ``bookie.config`` loads, checks and renders them; this
+module is the table alone, so that it can grow without the loader growing with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    name: str
+    kind: type
+    default: Any
+    help: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+    secret: bool = False
+
+
+SETTINGS: tuple[Setting, ...] = (
+    # docs/http-api.md's table: these names are contracts.
+    Setting("data_dir", str, "./data", "root of the journal and ledger dirs"),
+    Setting("host", str, "127.0.0.1", "listen address"),
+    Setting("port", int, 3180, "listen port (0 picks a free one)", 0, 65535),
+    Setting("admin_token", str, None, "bearer token for admin endpoints", secret=True),
+    Setting("metadata_service_uri", str, None,
+            "the cluster's ZooKeeper, zk://host:port[,host:port]/ledgers (docs/cluster.md); "
+            "unset: a standalone bookie"),
+    Setting("journal_max_bytes", int, 2 * GiB, "journal file roll size", 64 * KiB, 2**62),
+    Setting("entrylog_max_bytes", int, 1 * GiB,
+            "entry log roll size; the log is finalized with its ledgersMap", 4 * KiB, 1 * GiB),
+    Setting("checkpoint_interval_ms", int, 10_000, "periodic checkpoint", 1, 86_400_000),
+    Setting("group_max_wait_ms", float, 2.0,
+            "longest an add waits for its group commit to start", 0, 1000),
+    Setting("max_entry_size", int, 5 * MiB, "largest entry body", 64, 64 * MiB),
+    Setting("verify_digest", bool, True, "recompute CRC digests on add and replay"),
+    # Additions (README.md, "Settings").
+    Setting("group_max_bytes", int, 512 * KiB,
+            "bytes buffered before a group is flushed (journalBufferedWritesThreshold)",
+            512, 256 * MiB),
+    Setting("journal_prealloc_bytes", int, 16 * MiB,
+            "zero-filled journal preallocation chunk", 4 * KiB, 1 * GiB),
+    Setting("journal_backups_count", int, 5,
+            "journal files below lastMark kept (journalMaxBackups)", 0, 10_000),
+    Setting("journal_queue_max_bytes", int, 64 * MiB,
+            "bytes queued for the journal before adds get 503", 1 * MiB, 16 * GiB),
+    Setting("write_cache_max_bytes", int, 256 * MiB,
+            "write cache budget; a checkpoint starts at half", 1 * MiB, 64 * GiB),
+    Setting("max_read_batch", int, 1000, "most entries in one range read", 1, 1_000_000),
+    Setting("skip_corrupt_journal_records", bool, False,
+            "on replay, abandon the rest of a journal at a corrupt record instead of "
+            "refusing to start (skipReplayJournalInvalidRecord)"),
+    Setting("disk_usage_threshold", float, 0.95,
+            "used fraction of a data dir's disk at which the bookie goes read-only", 0.01, 1.0),
+    Setting("disk_usage_warn_threshold", float, 0.90,
+            "used fraction at which a warning is logged and compaction pauses", 0.01, 1.0),
+    Setting("disk_usage_lwm_threshold", float, 0.90,
+            "used fraction below which a full bookie becomes writable again", 0.01, 1.0),
+    Setting("disk_check_interval_ms", int, 1000, "how often disk usage is checked", 10,
+            3_600_000),
+    Setting("disk_reserved_bytes", int, 16 * MiB,
+            "free bytes kept for fences, recovery adds and explicit LACs while read-only",
+            0, 1 << 50),
+    Setting("max_lac_waiters", int, 10_000, "most concurrent LAC long polls", 1, 10_000_000),
+    Setting("request_body_timeout_ms", int, 30_000,
+            "longest a request body may take to arrive (400 after it)", 1, 3_600_000),
+    Setting("request_bodies_max_bytes", int, 256 * MiB,
+            "request body bytes held at once; past it requests get 503", 1 * MiB, 64 * GiB),
+    Setting("gc_interval_ms", int, 900_000,
+            "how often garbage collection runs (gcWaitTime); 0 = only on request",
+            0, 7 * 86_400_000),
+    Setting("gc_metadata_grace_ms", int, 3_600_000,
+            "a cluster bookie deletes a local ledger its metadata no longer lists once it has "
+            "been missing this long (seen at GC runs); 0 = at the first GC that misses it",
+            0, 30 * 86_400_000),
+    Setting("autorecovery_daemon_enabled", bool, True,
+            "a cluster bookie also runs autorecovery: a vote in the auditor election and a "
+            "replication worker (autoRecoveryDaemonEnabled)"),
+    Setting("lost_bookie_recovery_delay_s", int, 30,
+            "how long a bookie may be gone before the auditor marks its ledgers "
+            "under-replicated; the first auditor stores it in ZooKeeper, where it is then "
+            "read (lostBookieRecoveryDelay)", 0, 30 * 86_400),
+    Setting("open_ledger_rereplication_grace_period_s", int, 30,
+            "how long an open ledger whose last segment lost a bookie is left to its writer "
+            "before autorecovery fences and closes it (openLedgerRereplicationGracePeriod)",
+            0, 30 * 86_400),
+    Setting("rereplication_rate_bytes", int, 32 * MiB,
+            "bytes per second a replication worker may copy; 0 = unthrottled "
+            "(replicationRateByBytes)", 0, 1 << 40),
+    Setting("replicas_check_interval_s", int, 86_400,
+            "how often the auditor asks every bookie which entries it holds and marks ledgers "
+            "missing copies; 0 = never (auditorPeriodicReplicasCheckInterval)",
+            0, 365 * 86_400),
+    Setting("minor_compaction_threshold", float, 0.2,
+            "minor compaction rewrites logs whose live fraction is below this; 0 = off",
+            0.0, 1.0),
+    Setting("minor_compaction_interval_ms", int, 3_600_000,
+            "least time between minor compactions; 0 = only when forced", 0, 30 * 86_400_000),
+    Setting("major_compaction_threshold", float, 0.8,
+            "major compaction rewrites logs whose live fraction is below this; 0 = off",
+            0.0, 1.0),
+    Setting("major_compaction_interval_ms", int, 86_400_000,
+            "least time between major compactions; 0 = only when forced", 0, 30 * 86_400_000),
+    Setting("compaction_rate_bytes", int, 32 * MiB,
+            "bytes per second compaction may read plus write (compactionRateByBytes); "
+            "0 = unthrottled", 0, 1 << 40),
+    Setting("entrylog_cache_keep_bytes", int, 256 * MiB,
+            "synced bytes of the active entry log kept in the page cache behind its end; "
+            "older ones are dropped after each checkpoint (reads of them go to the disk)",
+            0, 2**62),
+    Setting("event_loop", str, "uvloop",
+            "the daemon's event loop: uvloop where it is installed (asyncio's own otherwise)",
+            choices=("uvloop", "asyncio")),
+    Setting("zk_digest", str, None,
+            "ZooKeeper digest credentials user:password: the session authenticates and "
+            "every znode it creates is that identity's alone (docs/operations.md §7); give "
+            "it in the environment (BOOKIE_ZK_DIGEST) or the TOML file, not as a flag",
+            secret=True),
+    Setting("zk_digest_file", str, None, "a file holding the ZooKeeper user:password"),
+    Setting("tls_cert_file", str, None,
+            "PEM certificate chain of the HTTPS listener; set with tls_key_file, the bookie "
+            "serves HTTPS only (docs/operations.md, \"TLS\"); unset: plain HTTP"),
+    Setting("tls_key_file", str, None, "PEM private key of tls_cert_file"),
+    Setting("tls_key_password", str, None,
+            "password of an encrypted tls_key_file (give it in the environment or the "
+            "TOML file, not as a flag: a command line is visible to every local user)",
+            secret=True),
+    Setting("tls_ca_file", str, None,
+            "PEM CA bundle: when set, every client must present a certificate it signed "
+            "(mutual TLS)"),
+    Setting("tls_trust_file", str, None,
+            "PEM CA bundle that signed the other bookies' certificates, for this process's "
+            "own connections to them (autorecovery); default tls_ca_file"),
+    Setting("tls_client_cert_file", str, None,
+            "PEM certificate this process shows when it connects to bookies that ask for "
+            "one (mutual TLS); default tls_cert_file"),
+    Setting("tls_client_key_file", str, None, "PEM private key of tls_client_cert_file"),
+    Setting("tls_min_version", str, "1.2", "oldest TLS version accepted",
+            choices=("1.2", "1.3")),
+    Setting("log_format", str, "text", "log line format", choices=("text", "json")),
+    Setting("log_level", str, "info", "log level",
+            choices=("debug", "info", "warning", "error")),
+)
+SETTINGS_BY_NAME = {s.name: s for s in SETTINGS}
