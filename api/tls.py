@@ -17,6 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import ssl
 
@@ -65,14 +66,9 @@ def client_context(ca_file: str | None = None, cert_file: str | None = None,
     """A client's context: the server's certificate verified against ``ca_file`` (default:
     the system's CAs) with its host name checked; ``cert_file``/``key_file`` for a bookie
     that asks for client certificates (mutual TLS)."""
-    try:
+    with _loading_ca(ca_file):
         # With ca_file, only it is trusted (a private cluster CA), not the system's too.
         context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca_file)
-    except FileNotFoundError:
-        raise TlsSetupError(f"TLS CA file not found: {ca_file}") from None
-    except (ssl.SSLError, OSError) as exc:
-        raise TlsSetupError(f"TLS CA file {ca_file} does not load: "
-                            f"{getattr(exc, 'reason', None) or exc}") from None
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     if cert_file is not None:
         load_chain(context, cert_file, key_file or cert_file, key_password)
@@ -111,8 +107,15 @@ def client_context_from_env() -> ssl.SSLContext | None:
 
 
 def _load_ca(context: ssl.SSLContext, ca_file: str) -> None:
-    try:
+    with _loading_ca(ca_file):
         context.load_verify_locations(cafile=ca_file)
+
+
+@contextlib.contextmanager
+def _loading_ca(ca_file: str | None):
+    """A CA bundle that does not load, as a TlsSetupError naming the file."""
+    try:
+        yield
     except FileNotFoundError:
         raise TlsSetupError(f"TLS CA file not found: {ca_file}") from None
     except (ssl.SSLError, OSError) as exc:

@@ -159,23 +159,25 @@ def encode_add(ledger_id: int, entry_id: int, master_key: bytes, entry: bytes,
 def encode_read(ledger_id: int, entry_id: int, flags: int = FLAG_NONE,
                 master_key: bytes | None = None,
                 version: int = CURRENT_PROTOCOL_VERSION) -> bytes:
-    tail = b""
-    if flags & FLAG_DO_FENCING and version >= 2:
-        _check_key(master_key)
-        tail = master_key
     return frame(_U32.pack(pack_header(version, READENTRY, flags))
-                 + _IDS.pack(ledger_id, entry_id) + tail)
+                 + _IDS.pack(ledger_id, entry_id) + _fence_tail(flags, version, master_key))
 
 
 def encode_batch_read(ledger_id: int, entry_id: int, request_id: int, max_count: int,
                       max_size: int, flags: int = FLAG_NONE, master_key: bytes | None = None,
                       version: int = CURRENT_PROTOCOL_VERSION) -> bytes:
-    tail = b""
-    if flags & FLAG_DO_FENCING and version >= 2:
-        _check_key(master_key)
-        tail = master_key
     return frame(_U32.pack(pack_header(version, BATCH_READ_ENTRY, flags))
-                 + _BATCH.pack(ledger_id, entry_id, request_id, max_count, max_size) + tail)
+                 + _BATCH.pack(ledger_id, entry_id, request_id, max_count, max_size)
+                 + _fence_tail(flags, version, master_key))
+
+
+def _fence_tail(flags: int, version: int, master_key: bytes | None) -> bytes:
+    """The master key a fencing read ends with (version >= 2), the encoder's side of
+    ``_fence_key``; nothing otherwise."""
+    if not (flags & FLAG_DO_FENCING and version >= 2):
+        return b""
+    _check_key(master_key)
+    return master_key
 
 
 def encode_response(version: int, opcode: int, rc: int, ledger_id: int, entry_id: int,

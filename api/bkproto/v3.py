@@ -154,27 +154,23 @@ _I32 = struct.Struct(">i")
 
 def decode_request(packet: bytes):
     """One frame's bytes (without the length word) as a Request message (BP3)."""
-    request = Request()
-    try:
-        request.ParseFromString(bytes(packet))
-    except (DecodeError, ValueError, RuntimeError) as exc:
-        raise ProtocolError(f"not a v3 request: {exc}") from None
-    if not request.IsInitialized():
-        missing = ", ".join(request.FindInitializationErrors())
-        raise ProtocolError(f"v3 request missing required fields: {missing}")
-    return request
+    return _parse(Request(), packet, "request")
 
 
 def decode_response(packet: bytes):
-    response = Response()
+    return _parse(Response(), packet, "response")
+
+
+def _parse(message, packet: bytes, what: str):
+    """``message`` parsed from ``packet`` and whole, or ProtocolError saying why (BP3)."""
     try:
-        response.ParseFromString(bytes(packet))
+        message.ParseFromString(bytes(packet))
     except (DecodeError, ValueError, RuntimeError) as exc:
-        raise ProtocolError(f"not a v3 response: {exc}") from None
-    if not response.IsInitialized():
-        raise ProtocolError("v3 response missing required fields: "
-                            + ", ".join(response.FindInitializationErrors()))
-    return response
+        raise ProtocolError(f"not a v3 {what}: {exc}") from None
+    if not message.IsInitialized():
+        missing = ", ".join(message.FindInitializationErrors())
+        raise ProtocolError(f"v3 {what} missing required fields: {missing}")
+    return message
 
 
 def frame(message) -> bytes:

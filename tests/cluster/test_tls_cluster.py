@@ -12,29 +12,22 @@ import pytest
 
 from api.client.ensemble import BookKeeper
 from api.client.zookeeper import bookie_scheme
-from api.cluster.certs import make_ca, make_cert
-from api.tls import client_context
 from tests.cluster.test_autorecovery import (FLAGS, PASSWORD, bookie_id, fully_replicated,
                                              naming, wait_until, write_ledgers)
-from tests.support.servers import Daemon
+from tests.support.tls import pki_under
 
 
 @pytest.fixture
 def tls_cluster(tmp_path, zk_uri):
-    pki = str(tmp_path / "pki")
-    ca = make_ca(pki)
-    client = make_cert(ca, pki, "client")
+    pki = pki_under(str(tmp_path))
     daemons = []
     try:
         for i in range(4):
-            leaf = make_cert(ca, pki, f"bookie{i}")
-            daemons.append(Daemon(
-                str(tmp_path / f"b{i}" / "data"), *FLAGS, "--metadata-service-uri", zk_uri,
-                "--tls-cert-file", leaf.cert_file, "--tls-key-file", leaf.key_file,
-                "--tls-ca-file", ca.cert_file,  # mutual TLS: every client shows a cert
-                client_ssl=client_context(ca.cert_file, client.cert_file,
-                                          client.key_file)).start())
-        yield daemons, client_context(ca.cert_file, client.cert_file, client.key_file)
+            daemon = pki.daemon(str(tmp_path / f"b{i}" / "data"), f"bookie{i}", *FLAGS,
+                                "--metadata-service-uri", zk_uri)
+            daemons.append(daemon)
+            daemon.start()
+        yield daemons, pki.client_context()
     finally:
         for daemon in daemons:
             if daemon.proc is not None and daemon.proc.poll() is None:

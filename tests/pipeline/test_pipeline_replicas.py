@@ -88,29 +88,24 @@ def test_the_replicas_job_over_a_tls_cluster_with_zookeeper_acls(spark, tmp_path
     """The tasks reach mutual-TLS bookies and an ACL'd ZooKeeper with the driver's file
     variables (docs/operations.md §6, §7), never a shipped password."""
     from api.client import zk_auth
-    from api.cluster.certs import make_ca, make_cert
-    from api.tls import CLIENT_CERT_ENV, CLIENT_KEY_ENV, TRUST_ENV, client_context
+    from api.tls import CLIENT_CERT_ENV, CLIENT_KEY_ENV, TRUST_ENV
+    from tests.support.tls import pki_under
 
-    pki = str(tmp_path / "pki")
-    ca = make_ca(pki)
-    client = make_cert(ca, pki, "client")
+    pki = pki_under(str(tmp_path))
     digest = tmp_path / "zk-digest"
     digest.write_text("pipeline:pipeline-secret\n")
-    for name, value in ((TRUST_ENV, ca.cert_file), (CLIENT_CERT_ENV, client.cert_file),
-                        (CLIENT_KEY_ENV, client.key_file),
+    for name, value in ((TRUST_ENV, pki.ca.cert_file), (CLIENT_CERT_ENV, pki.client.cert_file),
+                        (CLIENT_KEY_ENV, pki.client.key_file),
                         (zk_auth.DIGEST_FILE_ENV, str(digest))):
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(zk_auth, "_told", [])
     daemons = []
     try:
         for i in range(3):
-            leaf = make_cert(ca, pki, f"b{i}")
-            daemons.append(Daemon(
-                str(tmp_path / f"b{i}" / "data"), *FLAGS, "--metadata-service-uri", zk_uri,
-                "--tls-cert-file", leaf.cert_file, "--tls-key-file", leaf.key_file,
-                "--tls-ca-file", ca.cert_file,
-                client_ssl=client_context(ca.cert_file, client.cert_file,
-                                          client.key_file)).start())
+            daemon = pki.daemon(str(tmp_path / f"b{i}" / "data"), f"b{i}", *FLAGS,
+                                "--metadata-service-uri", zk_uri)
+            daemons.append(daemon)
+            daemon.start()
         asyncio.run(make_ledgers(zk_uri))
         result = run_replicas(spark, zk_uri, mark=False, tasks=2)
         assert result.problems == 0 and result.summary["ledgers"] == len(IDS)
