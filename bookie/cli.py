@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -135,13 +136,18 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
     scheme = "https" if ssl_context is not None else "http"
     try:
         async with serving(bookie, config.host, config.port,
-                           ssl_context=ssl_context) as port:
+                           ssl_context=ssl_context) as port, \
+                _bk_listener(bookie, config) as bk_port:
             print(f"bookie listening on {scheme}://{config.host}:{port}", file=ready_line,
                   flush=True)
+            if bk_port is not None:
+                print(f"bookie-rpc listening on {config.host}:{bk_port}", file=ready_line,
+                      flush=True)
             if config.metadata_service_uri:
                 from api.cluster.member import ClusterMember  # noqa: PLC0415 (cluster only)
 
-                member = ClusterMember(bookie, config.metadata_service_uri, config.host, port)
+                member = ClusterMember(bookie, config.metadata_service_uri, config.host, port,
+                                       bk_port)
                 before_start = (*before_start, member.check_cookie)
                 before_ready = (*before_ready, member.start)
             code = await _run_until_stopped(bookie, stop, notifier, before_ready,
@@ -154,6 +160,19 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
         watchdog.cancel()
         notifier.close()
     return code
+
+
+@contextlib.asynccontextmanager
+async def _bk_listener(bookie, config: BookieConfig):
+    """BookKeeper's protocol on ``bookie_port`` when it is set (yields its bound port),
+    else nothing (yields None)."""
+    if config.bookie_port is None:
+        yield None
+        return
+    from api.server.bk_listener import bk_serving  # noqa: PLC0415 (only when it is on)
+
+    async with bk_serving(bookie, config.host, config.bookie_port) as port:
+        yield port
 
 
 def _tls_context(config: BookieConfig):

@@ -72,6 +72,8 @@ class BookieConfig:
     major_compaction_interval_ms: int = 86_400_000
     compaction_rate_bytes: int = 32 * MiB
     entrylog_cache_keep_bytes: int = 256 * MiB
+    bookie_port: int | None = None
+    bookie_max_pending_adds: int = 10_000
     event_loop: str = "uvloop"
     zk_digest: str | None = None
     zk_digest_file: str | None = None

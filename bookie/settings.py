@@ -118,6 +118,13 @@ SETTINGS: tuple[Setting, ...] = (
             "synced bytes of the active entry log kept in the page cache behind its end; "
             "older ones are dropped after each checkpoint (reads of them go to the disk)",
             0, 2**62),
+    Setting("bookie_port", int, None,
+            "port of the second listener, Apache BookKeeper's own binary protocol (v2 and "
+            "v3 on one port, plain TCP; docs/bookkeeper-protocol.md); BookKeeper's default "
+            "is 3181; unset: off; 0 picks a free one", 0, 65535),
+    Setting("bookie_max_pending_adds", int, 10_000,
+            "adds in flight on one BookKeeper-protocol connection before more are answered "
+            "ETOOMANYREQUESTS (BookKeeper's maxPendingAddRequestsPerThread)", 1, 1_000_000),
     Setting("event_loop", str, "uvloop",
             "the daemon's event loop: uvloop where it is installed (asyncio's own otherwise)",
             choices=("uvloop", "asyncio")),

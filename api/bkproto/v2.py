@@ -20,6 +20,7 @@ Responses (after the header, which carries flags 0):
     rc i32, ledgerId i64, entryId i64 (RESPONSE_HEADERS_SIZE = 24 with the header), then
     READENTRY             the entry bytes when rc = EOK
     BATCH_READ_ENTRY      requestId i64, then (i32 length, entry bytes) per entry
+    AUTH                  no rc and no ids: the header, then the AuthMessage
 
 Invariants:
     BP1. ``decode_request`` reads only whole frames and raises ``ProtocolError`` (never
@@ -192,6 +193,11 @@ def encode_batch_response(version: int, rc: int, ledger_id: int, entry_id: int,
     body = b"".join(_I32.pack(len(e)) + bytes(e) for e in entries)
     return frame(_RESPONSE.pack(pack_header(version, BATCH_READ_ENTRY, 0), rc, ledger_id,
                                 entry_id) + struct.pack(">q", request_id) + body)
+
+
+def encode_auth_response(version: int, auth_message: bytes) -> bytes:
+    """A framed AUTH answer: the header, then the AuthMessage (no rc, no ids)."""
+    return frame(_U32.pack(pack_header(version, AUTH, 0)) + auth_message)
 
 
 @dataclasses.dataclass(frozen=True)

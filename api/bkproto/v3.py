@@ -149,6 +149,7 @@ def _class(name: str):
 
 
 Request, Response = _class("Request"), _class("Response")
+AuthMessage = _class("AuthMessage")
 _I32 = struct.Struct(">i")
 
 

@@ -174,11 +174,17 @@ def decode_cookie(data: bytes) -> dict:
             "instanceId": cookie.instanceId}
 
 
-def encode_service_info(host: str, port: int, tls: bool = False) -> bytes:
+def encode_service_info(host: str, port: int, tls: bool = False,
+                        rpc_port: int | None = None) -> bytes:
     """A registered bookie's znode data: its HTTP endpoint (docs/cluster.md §1), protocol
-    ``https`` when its listener speaks TLS only (clients pick the scheme from it)."""
+    ``https`` when its listener speaks TLS only (clients pick the scheme from it); then,
+    when the bookie speaks Apache BookKeeper's protocol, the endpoint BookKeeper's own
+    clients resolve (``DefaultBookieAddressResolver``: id ``bookie``, protocol
+    ``bookie-rpc``, as a BookKeeper bookie publishes it)."""
     info = BookieServiceInfoFormat()
     info.endpoints.add(id="http", port=port, host=host, protocol="https" if tls else "http")
+    if rpc_port is not None:
+        info.endpoints.add(id="bookie", port=rpc_port, host=host, protocol="bookie-rpc")
     return info.SerializeToString()
 
 

@@ -58,11 +58,12 @@ log = logging.getLogger("bookie.cluster")
 
 
 class ClusterMember:
-    def __init__(self, bookie: Bookie, uri: str, host: str, port: int) -> None:
+    def __init__(self, bookie: Bookie, uri: str, host: str, port: int,
+                 rpc_port: int | None = None) -> None:
         self.bookie = bookie
         self.bookie_id = f"{host}:{port}"
-        self.registration = ZkRegistration(uri, self.bookie_id,
-                                           encode_service_info(host, port, bookie.config.tls),
+        info = encode_service_info(host, port, bookie.config.tls, rpc_port)
+        self.registration = ZkRegistration(uri, self.bookie_id, info,
                                            on_change=self._changed)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._moves: asyncio.Lock | None = None

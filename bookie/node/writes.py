@@ -199,11 +199,14 @@ class LedgerWrites:
         await asyncio.shield(self._submit(record, ledger_id, lac))
         return runtime.lac
 
-    async def force(self, ledger_id: int, master_key: bytes) -> int:
-        """Answer once every earlier add of the ledger, deferred-sync ones too, is durable."""
+    async def force(self, ledger_id: int, master_key: bytes | None) -> int:
+        """Answer once every earlier add of the ledger, deferred-sync ones too, is durable.
+        ``master_key`` None: BookKeeper's FORCE_LEDGER, which carries no key (a force
+        changes nothing, so BookKeeper checks none); HTTP always names one."""
         self._check_serving()
         state = self._existing_state(ledger_id)
-        self._check_key(ledger_id, state, master_key)
+        if master_key is not None:
+            self._check_key(ledger_id, state, master_key)
         self._node_state.check_not_failed_io()
         runtime = self._runtime_of(ledger_id)
         await asyncio.shield(self._submit(None, ledger_id))

@@ -1,0 +1,195 @@
+"""The bookie's second listener (issue 28): Apache BookKeeper's binary protocol on TCP, for
+BookKeeper's own clients, tools and bookies (docs/bookkeeper-protocol.md).
+
+Frames are an i32 length and that many bytes. A connection starts in v3 (protobuf) and
+switches to v2 (packed) for good at the first frame that is not a v3 request, as
+BookKeeper's ``RequestDecoder`` does; one port serves both. Each request is answered by
+``bk_ops.BkOperations`` (the same ``Bookie`` calls as the HTTP routes), answers go out in
+the order they complete (clients match them by txnId, or by ids in v2).
+
+Invariants:
+    BL1. Bounded memory per connection: a frame over ``max_frame`` closes the connection
+         before its bytes are buffered; adds beyond ``max_pending_adds`` are answered
+         ETOOMANYREQUESTS at once; with twice that many requests in flight, or the
+         client not reading its answers (the transport's write buffer past its high
+         mark), the connection stops reading until they drain.
+    BL2. A frame neither protocol can take closes the connection (logged with the peer):
+         after garbage no later frame boundary can be trusted. Nothing of it was admitted,
+         so nothing is half written.
+    BL3. No request outlives the listener unanswered: on close the listener stops
+         accepting, waits (bounded) for the requests in flight, then closes connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+
+from api.bkproto import v2, v3
+from api.bkproto.v2 import ProtocolError
+from api.server.bk_ops import BkOperations
+
+log = logging.getLogger("bookie.bkproto")
+
+_I32 = struct.Struct(">i")
+#: Room for a request's own fields around the largest entry (master key, ids, protobuf).
+FRAME_OVERHEAD = 4096
+_ADD_V3 = v3.OPERATIONS["ADD_ENTRY"]
+
+
+class BkConnection(asyncio.Protocol):
+    """One client connection: framing, protocol choice, pipelining and back-pressure."""
+
+    def __init__(self, listener: "BkListener") -> None:
+        self.listener = listener
+        self.ops = listener.ops
+        self.buffer = bytearray()
+        self.v3 = True
+        self.transport: asyncio.Transport | None = None
+        self.pending_adds = 0
+        self.in_flight = 0
+        self.reading_paused = False
+        self.writing_paused = False
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self.peer = transport.get_extra_info("peername")
+        self.listener.connections.add(self)
+
+    def connection_lost(self, exc) -> None:
+        self.listener.connections.discard(self)
+        self.buffer.clear()
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+        self._flow()
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        self._flow()
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self.buffer
+        buffer += data
+        at, size = 0, len(buffer)
+        limit = self.listener.max_frame
+        while size - at >= 4:
+            length = _I32.unpack_from(buffer, at)[0]
+            if not 0 < length <= limit:
+                self._refuse(f"frame length {length} is not within 1..{limit}")
+                return
+            if size - at - 4 < length:
+                break
+            packet = bytes(buffer[at + 4:at + 4 + length])
+            at += 4 + length
+            if not self._dispatch(packet):
+                return
+        del buffer[:at]
+
+    def _dispatch(self, packet: bytes) -> bool:
+        if self.v3:
+            try:
+                request = v3.decode_request(packet)
+            except ProtocolError:
+                self.v3 = False  # for good, as BookKeeper's RequestDecoder
+            else:
+                is_add = request.header.operation == _ADD_V3
+                if is_add and self.pending_adds >= self.listener.max_pending_adds:
+                    self._send(v3.frame(self.ops.v3_response(
+                        request, v3.STATUS["ETOOMANYREQUESTS"])))
+                    return True
+                self._start(self.ops.v3(request), is_add)
+                return True
+        try:
+            request = v2.decode_request(packet)
+        except ProtocolError as exc:
+            self._refuse(str(exc))
+            return False
+        is_add = request.opcode == v2.ADDENTRY
+        if is_add and self.pending_adds >= self.listener.max_pending_adds:
+            self._send(v2.encode_response(request.version, v2.ADDENTRY, v2.ETOOMANYREQUESTS,
+                                          request.ledger_id, request.entry_id))
+            return True
+        self._start(self.ops.v2(request), is_add)
+        return True
+
+    def _start(self, answer, is_add: bool) -> None:
+        self.in_flight += 1
+        self.pending_adds += is_add
+        self.idle.clear()
+        task = asyncio.get_running_loop().create_task(answer)
+        task.add_done_callback(lambda done: self._answered(done, is_add))
+        self._flow()
+
+    def _answered(self, task: asyncio.Task, is_add: bool) -> None:
+        self.in_flight -= 1
+        self.pending_adds -= is_add
+        if not task.cancelled():
+            if task.exception() is not None:  # bk_ops answers every outcome: a bug here
+                log.error("BookKeeper-protocol request from %s failed: %r", self.peer,
+                          task.exception())
+            else:
+                self._send(task.result())
+        if self.in_flight == 0:
+            self.idle.set()
+        self._flow()
+
+    def _send(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+    def _flow(self) -> None:
+        """BL1: read while the client reads its answers and requests in flight are bounded."""
+        if self.transport is None or self.transport.is_closing():
+            return
+        busy = self.writing_paused or self.in_flight >= 2 * self.listener.max_pending_adds
+        if busy and not self.reading_paused:
+            self.transport.pause_reading()
+            self.reading_paused = True
+        elif not busy and self.reading_paused:
+            self.reading_paused = False
+            self.transport.resume_reading()
+
+    def _refuse(self, why: str) -> None:
+        """BL2."""
+        log.warning("closing BookKeeper-protocol connection from %s: %s", self.peer, why)
+        self.buffer.clear()
+        self.transport.close()
+
+
+class BkListener:
+    def __init__(self, bookie, max_pending_adds: int) -> None:
+        self.ops = BkOperations(bookie)
+        self.max_frame = bookie.config.max_entry_size + FRAME_OVERHEAD
+        self.max_pending_adds = max_pending_adds
+        self.connections: set[BkConnection] = set()
+
+    def protocol(self) -> BkConnection:
+        return BkConnection(self)
+
+
+@contextlib.asynccontextmanager
+async def bk_serving(bookie, host: str, port: int, shutdown_timeout_s: float = 30.0):
+    """Serve BookKeeper's protocol for ``bookie`` on host:port (0 picks a free port); yields
+    the bound port. On exit: BL3."""
+    listener = BkListener(bookie, bookie.config.bookie_max_pending_adds)
+    server = await asyncio.get_running_loop().create_server(
+        listener.protocol, host, port, reuse_address=True)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+        connections = list(listener.connections)
+        waits = [asyncio.create_task(c.idle.wait()) for c in connections]
+        if waits:
+            _done, late = await asyncio.wait(waits, timeout=shutdown_timeout_s)
+            for task in late:
+                task.cancel()
+        for connection in connections:
+            if connection.transport is not None:
+                connection.transport.close()
+        await server.wait_closed()

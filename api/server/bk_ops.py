@@ -1,0 +1,352 @@
+"""BookKeeper-protocol operations (issue 28): one decoded request -> one ``Bookie`` call ->
+one framed answer, for v3 (protobuf) and v2 (packed) requests alike.
+
+Each operation calls the same ``Bookie`` method its HTTP route calls (api/server/
+routes_ledgers.py): no rule of the write path, fence or LAC has a second copy here. What
+this module adds is BookKeeper's side of each exchange, as its ``*ProcessorV3`` and v2
+processors answer (read there, written here):
+
+    BK1. An answer's status comes only from ``api.bkproto.status`` (EOK, or the error's
+         BookKeeper name); anything unexpected is EIO and logged, never a dropped request.
+    BK2. A fencing read answers once the fence is durable (BookKeeper answers once its fence
+         future completes), then carries the entry or ENOENTRY; without a master key it is
+         EUA and fences nothing.
+    BK3. Long-poll reads (``previousLAC``) wait on the bookie's own LAC waiters
+         (``read_lac(wait_for_gt=...)``), then answer ``maxLAC``, and with ENTRY_PIGGYBACK
+         the entry after ``previousLAC`` when the LAC passed it.
+    BK4. The protocol carries no digest type. A ledger the bookie has no type for takes
+         the one its first entry's bytes prove (CRC32C, else CRC32); an entry neither
+         checksum matches makes the ledger DUMMY, whose entries the bookie stores without
+         checking (Apache BookKeeper checks no digest at all). docs/bookkeeper-protocol.md §4.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+
+from api.bkproto import availability, v2, v3
+from api.bkproto.status import v2_code, v3_status
+from bookie import entry as entry_mod
+from bookie.entry import DigestType
+from bookie.errors import BadRequest, BookieError, NoEntry, Unauthorized
+
+log = logging.getLogger("bookie.bkproto")
+
+_OP = v3.OPERATIONS
+_OK = v3.STATUS["EOK"]
+DEFERRED_SYNC = 0x1  # WriteFlag.DEFERRED_SYNC
+AUTH_DISABLED_PLUGIN = "AuthDisabledPlugin"  # AuthProviderFactoryFactory's name
+READ_FLAG_FENCE, READ_FLAG_PIGGYBACK = 1, 2
+ADD_FLAG_RECOVERY = 1
+GET_INFO_TOTAL, GET_INFO_FREE = 1, 2
+_IDS = struct.Struct(">qq")
+#: Ledgers whose digest type is known, kept per bookie so the hot path looks it up once.
+KNOWN_TYPES_MAX = 100_000
+
+
+def _unexpected(what: str, exc: BaseException) -> None:
+    if not isinstance(exc, BookieError):
+        log.error("%s failed unexpectedly: %r", what, exc)
+
+
+class DigestTypes:
+    """BK4: the digest type an add names to ``Bookie.add_entry`` for its ledger."""
+
+    def __init__(self, bookie) -> None:
+        self.bookie = bookie
+        self.known: dict[int, bool] = {}
+
+    def for_add(self, ledger_id: int, entry) -> DigestType | None:
+        """None when the bookie knows the ledger's type; else the one ``entry`` proves."""
+        if ledger_id in self.known:
+            return None
+        state = self.bookie.storage.ledgers.get(ledger_id)
+        if state is not None and state.digest_type:
+            if len(self.known) >= KNOWN_TYPES_MAX:
+                self.known.clear()
+            self.known[ledger_id] = True
+            return None
+        return sniff_digest_type(entry)
+
+
+def sniff_digest_type(entry) -> DigestType:
+    for dtype in (DigestType.CRC32C, DigestType.CRC32):
+        if len(entry) >= entry_mod.METADATA_LENGTH + dtype.digest_length \
+                and entry_mod.entry_digest_ok(entry, dtype):
+            return dtype
+    return DigestType.DUMMY
+
+
+class BkOperations:
+    """The answers of one bookie; shared by every connection of its listener."""
+
+    def __init__(self, bookie) -> None:
+        self.bookie = bookie
+        self.digests = DigestTypes(bookie)
+
+    # -- v3 ----------------------------------------------------------------------------
+
+    def v3_response(self, request, status: int):
+        response = v3.Response()
+        response.header.CopyFrom(request.header)
+        response.status = status
+        return response
+
+    async def v3(self, request) -> bytes:
+        """The framed answer to one v3 request (BK1)."""
+        header = request.header
+        name = _OPERATION_NAMES.get(header.operation)
+        handler = _V3_HANDLERS.get(name)
+        fields = v3.BODY_FIELDS.get(name)
+        if handler is None or not request.HasField(fields[0]):
+            return v3.frame(self.v3_response(request, v3.STATUS["EBADREQ"]))
+        if header.version != v3.PROTOCOL_VERSIONS["VERSION_THREE"]:
+            # The status alone: a client reads the body's only when this one is EOK.
+            return v3.frame(self.v3_response(request, v3.STATUS["EBADVERSION"]))
+        return v3.frame(await handler(self, request))
+
+    async def _add_v3(self, request):
+        add = request.addRequest
+        response = self.v3_response(request, _OK)
+        body = response.addResponse
+        body.ledgerId, body.entryId = add.ledgerId, add.entryId
+        try:
+            await self.add(add.ledgerId, add.entryId, add.body, add.masterKey,
+                           recovery=_flag(add) == ADD_FLAG_RECOVERY,
+                           deferred_sync=bool(add.writeFlags & DEFERRED_SYNC))
+            error = None
+        except Exception as exc:  # noqa: BLE001 - every outcome is an answer (BK1)
+            _unexpected("ADD_ENTRY", exc)
+            error = exc
+        body.status = response.status = v3_status(error)
+        return response
+
+    async def add(self, ledger_id: int, entry_id: int, data, master_key: bytes,
+                  recovery: bool = False, deferred_sync: bool = False) -> None:
+        """One add, as ``PUT /v1/ledgers/L/entries/E`` makes it."""
+        data = bytes(data)
+        _check_key(master_key)
+        if len(data) < _IDS.size or _IDS.unpack_from(data, 0) != (ledger_id, entry_id):
+            raise BadRequest(f"entry bytes do not start with ledger {ledger_id}, entry "
+                             f"{entry_id}")
+        await self.bookie.add_entry(ledger_id, entry_id, data, bytes(master_key),
+                                    digest_type=self.digests.for_add(ledger_id, data),
+                                    recovery=recovery, deferred_sync=deferred_sync)
+
+    async def _read_v3(self, request):
+        read = request.readRequest
+        response = self.v3_response(request, _OK)
+        body = response.readResponse
+        body.ledgerId, body.entryId = read.ledgerId, read.entryId
+        try:
+            await self._read_v3_into(read, body)
+            error = None
+        except Exception as exc:  # noqa: BLE001 - every outcome is an answer (BK1)
+            _unexpected("READ_ENTRY", exc)
+            error = exc
+        body.status = response.status = v3_status(error)
+        if error is not None:
+            body.ClearField("body")
+        return response
+
+    async def _read_v3_into(self, read, body) -> None:
+        bookie, ledger_id = self.bookie, read.ledgerId
+        if _flag(read) == READ_FLAG_FENCE:
+            await self.fence(ledger_id, read.masterKey if read.HasField("masterKey") else None)
+            body.body = await bookie.read_entry(ledger_id, read.entryId)
+            return
+        if not read.HasField("previousLAC"):
+            body.body = await bookie.read_entry(ledger_id, read.entryId)
+            body.maxLAC = await bookie.read_lac(ledger_id)
+            return
+        previous = read.previousLAC  # BK3: a long poll
+        timeout_ms = max(0, min(read.timeOut, 600_000)) if read.HasField("timeOut") else 0
+        lac = await bookie.read_lac(ledger_id, previous, timeout_ms)
+        if _flag(read) != READ_FLAG_PIGGYBACK:
+            body.body = await bookie.read_entry(ledger_id, read.entryId)
+            body.maxLAC = lac
+            return
+        if read.entryId != v2.LAST_ADD_CONFIRMED:
+            raise BadRequest("ENTRY_PIGGYBACK needs entry id -1 (LAST_ADD_CONFIRMED)")
+        body.maxLAC = lac
+        if lac > previous:
+            body.entryId = previous + 1
+            try:
+                body.body = await bookie.read_entry(ledger_id, previous + 1)
+            except NoEntry:
+                pass  # EOK without the entry, as BookKeeper answers
+
+    async def fence(self, ledger_id: int, master_key) -> None:
+        if master_key is None:
+            raise Unauthorized(f"a fencing read of ledger {ledger_id} carries no master key")
+        _check_key(master_key)
+        await self.bookie.fence(ledger_id, bytes(master_key))
+
+    async def _read_lac_v3(self, request):
+        ledger_id = request.readLacRequest.ledgerId
+        response = self.v3_response(request, _OK)
+        body = response.readLacResponse
+        body.ledgerId = ledger_id
+        error = None
+        try:
+            explicit = self.bookie.ledger_state(ledger_id).explicit_lac
+            if explicit is not None:
+                body.lacBody = bytes(explicit)
+            try:
+                body.lastEntryBody = await self.bookie.read_entry(ledger_id, -1)
+            except NoEntry:
+                if explicit is None:
+                    raise
+        except Exception as exc:  # noqa: BLE001 - every outcome is an answer (BK1)
+            _unexpected("READ_LAC", exc)
+            error = exc
+        body.status = response.status = v3_status(error)
+        return response
+
+    async def _write_lac_v3(self, request):
+        write = request.writeLacRequest
+        return await self._ledger_call(
+            request, "writeLacResponse", write.ledgerId,
+            self._write_lac(write.ledgerId, write.masterKey, write.body))
+
+    async def _write_lac(self, ledger_id: int, master_key: bytes, lac_body: bytes) -> None:
+        _check_key(master_key)
+        await self.bookie.write_lac(ledger_id, bytes(master_key), bytes(lac_body))
+
+    async def _force_v3(self, request):
+        ledger_id = request.forceLedgerRequest.ledgerId
+        # BookKeeper's FORCE_LEDGER carries no master key and checks none.
+        return await self._ledger_call(request, "forceLedgerResponse", ledger_id,
+                                       self.bookie.force(ledger_id, None))
+
+    async def _ledger_call(self, request, field: str, ledger_id: int, call):
+        response = self.v3_response(request, _OK)
+        body = getattr(response, field)
+        body.ledgerId = ledger_id
+        try:
+            await call
+            error = None
+        except Exception as exc:  # noqa: BLE001 - every outcome is an answer (BK1)
+            _unexpected(field, exc)
+            error = exc
+        body.status = response.status = v3_status(error)
+        return response
+
+    async def _bookie_info_v3(self, request):
+        requested = request.getBookieInfoRequest.requested
+        response = self.v3_response(request, _OK)
+        body = response.getBookieInfoResponse
+        try:
+            total, free = self.bookie.disk.usage(self.bookie.config.data_dir)
+            if requested & GET_INFO_FREE:
+                body.freeDiskSpace = free
+            if requested & GET_INFO_TOTAL:
+                body.totalDiskCapacity = total
+            error = None
+        except OSError as exc:
+            log.error("GET_BOOKIE_INFO: %s", exc)
+            error = exc
+        body.status = response.status = v3_status(error)
+        return response
+
+    async def _list_entries_v3(self, request):
+        ledger_id = request.getListOfEntriesOfLedgerRequest.ledgerId
+        response = self.v3_response(request, _OK)
+        body = response.getListOfEntriesOfLedgerResponse
+        body.ledgerId = ledger_id
+        try:
+            ranges = await self.bookie.entry_id_ranges(ledger_id)
+            body.availabilityOfEntriesOfLedger = availability.encode_runs(ranges)
+            error = None
+        except Exception as exc:  # noqa: BLE001 - every outcome is an answer (BK1)
+            _unexpected("GET_LIST_OF_ENTRIES_OF_LEDGER", exc)
+            error = exc
+        body.status = response.status = v3_status(error)
+        return response
+
+    async def _auth_v3(self, request):
+        response = self.v3_response(request, _OK)
+        response.authResponse.authPluginName = AUTH_DISABLED_PLUGIN
+        response.authResponse.payload = b""
+        return response
+
+    async def _start_tls_v3(self, request):
+        # This listener has no TLS: BookKeeper answers EBADREQ when TLS is not configured.
+        return self.v3_response(request, v3.STATUS["EBADREQ"])
+
+    # -- v2 ----------------------------------------------------------------------------
+
+    async def v2(self, request: v2.Request) -> bytes:
+        """The framed answer to one v2 request (BK1)."""
+        opcode, version = request.opcode, request.version
+        if opcode == v2.AUTH:
+            return v2.encode_auth_response(version, _auth_message())
+        error, data, entries = None, b"", ()
+        try:
+            if opcode == v2.ADDENTRY:
+                await self.add(request.ledger_id, request.entry_id, request.body,
+                               request.master_key, recovery=request.recovery)
+            elif opcode == v2.READENTRY:
+                data = await self._read_v2(request)
+            else:
+                entries = await self._batch_read_v2(request)
+        except Exception as exc:  # noqa: BLE001 - every outcome is an answer (BK1)
+            _unexpected(f"v2 opcode {opcode}", exc)
+            error = exc
+        code = v2_code(error)
+        if opcode == v2.BATCH_READ_ENTRY:
+            return v2.encode_batch_response(version, code, request.ledger_id,
+                                            request.entry_id, request.request_id, entries)
+        return v2.encode_response(version, opcode, code, request.ledger_id, request.entry_id,
+                                  data if error is None else b"")
+
+    async def _read_v2(self, request: v2.Request) -> bytes:
+        if request.fencing:
+            await self.fence(request.ledger_id, request.master_key)
+        return await self.bookie.read_entry(request.ledger_id, request.entry_id)
+
+    async def _batch_read_v2(self, request: v2.Request) -> list[bytes]:
+        """BP-62: entries from ``entry_id`` while within maxCount and maxSize (the frame's
+        size counted as BookKeeper counts it); the first one always, or its error."""
+        if request.fencing:
+            await self.fence(request.ledger_id, request.master_key)
+        first = request.entry_id
+        if first < 0:
+            raise BadRequest(f"batch read from entry {first}")
+        count = request.max_count if request.max_count > 0 else self.bookie.config.max_read_batch
+        found = await self.bookie.read_range(request.ledger_id, first, first + count - 1)
+        entries, size = [], v2.RESPONSE_HEADERS_SIZE + 8 + 4
+        for data in found:
+            size += len(data) + 4
+            if entries and size > request.max_size:
+                break
+            entries.append(data)
+        return entries
+
+
+def _flag(body) -> int:
+    """A request's ``flag``, 0 when unset: proto2 reads an unset enum as its first value
+    (FENCE_LEDGER, RECOVERY_ADD), which would fence every read and privilege every add."""
+    return body.flag if body.HasField("flag") else 0
+
+
+def _check_key(master_key) -> None:
+    if master_key is None or len(master_key) != v2.MASTER_KEY_LENGTH:
+        raise BadRequest(f"a master key is {v2.MASTER_KEY_LENGTH} bytes")
+
+
+def _auth_message() -> bytes:
+    message = v3.AuthMessage()
+    message.authPluginName = AUTH_DISABLED_PLUGIN
+    message.payload = b""
+    return message.SerializeToString()
+
+
+_OPERATION_NAMES = {number: name for name, number in _OP.items()}
+_V3_HANDLERS = {"ADD_ENTRY": BkOperations._add_v3, "READ_ENTRY": BkOperations._read_v3,
+                "READ_LAC": BkOperations._read_lac_v3, "WRITE_LAC": BkOperations._write_lac_v3,
+                "FORCE_LEDGER": BkOperations._force_v3,
+                "GET_BOOKIE_INFO": BkOperations._bookie_info_v3,
+                "GET_LIST_OF_ENTRIES_OF_LEDGER": BkOperations._list_entries_v3,
+                "AUTH": BkOperations._auth_v3, "START_TLS": BkOperations._start_tls_v3}

@@ -1,0 +1,257 @@
+"""The BookKeeper-protocol listener (issue 28) on a real bookie over real TCP: every
+operation of both protocols, the same state as the HTTP API, pipelining, back-pressure and
+bad input (api/server/bk_listener.py BL1-BL3, bk_ops.py BK1-BK4)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import struct
+
+import pytest
+
+from api.bkproto import availability, v2, v3
+from api.client import BookieClient
+from api.server.bk_listener import bk_serving
+from bookie.entry import DigestType, frame_entry, frame_lac, master_key
+from tests.support.bk_client import BkClient
+from tests.support.servers import running_bookie
+
+KEY = master_key(b"bk-listener")
+OTHER_KEY = master_key(b"someone else")
+S = v3.STATUS
+
+
+def entry(ledger_id: int, entry_id: int, lac: int | None = None, payload: bytes = b"p" * 64,
+          dtype: DigestType = DigestType.CRC32C) -> bytes:
+    return frame_entry(ledger_id, entry_id, entry_id - 1 if lac is None else lac, 0, payload,
+                       dtype)
+
+
+@dataclasses.dataclass
+class Listening:
+    bookie: object
+    url: str
+    port: int
+
+
+@contextlib.asynccontextmanager
+async def listening(config):
+    async with running_bookie(config) as running:
+        async with bk_serving(running.bookie, "127.0.0.1", 0) as port:
+            yield Listening(running.bookie, running.url, port)
+
+
+@pytest.fixture
+async def bk(bookie_config):
+    async with listening(bookie_config) as served:
+        yield served
+
+
+async def test_v3_adds_read_back_over_both_protocols_and_http(bk):
+    async with BkClient.connect(bk.port) as client:
+        for entry_id in range(3):
+            answer = await client.add(7, entry_id, KEY, entry(7, entry_id))
+            assert answer.status == S["EOK"] and answer.addResponse.status == S["EOK"]
+            assert (answer.addResponse.ledgerId, answer.addResponse.entryId) == (7, entry_id)
+        read = await client.read(7, 1)
+        assert read.status == S["EOK"] and read.readResponse.body == entry(7, 1)
+        assert read.readResponse.maxLAC == 1  # entry 2 piggybacks LAC 1
+        assert not bk.bookie.ledger_state(7).fenced  # an unset flag is no FENCE_LEDGER
+        last = await client.read(7, -1)  # LAST_ADD_CONFIRMED reads the last entry
+        assert last.readResponse.body == entry(7, 2)
+        missing = await client.read(7, 9)
+        assert missing.status == S["ENOENTRY"] and not missing.readResponse.HasField("body")
+        assert (await client.read(8, 0)).status == S["ENOLEDGER"]
+    async with BookieClient(bk.url) as http:
+        assert await http.read_entry(7, 2) == entry(7, 2)
+    async with BkClient.connect(bk.port) as client:  # a fresh connection speaks v2
+        read = await client.call_v2(v2.encode_read(7, 0))
+        assert (read.rc, read.data) == (v2.EOK, entry(7, 0))
+
+
+async def test_v2_add_read_and_batch_read(bk):
+    async with BkClient.connect(bk.port) as client:
+        for entry_id in range(5):
+            answer = await client.call_v2(v2.encode_add(3, entry_id, KEY, entry(3, entry_id)))
+            assert (answer.opcode, answer.rc, answer.ledger_id, answer.entry_id) == \
+                (v2.ADDENTRY, v2.EOK, 3, entry_id)
+        batch = await client.call_v2(v2.encode_batch_read(3, 1, 77, 10, 1 << 20))
+        assert (batch.rc, batch.request_id) == (v2.EOK, 77)
+        assert list(batch.entries) == [entry(3, i) for i in range(1, 5)]
+        one_entry = len(entry(3, 0)) + 4
+        small = await client.call_v2(v2.encode_batch_read(3, 0, 78, 0,
+                                                          24 + 8 + 4 + 2 * one_entry))
+        assert len(small.entries) == 2  # maxSize counts the frame as BookKeeper counts it
+        none = await client.call_v2(v2.encode_batch_read(3, 9, 79, 10, 1 << 20))
+        assert (none.rc, none.request_id, none.entries) == (v2.ENOENTRY, 79, ())
+        wrong = await client.call_v2(v2.encode_add(3, 5, OTHER_KEY, entry(3, 5)))
+        assert wrong.rc == v2.EUA
+
+
+async def test_pipelined_v3_adds_are_answered_by_txn_id(bk):
+    async with BkClient.connect(bk.port) as client:
+        requests = [client.request("ADD_ENTRY", ledgerId=11, entryId=i, masterKey=KEY,
+                                   body=entry(11, i)) for i in range(300)]
+        answers = await client.pipeline(requests)
+        assert sorted(answers) == [r.header.txnId for r in requests]
+        for request in requests:
+            answer = answers[request.header.txnId]
+            assert answer.status == S["EOK"]
+            assert answer.addResponse.entryId == request.addRequest.entryId
+    assert await bk.bookie.entry_id_ranges(11) == [[0, 299]]
+
+
+async def test_adds_beyond_the_pending_bound_are_refused_and_not_stored(bookie_config):
+    config = dataclasses.replace(bookie_config, bookie_max_pending_adds=2)
+    async with listening(config) as served, BkClient.connect(served.port) as client:
+        requests = [client.request("ADD_ENTRY", ledgerId=4, entryId=i, masterKey=KEY,
+                                   body=entry(4, i)) for i in range(50)]
+        answers = await client.pipeline(requests)
+        statuses = {i: answers[r.header.txnId].status for i, r in enumerate(requests)}
+        refused = [i for i, status in statuses.items() if status == S["ETOOMANYREQUESTS"]]
+        stored = [i for i, status in statuses.items() if status == S["EOK"]]
+        assert refused and stored and len(refused) + len(stored) == 50
+        ranges = await served.bookie.entry_id_ranges(4)
+        held = {i for first, last in ranges for i in range(first, last + 1)}
+        assert held == set(stored)
+
+
+async def test_fencing_read_fences_then_recovery_adds_pass(bk):
+    async with BkClient.connect(bk.port) as client:
+        await client.add(5, 0, KEY, entry(5, 0))
+        unkeyed = await client.read(5, 0, flag=1)
+        assert unkeyed.status == S["EUA"] and not bk.bookie.ledger_state(5).fenced
+        assert (await client.read(5, 0, flag=1, masterKey=OTHER_KEY)).status == S["EUA"]
+        fenced = await client.read(5, 0, flag=1, masterKey=KEY)
+        assert fenced.status == S["EOK"] and fenced.readResponse.body == entry(5, 0)
+        assert bk.bookie.ledger_state(5).fenced
+        assert (await client.add(5, 1, KEY, entry(5, 1))).status == S["EFENCED"]
+        recovery = await client.add(5, 1, KEY, entry(5, 1), flag=1)
+        assert recovery.status == S["EOK"]
+        beyond = await client.read(5, 7, flag=1, masterKey=KEY)
+        assert beyond.status == S["ENOENTRY"]  # fenced all the same: answers follow the fence
+    async with BkClient.connect(bk.port) as client:
+        await client.send(v2.encode_read(6, 0, v2.FLAG_DO_FENCING, KEY))
+        answer = v2.decode_response(await client.read_frame())
+        assert answer.rc == v2.ENOENTRY and bk.bookie.ledger_state(6).fenced
+        add = await client.call_v2(v2.encode_add(6, 0, KEY, entry(6, 0)))
+        assert add.rc == v2.EFENCED
+
+
+async def test_long_poll_waits_for_the_lac_and_piggybacks_the_next_entry(bk):
+    async with BkClient.connect(bk.port) as writer, BkClient.connect(bk.port) as poller:
+        for entry_id in range(2):
+            await writer.add(9, entry_id, KEY, entry(9, entry_id))
+        now = await poller.read(9, -1, previousLAC=-1, timeOut=10, flag=2)
+        assert now.readResponse.maxLAC == 0 and now.readResponse.entryId == 0
+        assert now.readResponse.body == entry(9, 0)
+        request = poller.request("READ_ENTRY", ledgerId=9, entryId=-1, previousLAC=0,
+                                 timeOut=30_000, flag=2)
+        await poller.send(v3.frame(request))
+        waiting = asyncio.ensure_future(poller.read_frame())
+        done, _ = await asyncio.wait([waiting], timeout=0.2)
+        assert not done  # LAC 0 is not past previousLAC 0 yet
+        await writer.add(9, 2, KEY, entry(9, 2))  # piggybacks LAC 1
+        answer = v3.decode_response(await waiting).readResponse
+        assert (answer.status, answer.maxLAC, answer.entryId) == (S["EOK"], 1, 1)
+        assert answer.body == entry(9, 1)
+        timed_out = await poller.read(9, -1, previousLAC=5, timeOut=20, flag=2)
+        assert timed_out.status == S["EOK"] and timed_out.readResponse.maxLAC == 1
+        assert not timed_out.readResponse.HasField("body")
+        bad = await poller.read(9, 3, previousLAC=0, timeOut=10, flag=2)
+        assert bad.status == S["EBADREQ"]
+
+
+async def test_lac_force_info_and_entry_list(bk):
+    async with BkClient.connect(bk.port) as client:
+        assert (await client.call(client.request("READ_LAC", ledgerId=12))).status == \
+            S["ENOLEDGER"]
+        for entry_id in (0, 1, 2, 5, 6):
+            await client.add(12, entry_id, KEY, entry(12, entry_id, lac=-1),
+                             writeFlags=0x1)  # DEFERRED_SYNC: acknowledged before its fsync
+        forced = await client.call(client.request("FORCE_LEDGER", ledgerId=12))
+        assert forced.status == S["EOK"] and forced.forceLedgerResponse.ledgerId == 12
+        lac_body = frame_lac(12, 6, DigestType.CRC32C)
+        written = await client.call(client.request("WRITE_LAC", ledgerId=12, lac=6,
+                                                   masterKey=KEY, body=lac_body))
+        assert written.status == S["EOK"]
+        refused = await client.call(client.request("WRITE_LAC", ledgerId=12, lac=6,
+                                                   masterKey=OTHER_KEY, body=lac_body))
+        assert refused.status == S["EUA"]
+        lac = (await client.call(client.request("READ_LAC", ledgerId=12))).readLacResponse
+        assert lac.status == S["EOK"]
+        assert (lac.lacBody, lac.lastEntryBody) == (lac_body, entry(12, 6, lac=-1))
+        listed = await client.call(client.request("GET_LIST_OF_ENTRIES_OF_LEDGER",
+                                                  ledgerId=12))
+        body = listed.getListOfEntriesOfLedgerResponse
+        assert availability.decode(body.availabilityOfEntriesOfLedger) == [0, 1, 2, 5, 6]
+        info = await client.call(client.request("GET_BOOKIE_INFO", requested=3))
+        total, free = bk.bookie.disk.usage(bk.bookie.config.data_dir)
+        assert info.getBookieInfoResponse.totalDiskCapacity == total
+        assert 0 < info.getBookieInfoResponse.freeDiskSpace <= total
+
+
+async def test_auth_and_start_tls_are_answered_as_by_a_bookie_without_them(bk):
+    async with BkClient.connect(bk.port) as client:
+        auth = await client.call(client.request("AUTH", authPluginName="AuthDisabledPlugin",
+                                                payload=b""))
+        assert auth.status == S["EOK"]
+        assert auth.authResponse.authPluginName == "AuthDisabledPlugin"
+        tls = await client.call(client.request("START_TLS"))
+        assert tls.status == S["EBADREQ"]
+        ranged = v3.Request()
+        ranged.header.version, ranged.header.txnId = 3, 99
+        ranged.header.operation = v3.OPERATIONS["RANGE_READ_ENTRY"]
+        assert (await client.call(ranged)).status == S["EBADREQ"]
+        old = client.request("READ_LAC", ledgerId=1)
+        old.header.version = 2
+        assert (await client.call(old)).status == S["EBADVERSION"]
+    async with BkClient.connect(bk.port) as client:
+        message = v3.AuthMessage(authPluginName="AuthDisabledPlugin", payload=b"")
+        await client.send(v2.frame(struct.pack(">I", v2.pack_header(2, v2.AUTH))
+                                   + message.SerializeToString()))
+        frame = await client.read_frame()
+        assert struct.unpack_from(">I", frame)[0] == v2.pack_header(2, v2.AUTH)
+        assert v3.AuthMessage.FromString(frame[4:]).authPluginName == "AuthDisabledPlugin"
+
+
+async def test_ledgers_take_the_digest_type_their_first_entry_proves(bk):
+    """BK4: the protocol names no digest type; CRC32 (BookKeeper's Java default) must not be
+    stored as CRC32C, or replay would drop its entries as torn."""
+    async with BkClient.connect(bk.port) as client:
+        for ledger_id, dtype in ((20, DigestType.CRC32), (21, DigestType.CRC32C),
+                                 (22, DigestType.DUMMY)):
+            answer = await client.add(ledger_id, 0, KEY, entry(ledger_id, 0, dtype=dtype))
+            assert answer.status == S["EOK"]
+            assert bk.bookie.ledger_state(ledger_id).digest_type == int(dtype)
+        damaged = bytearray(entry(20, 1, dtype=DigestType.CRC32))
+        damaged[-1] ^= 1
+        assert (await client.add(20, 1, KEY, bytes(damaged))).status == S["EBADREQ"]
+        ids = await client.add(20, 1, KEY, entry(20, 2, dtype=DigestType.CRC32))
+        assert ids.status == S["EBADREQ"]  # the entry's own ids differ from the request's
+
+
+@pytest.mark.parametrize("garbage", [
+    struct.pack(">i", 1 << 30),                    # a length over the frame limit
+    struct.pack(">i", -5),                         # a negative length
+    struct.pack(">i", 0),                          # an empty frame
+    v2.frame(struct.pack(">I", v2.pack_header(2, 42)) + bytes(16)),  # unknown v2 opcode
+    v2.frame(b"\xff" * 40),                        # neither v3 nor v2
+], ids=["huge", "negative", "empty", "unknown-opcode", "junk"])
+async def test_bad_frames_close_the_connection_and_store_nothing(bk, garbage):
+    async with BkClient.connect(bk.port) as client:
+        await client.send(garbage + v2.encode_add(30, 0, KEY, entry(30, 0)))
+        assert await client.closed_by_peer()
+    async with BkClient.connect(bk.port) as client:  # the listener lives on
+        assert (await client.read(30, 0)).status == S["ENOLEDGER"]
+
+
+async def test_a_truncated_frame_stores_nothing(bk):
+    async with BkClient.connect(bk.port) as client:
+        whole = v3.frame(client.request("ADD_ENTRY", ledgerId=31, entryId=0, masterKey=KEY,
+                                        body=entry(31, 0)))
+        await client.send(whole[:-3])
+    async with BkClient.connect(bk.port) as client:
+        assert (await client.read(31, 0)).status == S["ENOLEDGER"]
