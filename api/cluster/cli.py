@@ -69,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="make a private CA in DIR/pki and a certificate per bookie; the "
                          "bookies serve HTTPS only, with mutual TLS (docs/operations.md §6); "
                          "prints the variables a client sets to use them")
+    up.add_argument("--rpc-base-port", type=int, default=None,
+                    help="also serve Apache BookKeeper's own protocol (the bookie_port "
+                         "setting, docs/bookkeeper-protocol.md): the first bookie on this "
+                         "port, the others on the next ones; BookKeeper's clients, shell "
+                         "and autorecovery then use the cluster (default: off)")
     for command in (up, commands.add_parser("add", help="start one more bookie in the local "
                                             "cluster, on the next port; wait until ready"),
                     commands.add_parser("status", help="bookies, state, space, ledgers"),
@@ -129,7 +134,9 @@ def up(args) -> int:
         say(f"cannot start ZooKeeper: {reason}")
         return 1
     ports = [args.base_port + i for i in range(args.bookies)]
-    taken = [port for port in ports if not _port_free(port)]
+    rpc_ports = ([args.rpc_base_port + i for i in range(args.bookies)]
+                 if args.rpc_base_port is not None else [None] * args.bookies)
+    taken = [port for port in ports + rpc_ports if port is not None and not _port_free(port)]
     if args.bookies < 1 or taken:
         say(f"ports {taken} are in use: choose another --base-port" if taken
             else "--bookies must be at least 1")
@@ -140,15 +147,16 @@ def up(args) -> int:
     uri = f"zk://127.0.0.1:{zookeeper.port}/ledgers"
     state = {"metadataServiceUri": uri, "zookeeper": {"pid": zookeeper.pid,
                                                       "port": zookeeper.port},
-             "bookies": [], "tls": _make_pki(root) if args.tls else None}
-    for index, port in enumerate(ports):
-        state["bookies"].append(_start_bookie(root, index, port, uri, state["tls"]))
+             "bookies": [], "tls": _make_pki(root) if args.tls else None,
+             "rpc": args.rpc_base_port is not None}
+    for index, (port, rpc_port) in enumerate(zip(ports, rpc_ports)):
+        state["bookies"].append(_start_bookie(root, index, port, uri, state["tls"], rpc_port))
     _save(root, state)
     ok = all(_wait_ready(bookie, state["tls"]) for bookie in state["bookies"])
     say(f"metadata service: {uri}")
     for bookie in state["bookies"]:
-        say(f"bookie {bookie['id']}: {bookie['url']} (data {bookie['dataDir']}, "
-            f"pid {bookie['pid']})")
+        say(f"bookie {bookie['id']}: {bookie['url']}{_rpc_text(bookie)} (data "
+            f"{bookie['dataDir']}, pid {bookie['pid']})")
     if not ok:
         say(f"not every bookie came up; logs in {root}/bookie-*/bookie.log")
     else:
@@ -193,21 +201,34 @@ def add(args) -> int:
     if state is None:
         say(f"no cluster in {root}: 'bookie cluster up --dir {args.dir}' first")
         return 1
-    port = max(int(b["id"].rsplit(":", 1)[1]) for b in state["bookies"]) + 1
-    while not _port_free(port):
-        port += 1
+    port = _next_free(max(int(b["id"].rsplit(":", 1)[1]) for b in state["bookies"]) + 1)
+    rpc_port = None
+    if state.get("rpc"):
+        rpc_port = _next_free(max(b["rpcPort"] for b in state["bookies"]) + 1, avoid=port)
     bookie = _start_bookie(root, len(state["bookies"]), port, state["metadataServiceUri"],
-                           state.get("tls"))
+                           state.get("tls"), rpc_port)
     state["bookies"].append(bookie)
     _save(root, state)
     ok = _wait_ready(bookie, state.get("tls"))
     if ok:
-        say(f"bookie {bookie['id']}: {bookie['url']} (data {bookie['dataDir']}, "
-            f"pid {bookie['pid']})")
+        say(f"bookie {bookie['id']}: {bookie['url']}{_rpc_text(bookie)} (data "
+            f"{bookie['dataDir']}, pid {bookie['pid']})")
     return 0 if ok else 1
 
 
-def _start_bookie(root: str, index: int, port: int, uri: str, tls: dict | None = None) -> dict:
+def _rpc_text(bookie: dict) -> str:
+    port = bookie.get("rpcPort")
+    return "" if port is None else f", bookie-rpc 127.0.0.1:{port}"
+
+
+def _next_free(port: int, avoid: int | None = None) -> int:
+    while port == avoid or not _port_free(port):
+        port += 1
+    return port
+
+
+def _start_bookie(root: str, index: int, port: int, uri: str, tls: dict | None = None,
+                  rpc_port: int | None = None) -> dict:
     home = os.path.join(root, f"bookie-{index}")
     os.makedirs(home, exist_ok=True)
     log = open(os.path.join(home, "bookie.log"), "ab")
@@ -218,6 +239,8 @@ def _start_bookie(root: str, index: int, port: int, uri: str, tls: dict | None =
         leaf = make_cert(Issued(tls["ca"], tls["caKey"]), tls["pki"], f"bookie-{index}")
         flags = ["--tls-cert-file", leaf.cert_file, "--tls-key-file", leaf.key_file,
                  "--tls-ca-file", tls["ca"]]
+    if rpc_port is not None:
+        flags += ["--bookie-port", str(rpc_port)]
     proc = subprocess.Popen(
         [sys.executable, "-m", "bookie", "serve", "--data-dir", os.path.join(home, "data"),
          "--host", "127.0.0.1", "--port", str(port), "--metadata-service-uri", uri, *flags],
@@ -225,7 +248,8 @@ def _start_bookie(root: str, index: int, port: int, uri: str, tls: dict | None =
     say(f"starting bookie {index} on port {port} (pid {proc.pid}) ...")
     scheme = "https" if tls is not None else "http"
     return {"id": f"127.0.0.1:{port}", "url": f"{scheme}://127.0.0.1:{port}", "pid": proc.pid,
-            "dataDir": os.path.join(home, "data"), "log": os.path.join(home, "bookie.log")}
+            "dataDir": os.path.join(home, "data"), "log": os.path.join(home, "bookie.log"),
+            "rpcPort": rpc_port}
 
 
 def _wait_ready(bookie: dict, tls: dict | None = None) -> bool:

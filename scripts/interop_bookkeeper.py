@@ -1,0 +1,376 @@
+"""Apache BookKeeper's own tools against this project's bookies (issue 28): a real run, not
+in CI. Run it through scripts/interop_bookkeeper.sh.
+
+BookKeeper is a test peer here, as ZooKeeper is: its launcher comes from ``--launcher`` or
+$BOOKKEEPER_LAUNCHER (the shared build's ``bk``, or a BookKeeper distribution's own
+``bin/bookkeeper``); nothing of it is imported or shipped.
+
+Steps (each prints what it checked and ends "ok" or "FAILED: why"):
+  1. BookKeeper's BenchThroughputLatency, v3 and -useV2, writes 3/2/2 ledgers to 3 of our
+     bookies; each ledger reads back whole through our replicated client (digests checked
+     as the metadata's type says) and, with the bookies stopped, `bookie shell scrub` finds
+     every stored entry sound.
+  2. BookKeeper's shell on the same cluster: listbookies, whatisinstanceid, ledgermetadata,
+     readledger, bookiesanity (on each of our bookies).
+  3. A mixed cluster on one ZooKeeper, 2 BookKeeper bookies and 2 of ours: BookKeeper's
+     client writes 3/2/2 ledgers (every ensemble of 3 out of 2+2 mixes both kinds); one is
+     left open by a killed writer and recovered by BookKeeper's `readledger -r` (fencing on
+     our bookies); then one of our bookies is killed and BookKeeper's own autorecovery
+     copies its ledgers' entries onto the others, BookKeeper's bookies and ours.
+
+Every process it starts is stopped by PID at the end; everything lives under --dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from api.cluster.local_zookeeper import ZooKeeperServer, free_port  # noqa: E402
+
+BENCH_CLASS = "org.apache.bookkeeper.benchmark.BenchThroughputLatency"
+PASSWORD = "benchPasswd"  # BenchThroughputLatency's default
+
+
+class Failed(Exception):
+    pass
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+def check(condition: bool, what: str) -> None:
+    if not condition:
+        raise Failed(what)
+    say(f"  checked: {what}")
+
+
+class Interop:
+    def __init__(self, launcher: str, workdir: str, seconds: int) -> None:
+        self.launcher = launcher
+        self.dir = workdir
+        self.seconds = seconds
+        self.procs: list[subprocess.Popen] = []
+        self.zk: ZooKeeperServer | None = None
+        self.ours: dict[str, dict] = {}
+
+    # -- processes -------------------------------------------------------------------
+
+    def bk(self, *args: str, timeout_s: float = 300.0, check_rc: bool = True) -> str:
+        """One BookKeeper command to its end; its output (log lines included)."""
+        argv = [self.launcher, *args]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        output = done.stdout + done.stderr
+        if check_rc and done.returncode != 0:
+            raise Failed(f"{' '.join(args[:3])} exited {done.returncode}: "
+                         f"{_tail(output)}")
+        return output
+
+    def bk_class(self, name: str, *args: str, **kw) -> str:
+        # The shared build's `bk class NAME`; a distribution's bin/bookkeeper takes NAME.
+        if os.path.basename(self.launcher) == "bk":
+            return self.bk("class", name, *args, **kw)
+        return self.bk(name, *args, **kw)
+
+    def spawn(self, argv: list[str], log: str) -> subprocess.Popen:
+        handle = open(log, "ab")
+        proc = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, cwd=ROOT)
+        self.procs.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.procs.clear()
+        if self.zk is not None:
+            self.zk.stop()
+            self.zk = None
+
+    # -- a cluster ---------------------------------------------------------------------
+
+    def start_zookeeper(self, name: str) -> str:
+        self.zk = ZooKeeperServer(os.path.join(self.dir, name, "zookeeper")).start()
+        return f"zk://127.0.0.1:{self.zk.port}/ledgers"
+
+    def start_ours(self, name: str, uri: str) -> dict:
+        home = os.path.join(self.dir, name)
+        os.makedirs(home, exist_ok=True)
+        http, rpc = free_port(), free_port()
+        proc = self.spawn([sys.executable, "-m", "bookie", "serve", "--data-dir",
+                           os.path.join(home, "data"), "--host", "127.0.0.1", "--port",
+                           str(http), "--bookie-port", str(rpc), "--metadata-service-uri",
+                           uri, "--autorecovery-daemon-enabled", "false"],
+                          os.path.join(home, "bookie.log"))
+        bookie = {"id": f"127.0.0.1:{http}", "rpc": rpc, "proc": proc, "home": home,
+                  "data": os.path.join(home, "data"), "kind": "ours"}
+        self.ours[bookie["id"]] = bookie
+        return bookie
+
+    def start_theirs(self, name: str, uri: str) -> dict:
+        home = os.path.join(self.dir, name)
+        os.makedirs(home, exist_ok=True)
+        port = free_port()
+        conf = os.path.join(home, "bk.conf")
+        with open(conf, "w") as handle:
+            handle.write(f"bookiePort={port}\nadvertisedAddress=127.0.0.1\nallowLoopback=true\n"
+                         f"journalDirectories={home}/journal\nledgerDirectories={home}/ledgers\n"
+                         f"metadataServiceUri={uri}\n"
+                         "ledgerStorageClass=org.apache.bookkeeper.bookie.SortedLedgerStorage\n"
+                         "httpServerEnabled=false\n"
+                         "statsProviderClass=org.apache.bookkeeper.stats.NullStatsProvider\n"
+                         "dataIntegrityCheckingEnabled=false\nautoRecoveryDaemonEnabled=false\n")
+        proc = self.spawn([self.launcher, "bookie", "--conf", conf],
+                          os.path.join(home, "bookie.log"))
+        return {"id": f"127.0.0.1:{port}", "proc": proc, "home": home, "kind": "BookKeeper"}
+
+    def shell_conf(self, uri: str, bookie: dict | None = None) -> str:
+        name = "shell.conf" if bookie is None else f"shell-{bookie['rpc']}.conf"
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as handle:
+            handle.write(f"metadataServiceUri={uri}\nallowLoopback=true\n")
+            if bookie is not None:  # bookiesanity's "local bookie" is the one this names
+                handle.write(f"bookieId={bookie['id']}\nbookiePort={bookie['rpc']}\n"
+                             "advertisedAddress=127.0.0.1\n")
+        return path
+
+    def wait_registered(self, uri: str, bookie_ids: list[str], timeout_s: float = 90) -> None:
+        conf = self.shell_conf(uri)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            listed = set(re.findall(r"BookieID:(\S+?),", self.bk("shell", "-conf", conf,
+                                                                  "listbookies", "-rw")))
+            if set(bookie_ids) <= listed:
+                return
+            if time.monotonic() > deadline:
+                raise Failed(f"bookies {sorted(set(bookie_ids) - listed)} never registered")
+            time.sleep(1)  # noqa: sleep-ok (bounded poll of another process's start)
+
+    def bench(self, uri: str, *extra: str) -> tuple[int, float]:
+        zk = uri.split("//", 1)[1].split("/", 1)[0]
+        output = self.bk_class(BENCH_CLASS, "-time", str(self.seconds), "-entrysize", "1024",
+                               "-ensemble", "3", "-quorum", "2", "-ackQuorum", "2",
+                               "-throttle", "1000", "-skipwarmup", "-zookeeper", zk, *extra)
+        done = re.search(r"Benchmark complete \{completions=(\d+)", output)
+        p99 = re.search(r"99th percentile latency \{latency=([\d.]+)", output)
+        if done is None:
+            raise Failed(f"BenchThroughputLatency did not complete: {_tail(output)}")
+        return int(done.group(1)), float(p99.group(1)) if p99 else float("nan")
+
+    # -- our side's checks -------------------------------------------------------------
+
+    def ledgers(self, uri: str) -> dict[int, object]:
+        from api.client.zookeeper import ZkMetadataStore  # noqa: PLC0415
+
+        async def read():
+            store = ZkMetadataStore(uri).start()
+            try:
+                return {i: await store.read(i) for i in await store.ledger_ids()}
+            finally:
+                await store.close()
+
+        return asyncio.run(read())
+
+    def read_back(self, uri: str, ledger_id: int) -> tuple[int, int]:
+        """(entries, payload bytes) of a ledger read whole through our replicated client."""
+        from api.client.ensemble import BookKeeper  # noqa: PLC0415
+
+        async def read():
+            async with await BookKeeper.connect(uri) as bk:
+                reader = await bk.open_ledger(ledger_id, PASSWORD)
+                entries = size = 0
+                last = reader.lac
+                if last >= 0:
+                    async for entry in reader.read_range(0, last):
+                        entries += 1
+                        size += len(entry.payload)
+                return entries, size
+
+        return asyncio.run(read())
+
+
+def _tail(text: str, lines: int = 15) -> str:
+    useful = [line for line in text.splitlines() if not line.startswith("\tat ")]
+    return "\n".join(useful[-lines:])
+
+
+def step_bench_and_shell(run: Interop) -> None:
+    say("step 1: BookKeeper's BenchThroughputLatency (v3, then -useV2) on 3 of our bookies")
+    uri = run.start_zookeeper("cluster-ours")
+    ours = [run.start_ours(f"ours-{i}", uri) for i in range(3)]
+    run.wait_registered(uri, [b["id"] for b in ours])
+    for protocol, extra in (("v3", ()), ("v2", ("-useV2",))):
+        completions, p99 = run.bench(uri, *extra)
+        say(f"  bench {protocol}: {completions} entries acknowledged, p99 {p99:.1f} ms")
+        check(completions > 0, f"BenchThroughputLatency {protocol} wrote entries")
+    ledgers = run.ledgers(uri)
+    check(len(ledgers) >= 2, f"{len(ledgers)} ledgers in the metadata")
+    for ledger_id, metadata in sorted(ledgers.items()):
+        entries, size = run.read_back(uri, ledger_id)
+        check(entries == metadata.last_entry_id + 1 and size == metadata.length,
+              f"ledger {ledger_id} ({metadata.digest_type.name}, {metadata.state.name}) reads "
+              f"back whole through our client: {entries} entries, {size} bytes")
+    say("step 2: BookKeeper's shell against our bookies")
+    conf = run.shell_conf(uri)
+    listed = re.findall(r"bookieAddr=BookieID:(\S+?), IP:\S+, Port:(\d+)",
+                        run.bk("shell", "-conf", conf, "listbookies", "-rw"))
+    check({(b["id"], str(b["rpc"])) for b in ours} <= set(listed),
+          f"listbookies resolves each of our bookies to its bookie-rpc port: {listed}")
+    instance = re.search(r"readInstanceId=([0-9a-f-]+)",
+                         run.bk("shell", "-conf", conf, "whatisinstanceid"))
+    check(instance is not None, f"whatisinstanceid reads {instance and instance.group(1)}")
+    first = min(ledgers)
+    meta = run.bk("shell", "-conf", conf, "ledgermetadata", "-l", str(first))
+    check(f"lastEntryId={ledgers[first].last_entry_id}" in meta,
+          f"ledgermetadata decodes ledger {first}")
+    read = run.bk("shell", "-conf", conf, "readledger", "-l", str(first), "-fe", "0",
+                  "-le", "9")
+    count = len(re.findall(r"Entry Id: ?(\d+)|entryId=(\d+)", read))
+    check(count >= 10, f"readledger reads entries 0..9 of ledger {first} ({count} lines)")
+    for bookie in ours:
+        out = run.bk("shell", "-conf", run.shell_conf(uri, bookie), "bookiesanity")
+        check("Bookie sanity test succeeded" in out, f"bookiesanity on {bookie['id']}")
+    run.stop_all()
+    for bookie in ours:
+        scrub = subprocess.run([sys.executable, "-m", "bookie", "shell", "scrub", "--data-dir",
+                                bookie["data"]], capture_output=True, text=True, cwd=ROOT)
+        check(scrub.returncode == 0, f"bookie shell scrub on {bookie['id']}'s files: "
+              f"{scrub.stdout.strip().splitlines()[-1] if scrub.stdout.strip() else ''}")
+
+
+def step_mixed(run: Interop) -> None:
+    say("step 3: a mixed cluster, 2 BookKeeper bookies and 2 of ours on one ZooKeeper")
+    uri = run.start_zookeeper("cluster-mixed")
+    ours = [run.start_ours(f"mixed-ours-{i}", uri) for i in range(2)]
+    run.wait_registered(uri, [b["id"] for b in ours])  # ours format the tree first
+    theirs = [run.start_theirs(f"mixed-bk-{i}", uri) for i in range(2)]
+    everyone = ours + theirs
+    run.wait_registered(uri, [b["id"] for b in everyone])
+    completions, _p99 = run.bench(uri)
+    check(completions > 0, f"BookKeeper's client wrote {completions} entries to 3/2/2 ledgers")
+    ledgers = run.ledgers(uri)
+    for ledger_id, metadata in sorted(ledgers.items()):
+        members = set(metadata.ensembles[0][1])
+        kinds = {"ours" if m in run.ours else "BookKeeper" for m in members}
+        check(kinds == {"ours", "BookKeeper"}, f"ledger {ledger_id}'s ensemble {sorted(members)} "
+              f"mixes both kinds")
+    conf = run.shell_conf(uri)
+    say("  an open ledger: a writer killed mid-run, recovered by BookKeeper's readledger -r")
+    zk = uri.split("//", 1)[1].split("/", 1)[0]
+    launcher = ([run.launcher, "class", BENCH_CLASS] if os.path.basename(run.launcher) == "bk"
+                else [run.launcher, BENCH_CLASS])
+    writer = subprocess.Popen([*launcher, "-time", "60", "-entrysize", "1024", "-ensemble",
+                               "3", "-quorum", "2", "-ackQuorum", "2", "-throttle", "100",
+                               "-skipwarmup", "-zookeeper", zk], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in writer.stdout:
+            if "progress" in line:  # it is writing
+                break
+        open_id = max(run.ledgers(uri))
+    finally:
+        writer.kill()
+        writer.wait()
+    check(run.ledgers(uri)[open_id].state.name == "OPEN", f"ledger {open_id} is left OPEN")
+    run.bk("shell", "-conf", conf, "readledger", "-r", "-l", str(open_id), "-fe", "0", "-le",
+           "0")
+    recovered = run.ledgers(uri)[open_id]
+    check(recovered.state.name == "CLOSED", f"BookKeeper's recovery closed ledger {open_id} "
+          f"at entry {recovered.last_entry_id}")
+    fenced = [b["id"] for b in ours if b["id"] in recovered.ensembles[-1][1]
+              and _fenced(b, open_id)]
+    check(bool(fenced), f"ledger {open_id} is fenced on our bookies {fenced}")
+    say("  BookKeeper's autorecovery re-replicates a killed bookie of ours")
+    victim = ours[0]
+    before = {i: m for i, m in run.ledgers(uri).items() if any(
+        victim["id"] in members for _first, members in m.ensembles)}
+    recovery = run.spawn([run.launcher, "autorecovery", "--conf", conf],
+                         os.path.join(run.dir, "autorecovery.log"))
+    victim["proc"].send_signal(signal.SIGKILL)
+    victim["proc"].wait()
+    deadline = time.monotonic() + 300
+    while True:
+        now = run.ledgers(uri)
+        left = [i for i in before if any(victim["id"] in members
+                                          for _first, members in now[i].ensembles)]
+        if not left:
+            break
+        if time.monotonic() > deadline or recovery.poll() is not None:
+            raise Failed(f"ledgers {left} still name the killed bookie {victim['id']}")
+        time.sleep(2)  # noqa: sleep-ok (bounded wait for another process's work)
+    targets = {}
+    for ledger_id in before:
+        for _first, members in now[ledger_id].ensembles:
+            for member in members:
+                kind = "ours" if member in run.ours else "BookKeeper"
+                targets.setdefault(kind, set()).add(member)
+    check(True, f"{len(before)} ledgers moved off {victim['id']}; their ensembles now hold "
+          f"{ {k: sorted(v) for k, v in targets.items()} }")
+    for ledger_id in before:
+        out = run.bk("shell", "-conf", conf, "readledger", "-l", str(ledger_id), "-fe", "0",
+                     "-le", "4")
+        check("Entry Id" in out or "entryId" in out,
+              f"BookKeeper's readledger reads ledger {ledger_id} after re-replication")
+
+
+def _fenced(bookie: dict, ledger_id: int) -> bool:
+    import json  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
+    url = f"http://{bookie['id']}/v1/ledgers/{ledger_id}"
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        return bool(json.load(reply)["fenced"])
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--launcher", default=os.environ.get("BOOKKEEPER_LAUNCHER"),
+                        help="BookKeeper's launcher: the shared build's bk, or a "
+                             "distribution's bin/bookkeeper (default $BOOKKEEPER_LAUNCHER)")
+    parser.add_argument("--dir", default=None, help="work dir (default: a new temp dir)")
+    parser.add_argument("--seconds", type=int, default=5, help="each benchmark's run time")
+    parser.add_argument("--steps", default="1,3", help="which steps: 1 (with 2), 3")
+    args = parser.parse_args(argv)
+    if not args.launcher or shutil.which(args.launcher) is None:
+        say("no BookKeeper launcher: pass --launcher or set BOOKKEEPER_LAUNCHER "
+            "(e.g. ../shared/bookkeeper/bk)")
+        return 2
+    workdir = args.dir or tempfile.mkdtemp(prefix="interop-bk-")
+    say(f"work dir {workdir}; BookKeeper launcher {args.launcher}")
+    run = Interop(os.path.abspath(args.launcher), workdir, args.seconds)
+    steps = {"1": step_bench_and_shell, "3": step_mixed}
+    try:
+        for step in args.steps.split(","):
+            steps[step](run)
+            run.stop_all()
+            run.ours.clear()
+    except (Failed, subprocess.TimeoutExpired) as exc:
+        say(f"FAILED: {exc}")
+        return 1
+    finally:
+        run.stop_all()
+    say("ok: every step passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Apache BookKeeper's own tools against this project's bookies (issue 28; a real run, not CI).
+#   BOOKKEEPER_LAUNCHER=../shared/bookkeeper/bk scripts/interop_bookkeeper.sh [--steps 1,3]
+# The launcher is BookKeeper's: the shared build's `bk` or a distribution's bin/bookkeeper.
+# Steps and checks: scripts/interop_bookkeeper.py's docstring. Exit 0 when every check passed.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+python=${PYTHON:-$here/.venv/bin/python}
+exec "$python" "$here/scripts/interop_bookkeeper.py" "$@"
