@@ -2,7 +2,7 @@
 in CI. Run it through scripts/interop_bookkeeper.sh.
 
 BookKeeper is a test peer here, as ZooKeeper is: its launcher comes from ``--launcher`` or
-$BOOKKEEPER_LAUNCHER (the shared build's ``bk``, or a BookKeeper distribution's own
+$BOOKKEEPER_LAUNCHER (a ``bk`` wrapper whose ``bk class NAME`` runs a class, or a BookKeeper distribution's own
 ``bin/bookkeeper``); nothing of it is imported or shipped.
 
 Steps (each prints what it checked and ends "ok" or "FAILED: why"):
@@ -71,7 +71,9 @@ class Interop:
     def bk(self, *args: str, timeout_s: float = 300.0, check_rc: bool = True) -> str:
         """One BookKeeper command to its end; its output (log lines included)."""
         argv = [self.launcher, *args]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        # In the work dir: BenchThroughputLatency drops its latencyDump.dat where it runs.
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
+                              cwd=self.dir)
         output = done.stdout + done.stderr
         if check_rc and done.returncode != 0:
             raise Failed(f"{' '.join(args[:3])} exited {done.returncode}: "
@@ -79,7 +81,7 @@ class Interop:
         return output
 
     def bk_class(self, name: str, *args: str, **kw) -> str:
-        # The shared build's `bk class NAME`; a distribution's bin/bookkeeper takes NAME.
+        # A `bk` wrapper's `bk class NAME`; a distribution's bin/bookkeeper takes NAME.
         if os.path.basename(self.launcher) == "bk":
             return self.bk("class", name, *args, **kw)
         return self.bk(name, *args, **kw)
@@ -112,21 +114,21 @@ class Interop:
         self.zk = ZooKeeperServer(os.path.join(self.dir, name, "zookeeper")).start()
         return f"zk://127.0.0.1:{self.zk.port}/ledgers"
 
-    def start_ours(self, name: str, uri: str) -> dict:
+    def start_ours(self, name: str, uri: str, *flags: str) -> dict:
         home = os.path.join(self.dir, name)
         os.makedirs(home, exist_ok=True)
         http, rpc = free_port(), free_port()
         proc = self.spawn([sys.executable, "-m", "bookie", "serve", "--data-dir",
                            os.path.join(home, "data"), "--host", "127.0.0.1", "--port",
                            str(http), "--bookie-port", str(rpc), "--metadata-service-uri",
-                           uri, "--autorecovery-daemon-enabled", "false"],
+                           uri, "--autorecovery-daemon-enabled", "false", *flags],
                           os.path.join(home, "bookie.log"))
         bookie = {"id": f"127.0.0.1:{http}", "rpc": rpc, "proc": proc, "home": home,
                   "data": os.path.join(home, "data"), "kind": "ours"}
         self.ours[bookie["id"]] = bookie
         return bookie
 
-    def start_theirs(self, name: str, uri: str) -> dict:
+    def start_theirs(self, name: str, uri: str, extra_conf: str = "") -> dict:
         home = os.path.join(self.dir, name)
         os.makedirs(home, exist_ok=True)
         port = free_port()
@@ -138,7 +140,8 @@ class Interop:
                          "ledgerStorageClass=org.apache.bookkeeper.bookie.SortedLedgerStorage\n"
                          "httpServerEnabled=false\n"
                          "statsProviderClass=org.apache.bookkeeper.stats.NullStatsProvider\n"
-                         "dataIntegrityCheckingEnabled=false\nautoRecoveryDaemonEnabled=false\n")
+                         "dataIntegrityCheckingEnabled=false\nautoRecoveryDaemonEnabled=false\n"
+                         + extra_conf)
         proc = self.spawn([self.launcher, "bookie", "--conf", conf],
                           os.path.join(home, "bookie.log"))
         return {"id": f"127.0.0.1:{port}", "proc": proc, "home": home, "kind": "BookKeeper"}
@@ -281,7 +284,7 @@ def step_mixed(run: Interop) -> None:
     writer = subprocess.Popen([*launcher, "-time", "60", "-entrysize", "1024", "-ensemble",
                                "3", "-quorum", "2", "-ackQuorum", "2", "-throttle", "100",
                                "-skipwarmup", "-zookeeper", zk], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+                              stderr=subprocess.STDOUT, text=True, cwd=run.dir)
     try:
         for line in writer.stdout:
             if "progress" in line:  # it is writing
@@ -300,9 +303,15 @@ def step_mixed(run: Interop) -> None:
               and _fenced(b, open_id)]
     check(bool(fenced), f"ledger {open_id} is fenced on our bookies {fenced}")
     say("  BookKeeper's autorecovery re-replicates a killed bookie of ours")
-    victim = ours[0]
-    before = {i: m for i, m in run.ledgers(uri).items() if any(
-        victim["id"] in members for _first, members in m.ensembles)}
+    placed = run.ledgers(uri)
+
+    def holding(bookie):
+        return {i: m for i, m in placed.items()
+                if any(bookie["id"] in members for _first, members in m.ensembles)}
+
+    victim = max(ours, key=lambda bookie: len(holding(bookie)))
+    before = holding(victim)
+    check(bool(before), f"killing {victim['id']}, which holds ledgers {sorted(before)}")
     recovery = run.spawn([run.launcher, "autorecovery", "--conf", conf],
                          os.path.join(run.dir, "autorecovery.log"))
     victim["proc"].send_signal(signal.SIGKILL)
@@ -317,19 +326,39 @@ def step_mixed(run: Interop) -> None:
         if time.monotonic() > deadline or recovery.poll() is not None:
             raise Failed(f"ledgers {left} still name the killed bookie {victim['id']}")
         time.sleep(2)  # noqa: sleep-ok (bounded wait for another process's work)
-    targets = {}
-    for ledger_id in before:
-        for _first, members in now[ledger_id].ensembles:
-            for member in members:
-                kind = "ours" if member in run.ours else "BookKeeper"
-                targets.setdefault(kind, set()).add(member)
-    check(True, f"{len(before)} ledgers moved off {victim['id']}; their ensembles now hold "
-          f"{ {k: sorted(v) for k, v in targets.items()} }")
-    for ledger_id in before:
+    kinds = set()
+    for ledger_id, metadata in sorted(before.items()):
+        old = {m for _first, members in metadata.ensembles for m in members}
+        new = {m for _first, members in now[ledger_id].ensembles for m in members} - old
+        for member in sorted(new):
+            kind = "ours" if member in run.ours else "BookKeeper"
+            kinds.add(kind)
+            held = _held_by(run, conf, ledger_id, member, now[ledger_id].last_entry_id)
+            check(held > 0, f"ledger {ledger_id}: {victim['id']} replaced by {member} "
+                  f"({kind}), which now holds {held} of its entries")
         out = run.bk("shell", "-conf", conf, "readledger", "-l", str(ledger_id), "-fe", "0",
-                     "-le", "4")
-        check("Entry Id" in out or "entryId" in out,
-              f"BookKeeper's readledger reads ledger {ledger_id} after re-replication")
+                     "-le", str(now[ledger_id].last_entry_id))
+        count = len(re.findall(r"Entry Id: ?(\d+)|entryId=(\d+)", out))
+        check(count == now[ledger_id].last_entry_id + 1,
+              f"BookKeeper's readledger reads all {count} entries of ledger {ledger_id}")
+    say(f"  copies of the killed bookie went to: {', '.join(sorted(kinds))}")
+
+
+def _held_by(run: Interop, conf: str, ledger_id: int, bookie_id: str, last: int) -> int:
+    """How many entries of a ledger one bookie holds: ours say it over HTTP, BookKeeper's
+    through its own readledger restricted to that bookie."""
+    if bookie_id in run.ours:
+        import json  # noqa: PLC0415
+        import urllib.request  # noqa: PLC0415
+
+        with urllib.request.urlopen(f"http://{bookie_id}/v1/ledgers/{ledger_id}/entry-ids",
+                                    timeout=10) as reply:
+            return sum(last - first + 1 for first, last in json.load(reply)["ranges"])
+    out = run.bk("shell", "-conf", conf, "readledger", "-l", str(ledger_id), "-b", bookie_id,
+                 "-fe", "0", "-le", str(last + 1), check_rc=False)  # -le is exclusive here
+    with open(os.path.join(run.dir, f"readledger-{ledger_id}-{bookie_id}.txt"), "w") as dump:
+        dump.write(out)
+    return len(re.findall(r"\] - Entry \{", out))  # each entry it read ("Failed to read" else)
 
 
 def _fenced(bookie: dict, ledger_id: int) -> bool:
@@ -344,7 +373,7 @@ def _fenced(bookie: dict, ledger_id: int) -> bool:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--launcher", default=os.environ.get("BOOKKEEPER_LAUNCHER"),
-                        help="BookKeeper's launcher: the shared build's bk, or a "
+                        help="BookKeeper's launcher: a bk wrapper, or a "
                              "distribution's bin/bookkeeper (default $BOOKKEEPER_LAUNCHER)")
     parser.add_argument("--dir", default=None, help="work dir (default: a new temp dir)")
     parser.add_argument("--seconds", type=int, default=5, help="each benchmark's run time")
@@ -352,7 +381,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if not args.launcher or shutil.which(args.launcher) is None:
         say("no BookKeeper launcher: pass --launcher or set BOOKKEEPER_LAUNCHER "
-            "(e.g. ../shared/bookkeeper/bk)")
+            "(e.g. a distribution's bin/bookkeeper, or a `bk` wrapper with bk class NAME)")
         return 2
     workdir = args.dir or tempfile.mkdtemp(prefix="interop-bk-")
     say(f"work dir {workdir}; BookKeeper launcher {args.launcher}")

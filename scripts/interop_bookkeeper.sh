@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Apache BookKeeper's own tools against this project's bookies (issue 28; a real run, not CI).
-#   BOOKKEEPER_LAUNCHER=../shared/bookkeeper/bk scripts/interop_bookkeeper.sh [--steps 1,3]
-# The launcher is BookKeeper's: the shared build's `bk` or a distribution's bin/bookkeeper.
+#   BOOKKEEPER_LAUNCHER=/opt/bookkeeper/bin/bookkeeper scripts/interop_bookkeeper.sh [--steps 1,3]
+# The launcher is BookKeeper's: a `bk` wrapper (`bk class NAME` runs a class) or a distribution's bin/bookkeeper.
 # Steps and checks: scripts/interop_bookkeeper.py's docstring. Exit 0 when every check passed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)

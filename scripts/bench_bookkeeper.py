@@ -1,0 +1,112 @@
+"""Side by side, in one run (issue 28): Apache BookKeeper's BenchThroughputLatency (1 KiB
+entries, ensemble 1) against one of OUR bookies (its bookie_port listener) and against a
+REAL BookKeeper bookie (SortedLedgerStorage), each bookie pinned to core 0 and the
+benchmark client to core 1, the same throttle (outstanding adds) for both. Prints
+entries/s, p95/p99 and the ratio ours / BookKeeper's.
+
+    BOOKKEEPER_LAUNCHER=/opt/bookkeeper/bin/bookkeeper .venv/bin/python scripts/bench_bookkeeper.py \\
+        [--seconds 20] [--throttle 1000] [--runs 1]
+
+Each bookie gets a ZooKeeper and data dirs of its own under a temp dir; every process is
+stopped by PID at the end. Our HTTP single-add rate comes from scripts/bench_http.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from scripts.interop_bookkeeper import BENCH_CLASS, Interop  # noqa: E402
+
+
+def pinned(core: int, argv: list[str]) -> list[str]:
+    return ["taskset", "-c", str(core), *argv]
+
+
+def run_bench(run: Interop, uri: str, seconds: int, throttle: int) -> dict:
+    zk = uri.split("//", 1)[1].split("/", 1)[0]
+    launcher = ([run.launcher, "class", BENCH_CLASS] if os.path.basename(run.launcher) == "bk"
+                else [run.launcher, BENCH_CLASS])
+    argv = pinned(1, [*launcher, "-time", str(seconds), "-entrysize", "1024", "-ensemble", "1",
+                      "-quorum", "1", "-ackQuorum", "1", "-throttle", str(throttle),
+                      "-warmupMessages", "20000", "-zookeeper", zk])
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 300,
+                         cwd=run.dir)
+    text = out.stdout + out.stderr
+    done = re.search(r"Benchmark complete \{completions=(\d+), durationMs=(\d+), "
+                     r"opsPerSec=(\d+)", text)
+    if done is None:
+        raise RuntimeError("BenchThroughputLatency did not complete:\n" + text[-3000:])
+    p99 = float(re.search(r"99th percentile latency \{latency=([\d.]+)", text).group(1))
+    p95 = float(re.search(r"95th percentile latency \{latency=([\d.]+)", text).group(1))
+    return {"ops": int(done.group(3)), "p95": p95, "p99": p99}
+
+
+def one_side(launcher: str, base: str, kind: str, seconds: int, throttle: int) -> dict:
+    run = Interop(launcher, os.path.join(base, kind), seconds)
+    os.makedirs(run.dir, exist_ok=True)
+    try:
+        uri = run.start_zookeeper("zk")
+        if kind == "ours":
+            # The same pending-add bound as BookKeeper's bookie below.
+            bookie = run.start_ours("bookie", uri, "--bookie-max-pending-adds", "100000")
+            _pin(bookie["proc"].pid)
+        else:
+            run.bk("shell", "-conf", run.shell_conf(uri), "initnewcluster")  # a fresh tree
+            # BookKeeper's README: raise the pending-add limit for throughput runs.
+            bookie = run.start_theirs("bookie", uri, "maxPendingAddRequestsPerThread=100000\n")
+            _pin(bookie["proc"].pid)
+        run.wait_registered(uri, [bookie["id"]])
+        return run_bench(run, uri, seconds, throttle)
+    finally:
+        run.stop_all()
+
+
+def _pin(pid: int) -> None:
+    """Core 0 for the bookie and every thread it has or will have."""
+    subprocess.run(["taskset", "-a", "-p", "-c", "0", str(pid)], check=True,
+                   capture_output=True)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--launcher", default=os.environ.get("BOOKKEEPER_LAUNCHER"))
+    parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--throttle", type=int, default=1000,
+                        help="BenchThroughputLatency's -throttle: adds outstanding")
+    parser.add_argument("--runs", type=int, default=1, help="runs per side; medians printed")
+    args = parser.parse_args(argv)
+    if not args.launcher:
+        print("no BookKeeper launcher: pass --launcher or set BOOKKEEPER_LAUNCHER")
+        return 2
+    base = tempfile.mkdtemp(prefix="bench-bk-")
+    results = {"ours": [], "BookKeeper": []}
+    for index in range(args.runs):
+        for kind in ("BookKeeper", "ours"):
+            result = one_side(os.path.abspath(args.launcher), os.path.join(base, str(index)),
+                              kind, args.seconds, args.throttle)
+            results[kind].append(result)
+            print(f"run {index + 1} {kind:>10}: {result['ops']:>7,} entries/s  p95 "
+                  f"{result['p95']:.1f} ms  p99 {result['p99']:.1f} ms", flush=True)
+    median = {kind: {key: statistics.median(r[key] for r in rows) for key in rows[0]}
+              for kind, rows in results.items()}
+    print(f"BenchThroughputLatency 1 KiB, ensemble 1, throttle {args.throttle}, "
+          f"{args.seconds} s, medians of {args.runs}:")
+    for kind in ("BookKeeper", "ours"):
+        row = median[kind]
+        print(f"  {kind:>10} bookie: {row['ops']:>9,.0f} entries/s  p95 {row['p95']:.1f} ms  "
+              f"p99 {row['p99']:.1f} ms")
+    print(f"  ours / BookKeeper: {median['ours']['ops'] / median['BookKeeper']['ops']:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
