@@ -79,11 +79,12 @@ class DigestType(enum.IntEnum):
     @property
     def verifiable(self) -> bool:
         """Whether the bookie can check this type without the password (CRC types only)."""
-        return self in (DigestType.CRC32, DigestType.CRC32C)
+        return self in _VERIFIABLE
 
 
 _DIGEST_LENGTH = {DigestType.CRC32: 8, DigestType.MAC: 20, DigestType.CRC32C: 4,
                   DigestType.DUMMY: 0}
+_VERIFIABLE = frozenset((DigestType.CRC32, DigestType.CRC32C))  # a set: asked on every add
 
 
 #: BookKeeper's "no key": 20 zero bytes (a fence or LAC read before the key is known). It
@@ -208,7 +209,16 @@ def entry_digest_ok(entry, digest_type: DigestType, key: bytes | None = None) ->
     """Whether a framed entry's stored digest matches its bytes. Needs the key for MAC."""
     if digest_type is DigestType.CRC32C and len(entry) >= METADATA_LENGTH + 4:
         return _crc32c_ok(entry)  # every read of the default type: no copies, no message
+    if digest_type is DigestType.CRC32 and len(entry) >= METADATA_LENGTH + 8:
+        return _crc32_ok(entry)  # BookKeeper's Java default, on every binary-protocol add
     return digest_mismatch(entry, digest_type, key) is None
+
+
+def _crc32_ok(entry) -> bool:
+    """A CRC32 entry's stored digest (D1: the CRC as a u64) matches its bytes."""
+    view = memoryview(entry)
+    value = zlib.crc32(view[METADATA_LENGTH + 8:], zlib.crc32(view[:METADATA_LENGTH]))
+    return value == _I64.unpack_from(entry, METADATA_LENGTH)[0]
 
 
 def _crc32c_ok(entry) -> bool:

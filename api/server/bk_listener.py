@@ -29,7 +29,10 @@ import struct
 
 from api.bkproto import v2, v3
 from api.bkproto.v2 import ProtocolError
-from api.server.bk_ops import BkOperations
+from api.bkproto.status import v2_code
+from api.server.bk_ops import ADD_FLAG_RECOVERY, DEFERRED_SYNC, BkOperations, unexpected
+from bookie.errors import IOFailure, TooManyRequests
+from bookie.node import NOT_NOW
 
 log = logging.getLogger("bookie.bkproto")
 
@@ -46,6 +49,8 @@ class BkConnection(asyncio.Protocol):
         self.listener = listener
         self.ops = listener.ops
         self.buffer = bytearray()
+        self.outbox: list[bytes] = []
+        self.arrived: list[tuple] = []  # adds of the current read, begun after it (BK5)
         self.v3 = True
         self.transport: asyncio.Transport | None = None
         self.pending_adds = 0
@@ -89,6 +94,7 @@ class BkConnection(asyncio.Protocol):
             if not self._dispatch(packet):
                 return
         del buffer[:at]
+        self._begin_arrived()
 
     def _dispatch(self, packet: bytes) -> bool:
         if self.v3:
@@ -97,50 +103,146 @@ class BkConnection(asyncio.Protocol):
             except ProtocolError:
                 self.v3 = False  # for good, as BookKeeper's RequestDecoder
             else:
-                is_add = request.header.operation == _ADD_V3
-                if is_add and self.pending_adds >= self.listener.max_pending_adds:
-                    self._send(v3.frame(self.ops.v3_response(
-                        request, v3.STATUS["ETOOMANYREQUESTS"])))
-                    return True
-                self._start(self.ops.v3(request), is_add)
+                if request.header.operation == _ADD_V3:
+                    self._v3_add(request)
+                else:
+                    self._start(self.ops.v3(request))
                 return True
         try:
             request = v2.decode_request(packet)
         except ProtocolError as exc:
             self._refuse(str(exc))
             return False
-        is_add = request.opcode == v2.ADDENTRY
-        if is_add and self.pending_adds >= self.listener.max_pending_adds:
-            self._send(v2.encode_response(request.version, v2.ADDENTRY, v2.ETOOMANYREQUESTS,
-                                          request.ledger_id, request.entry_id))
-            return True
-        self._start(self.ops.v2(request), is_add)
+        if request.opcode == v2.ADDENTRY:
+            self._v2_add(request)
+        else:
+            self._start(self.ops.v2(request))
         return True
 
-    def _start(self, answer, is_add: bool) -> None:
-        self.in_flight += 1
-        self.pending_adds += is_add
+    def _v3_add(self, request) -> None:
+        add = request.addRequest
+        if not request.HasField("addRequest"):
+            self._send(v3.frame(self.ops.v3_response(request, v3.STATUS["EBADREQ"])))
+            return
+        self.arrived.append((add.ledgerId, add.entryId, add.body, add.masterKey,
+                             add.HasField("flag") and add.flag == ADD_FLAG_RECOVERY,
+                             bool(add.writeFlags & DEFERRED_SYNC),
+                             lambda error: self.ops.add_answer_v3(request, error)))
+
+    def _v2_add(self, request: v2.Request) -> None:
+        self.arrived.append((request.ledger_id, request.entry_id, request.body,
+                             request.master_key, request.recovery, False,
+                             lambda error: v2.encode_response(
+                                 request.version, v2.ADDENTRY, v2_code(error),
+                                 request.ledger_id, request.entry_id)))
+
+    def _begin_arrived(self) -> None:
+        """BK5: the adds of one read, begun together: those of one ledger (same key and
+        flags) as one run, one admission and one journal item; recovery adds, lone adds
+        and runs that must go one by one each alone. Every add keeps its own answer."""
+        arrived, self.arrived = self.arrived, []
+        runs: dict[tuple, list] = {}
+        for add in arrived:
+            if add[4]:  # recovery
+                self._add_one(add)
+            else:
+                runs.setdefault((add[0], add[3], add[5]), []).append(add)
+        for (ledger_id, key, deferred), adds in runs.items():
+            if len(adds) == 1 or \
+                    self.pending_adds + len(adds) > self.listener.max_pending_adds:
+                for add in adds:
+                    self._add_one(add)
+                continue
+            try:
+                outcome = self.ops.begin_add_run(ledger_id, [(a[1], a[2]) for a in adds], key,
+                                                 deferred)
+            except Exception:  # noqa: BLE001 - refused whole, stored nothing: one by one
+                outcome = NOT_NOW
+            if outcome is NOT_NOW:
+                for add in adds:
+                    self._add_one(add)
+            elif outcome is None:  # deferred sync: acknowledged once queued
+                for add in adds:
+                    self._send(add[6](None))
+            else:
+                self._track(outcome, [add[6] for add in adds])
+
+    def _add_one(self, add) -> None:
+        """BL1 and BK5 for one add: refuse beyond the pending bound, else begin it and
+        answer from its durable future's callback (a task only when it must read first)."""
+        ledger_id, entry_id, data, key, recovery, deferred, answer = add
+        if self.pending_adds >= self.listener.max_pending_adds:
+            self._send(answer(TooManyRequests("too many adds in flight on this connection")))
+            return
+        try:
+            outcome = self.ops.begin_add(ledger_id, entry_id, data, key, recovery, deferred)
+        except Exception as exc:  # noqa: BLE001 - a refused add is an answer (BK1)
+            unexpected("add", exc)
+            self._send(answer(exc))
+            return
+        if outcome is None:  # deferred sync: acknowledged once queued
+            self._send(answer(None))
+            return
+        if not isinstance(outcome, asyncio.Future):
+            outcome = asyncio.ensure_future(outcome)
+        self._track(outcome, [answer])
+
+    def _track(self, future: asyncio.Future, answers: list) -> None:
+        self.in_flight += len(answers)
+        self.pending_adds += len(answers)
         self.idle.clear()
-        task = asyncio.get_running_loop().create_task(answer)
-        task.add_done_callback(lambda done: self._answered(done, is_add))
+        future.add_done_callback(lambda done: self._added(done, answers))
         self._flow()
 
-    def _answered(self, task: asyncio.Task, is_add: bool) -> None:
-        self.in_flight -= 1
-        self.pending_adds -= is_add
+    def _added(self, done: asyncio.Future, answers: list) -> None:
+        error = None
+        if done.cancelled():
+            error = IOFailure("the add was cancelled (shutting down)")
+        elif done.exception() is not None:
+            error = done.exception()
+            unexpected("add", error)
+        self.pending_adds -= len(answers)
+        for answer in answers:
+            self._finished(answer(error))
+
+    def _start(self, answer) -> None:
+        self.in_flight += 1
+        self.idle.clear()
+        task = asyncio.get_running_loop().create_task(answer)
+        task.add_done_callback(self._answered)
+        self._flow()
+
+    def _answered(self, task: asyncio.Task) -> None:
+        data = None
         if not task.cancelled():
             if task.exception() is not None:  # bk_ops answers every outcome: a bug here
                 log.error("BookKeeper-protocol request from %s failed: %r", self.peer,
                           task.exception())
             else:
-                self._send(task.result())
+                data = task.result()
+        self._finished(data)
+
+    def _finished(self, data: bytes | None) -> None:
+        self.in_flight -= 1
+        if data is not None:
+            self._send(data)
         if self.in_flight == 0:
             self.idle.set()
         self._flow()
 
     def _send(self, data: bytes) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(data)
+        """Queue an answer; the answers of one loop turn (a journal group's adds complete
+        together) leave in one write, not one system call each."""
+        if self.transport is None or self.transport.is_closing():
+            return
+        if not self.outbox:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self.outbox.append(data)
+
+    def _flush(self) -> None:
+        if self.outbox and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(b"".join(self.outbox))
+        self.outbox.clear()
 
     def _flow(self) -> None:
         """BL1: read while the client reads its answers and requests in flight are bounded."""
@@ -155,7 +257,8 @@ class BkConnection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def _refuse(self, why: str) -> None:
-        """BL2."""
+        """BL2: the adds that came whole before the bad frame are still begun."""
+        self._begin_arrived()
         log.warning("closing BookKeeper-protocol connection from %s: %s", self.peer, why)
         self.buffer.clear()
         self.transport.close()

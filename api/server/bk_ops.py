@@ -18,6 +18,11 @@ processors answer (read there, written here):
          the one its first entry's bytes prove (CRC32C, else CRC32); an entry neither
          checksum matches makes the ledger DUMMY, whose entries the bookie stores without
          checking (Apache BookKeeper checks no digest at all). docs/bookkeeper-protocol.md §4.
+    BK5. An add that needs no read first (the ledger's runtime loaded, a new id) is begun
+         in the listener's own callback and answered from its journal future's, with no
+         task: ``Bookie.try_add_now``, the same admission, cache and journal steps as
+         ``add_entry``. Anything else (recovery adds, re-adds, a ledger's first touch)
+         takes the whole coroutine.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from api.bkproto.status import v2_code, v3_status
 from bookie import entry as entry_mod
 from bookie.entry import DigestType
 from bookie.errors import BadRequest, BookieError, NoEntry, Unauthorized
+from bookie.node import NOT_NOW
 
 log = logging.getLogger("bookie.bkproto")
 
@@ -45,7 +51,7 @@ _IDS = struct.Struct(">qq")
 KNOWN_TYPES_MAX = 100_000
 
 
-def _unexpected(what: str, exc: BaseException) -> None:
+def unexpected(what: str, exc: BaseException) -> None:
     if not isinstance(exc, BookieError):
         log.error("%s failed unexpectedly: %r", what, exc)
 
@@ -94,7 +100,8 @@ class BkOperations:
         return response
 
     async def v3(self, request) -> bytes:
-        """The framed answer to one v3 request (BK1)."""
+        """The framed answer to one v3 request other than an add (BK1); adds are begun with
+        ``begin_add`` and answered with ``add_answer_v3`` (BK5)."""
         header = request.header
         name = _OPERATION_NAMES.get(header.operation)
         handler = _V3_HANDLERS.get(name)
@@ -106,33 +113,49 @@ class BkOperations:
             return v3.frame(self.v3_response(request, v3.STATUS["EBADVERSION"]))
         return v3.frame(await handler(self, request))
 
-    async def _add_v3(self, request):
-        add = request.addRequest
-        response = self.v3_response(request, _OK)
-        body = response.addResponse
-        body.ledgerId, body.entryId = add.ledgerId, add.entryId
-        try:
-            await self.add(add.ledgerId, add.entryId, add.body, add.masterKey,
-                           recovery=_flag(add) == ADD_FLAG_RECOVERY,
-                           deferred_sync=bool(add.writeFlags & DEFERRED_SYNC))
-            error = None
-        except Exception as exc:  # noqa: BLE001 - every outcome is an answer (BK1)
-            _unexpected("ADD_ENTRY", exc)
-            error = exc
-        body.status = response.status = v3_status(error)
-        return response
-
-    async def add(self, ledger_id: int, entry_id: int, data, master_key: bytes,
-                  recovery: bool = False, deferred_sync: bool = False) -> None:
-        """One add, as ``PUT /v1/ledgers/L/entries/E`` makes it."""
+    def begin_add(self, ledger_id: int, entry_id: int, data, master_key: bytes,
+                  recovery: bool = False, deferred_sync: bool = False):
+        """BK5: an add begun without a task where nothing must be read first. Returns the
+        future of its durable record, None once acknowledged (deferred sync), or else the
+        coroutine of the whole ``Bookie.add_entry``; raises for a refused add."""
         data = bytes(data)
         _check_key(master_key)
         if len(data) < _IDS.size or _IDS.unpack_from(data, 0) != (ledger_id, entry_id):
             raise BadRequest(f"entry bytes do not start with ledger {ledger_id}, entry "
                              f"{entry_id}")
-        await self.bookie.add_entry(ledger_id, entry_id, data, bytes(master_key),
-                                    digest_type=self.digests.for_add(ledger_id, data),
-                                    recovery=recovery, deferred_sync=deferred_sync)
+        dtype = self.digests.for_add(ledger_id, data)
+        if not recovery:
+            outcome = self.bookie.try_add_now(ledger_id, entry_id, data, bytes(master_key),
+                                              dtype, deferred_sync)
+            if outcome is not NOT_NOW:
+                return outcome
+        return self.bookie.add_entry(ledger_id, entry_id, data, bytes(master_key),
+                                     digest_type=dtype, recovery=recovery,
+                                     deferred_sync=deferred_sync)
+
+    def begin_add_run(self, ledger_id: int, adds, master_key: bytes,
+                      deferred_sync: bool = False):
+        """BK5 for several adds of one ledger that arrived together (``adds``: (entry id,
+        bytes) pairs): one admission, one journal item, one future, as a batch add over
+        HTTP. Returns that future, None (deferred sync), or NOT_NOW when they must be
+        added one by one (a read first, an id twice); raises when the run is refused as a
+        whole, having stored nothing, so that each add can then get its own answer."""
+        _check_key(master_key)
+        entries = []
+        for entry_id, data in adds:
+            data = bytes(data)
+            if len(data) < _IDS.size or _IDS.unpack_from(data, 0) != (ledger_id, entry_id):
+                return NOT_NOW  # answered one by one, this one with its own EBADREQ
+            entries.append((entry_id, data))
+        dtype = self.digests.for_add(ledger_id, entries[0][1])
+        return self.bookie.try_add_run_now(ledger_id, entries, bytes(master_key), dtype,
+                                           deferred_sync)
+
+    def add_answer_v3(self, request, error: BaseException | None) -> bytes:
+        """The framed answer to a v3 add (BK1)."""
+        add = request.addRequest
+        return v3.encode_add_response(request.header.SerializeToString(), v3_status(error),
+                                      add.ledgerId, add.entryId)
 
     async def _read_v3(self, request):
         read = request.readRequest
@@ -143,7 +166,7 @@ class BkOperations:
             await self._read_v3_into(read, body)
             error = None
         except Exception as exc:  # noqa: BLE001 - every outcome is an answer (BK1)
-            _unexpected("READ_ENTRY", exc)
+            unexpected("READ_ENTRY", exc)
             error = exc
         body.status = response.status = v3_status(error)
         if error is not None:
@@ -199,7 +222,7 @@ class BkOperations:
                 if explicit is None:
                     raise
         except Exception as exc:  # noqa: BLE001 - every outcome is an answer (BK1)
-            _unexpected("READ_LAC", exc)
+            unexpected("READ_LAC", exc)
             error = exc
         body.status = response.status = v3_status(error)
         return response
@@ -228,7 +251,7 @@ class BkOperations:
             await call
             error = None
         except Exception as exc:  # noqa: BLE001 - every outcome is an answer (BK1)
-            _unexpected(field, exc)
+            unexpected(field, exc)
             error = exc
         body.status = response.status = v3_status(error)
         return response
@@ -260,7 +283,7 @@ class BkOperations:
             body.availabilityOfEntriesOfLedger = availability.encode_runs(ranges)
             error = None
         except Exception as exc:  # noqa: BLE001 - every outcome is an answer (BK1)
-            _unexpected("GET_LIST_OF_ENTRIES_OF_LEDGER", exc)
+            unexpected("GET_LIST_OF_ENTRIES_OF_LEDGER", exc)
             error = exc
         body.status = response.status = v3_status(error)
         return response
@@ -278,21 +301,18 @@ class BkOperations:
     # -- v2 ----------------------------------------------------------------------------
 
     async def v2(self, request: v2.Request) -> bytes:
-        """The framed answer to one v2 request (BK1)."""
+        """The framed answer to one v2 request (BK1); adds go as in ``v3``."""
         opcode, version = request.opcode, request.version
         if opcode == v2.AUTH:
             return v2.encode_auth_response(version, _auth_message())
         error, data, entries = None, b"", ()
         try:
-            if opcode == v2.ADDENTRY:
-                await self.add(request.ledger_id, request.entry_id, request.body,
-                               request.master_key, recovery=request.recovery)
-            elif opcode == v2.READENTRY:
+            if opcode == v2.READENTRY:
                 data = await self._read_v2(request)
             else:
                 entries = await self._batch_read_v2(request)
         except Exception as exc:  # noqa: BLE001 - every outcome is an answer (BK1)
-            _unexpected(f"v2 opcode {opcode}", exc)
+            unexpected(f"v2 opcode {opcode}", exc)
             error = exc
         code = v2_code(error)
         if opcode == v2.BATCH_READ_ENTRY:
@@ -344,7 +364,7 @@ def _auth_message() -> bytes:
 
 
 _OPERATION_NAMES = {number: name for name, number in _OP.items()}
-_V3_HANDLERS = {"ADD_ENTRY": BkOperations._add_v3, "READ_ENTRY": BkOperations._read_v3,
+_V3_HANDLERS = {"READ_ENTRY": BkOperations._read_v3,
                 "READ_LAC": BkOperations._read_lac_v3, "WRITE_LAC": BkOperations._write_lac_v3,
                 "FORCE_LEDGER": BkOperations._force_v3,
                 "GET_BOOKIE_INFO": BkOperations._bookie_info_v3,

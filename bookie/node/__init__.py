@@ -10,8 +10,8 @@ The state machine is ``bookie/state.py``; the JSON of ``/v1/bookie/info`` is ``a
 from bookie.node.bookie import Bookie
 from bookie.node.reads import READ_BATCH_BYTES_MAX
 from bookie.node.runtime import LedgerRuntime
-from bookie.node.writes import SANITY_KEY, SANITY_LEDGER_ID, check_storable
+from bookie.node.writes import NOT_NOW, SANITY_KEY, SANITY_LEDGER_ID, check_storable
 from bookie.state import BookieState
 
-__all__ = ["Bookie", "BookieState", "LedgerRuntime", "READ_BATCH_BYTES_MAX", "SANITY_KEY",
-           "SANITY_LEDGER_ID", "check_storable"]
+__all__ = ["Bookie", "BookieState", "LedgerRuntime", "NOT_NOW", "READ_BATCH_BYTES_MAX",
+           "SANITY_KEY", "SANITY_LEDGER_ID", "check_storable"]

@@ -24,8 +24,41 @@ SANITY_LEDGER_ID = 0x7FFF_FFFF_FFFF_FF00
 SANITY_KEY = entry_mod.master_key(b"bookie-sanity")
 
 
+#: ``try_add_now``'s "not without reading first": the caller awaits ``add_entry`` instead.
+NOT_NOW = object()
+
+
 class LedgerWrites:
     """Mixin of ``Bookie``: every operation that journals a record about a ledger."""
+
+    def try_add_now(self, ledger_id: int, entry_id: int, data: bytes, master_key: bytes,
+                    digest_type: DigestType | None = None, deferred_sync: bool = False):
+        """``add_entry`` without a coroutine, for a listener that answers from a callback:
+        the future of the durable record (N1), None once a deferred-sync add is queued, or
+        NOT_NOW when admission must read from disk first (N6: the ledger's runtime is not
+        loaded yet, or the id is a re-add), which ``add_entry`` does. Raises what
+        ``add_entry`` raises for a refused add; recovery adds always take ``add_entry``."""
+        runtime = self._runtime.get(ledger_id)
+        if runtime is None or entry_id <= runtime.last_entry_id:
+            return NOT_NOW
+        return self._add_nowait(ledger_id, entry_id, data, master_key, digest_type, False,
+                                deferred_sync, {})
+
+    def try_add_run_now(self, ledger_id: int, entries: list[tuple[int, bytes]],
+                        master_key: bytes, digest_type: DigestType | None = None,
+                        deferred_sync: bool = False):
+        """``add_batch`` as ``try_add_now`` is ``add_entry``: adds of one ledger that
+        arrived together, admitted as a whole and queued as one journal item, without a
+        coroutine. NOT_NOW as there, and for ids named twice (``add_batch`` refuses them;
+        the caller's single adds each get their own answer)."""
+        runtime = self._runtime.get(ledger_id)
+        ids = [entry_id for entry_id, _ in entries]
+        if runtime is None or min(ids) <= runtime.last_entry_id or len(set(ids)) != len(ids):
+            return NOT_NOW
+        old, state = self._admit_ledger(ledger_id, master_key, digest_type, False)
+        lac = self._admit_run(ledger_id, entries, state, {})
+        self._admit(sum(len(data) for _, data in entries))
+        return self._queue_run(ledger_id, entries, old, state, deferred_sync, lac, None)
 
     async def add_entry(self, ledger_id: int, entry_id: int, data: bytes, master_key: bytes,
                         digest_type: DigestType | None = None, recovery: bool = False,

@@ -255,3 +255,26 @@ async def test_a_truncated_frame_stores_nothing(bk):
         await client.send(whole[:-3])
     async with BkClient.connect(bk.port) as client:
         assert (await client.read(31, 0)).status == S["ENOLEDGER"]
+
+
+async def test_pipelined_adds_of_a_ledger_keep_their_own_answers(bk):
+    """BK5: adds that arrive together go to the journal as one run; a run refused as a
+    whole (one damaged entry) is added one by one, so only that add is refused."""
+    async with BkClient.connect(bk.port) as client:
+        await client.add(40, 0, KEY, entry(40, 0))  # the ledger's runtime is loaded
+        bodies = {i: entry(40, i) for i in range(1, 21)}
+        damaged = bytearray(bodies[7])
+        damaged[-1] ^= 1
+        bodies[7] = bytes(damaged)
+        requests = [client.request("ADD_ENTRY", ledgerId=40, entryId=i, masterKey=KEY,
+                                   body=body) for i, body in bodies.items()]
+        answers = await client.pipeline(requests)
+        statuses = {r.addRequest.entryId: answers[r.header.txnId].status for r in requests}
+        assert statuses == {i: S["EBADREQ"] if i == 7 else S["EOK"] for i in bodies}
+        assert await bk.bookie.entry_id_ranges(40) == [[0, 6], [8, 20]]
+        await client.read(40, 0, flag=1, masterKey=KEY)  # fence it
+        fenced = [client.request("ADD_ENTRY", ledgerId=40, entryId=i, masterKey=KEY,
+                                 body=entry(40, i)) for i in range(21, 26)]
+        answers = await client.pipeline(fenced)
+        assert {a.status for a in answers.values()} == {S["EFENCED"]}
+        assert await bk.bookie.entry_id_ranges(40) == [[0, 6], [8, 20]]
