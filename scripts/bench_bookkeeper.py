@@ -31,13 +31,14 @@ def pinned(core: int, argv: list[str]) -> list[str]:
     return ["taskset", "-c", str(core), *argv]
 
 
-def run_bench(run: Interop, uri: str, seconds: int, throttle: int) -> dict:
+def run_bench(run: Interop, uri: str, seconds: int, throttle: int, v2: bool = False) -> dict:
     zk = uri.split("//", 1)[1].split("/", 1)[0]
     launcher = ([run.launcher, "class", BENCH_CLASS] if os.path.basename(run.launcher) == "bk"
                 else [run.launcher, BENCH_CLASS])
     argv = pinned(1, [*launcher, "-time", str(seconds), "-entrysize", "1024", "-ensemble", "1",
                       "-quorum", "1", "-ackQuorum", "1", "-throttle", str(throttle),
-                      "-warmupMessages", "20000", "-zookeeper", zk])
+                      "-warmupMessages", "20000", "-zookeeper", zk,
+                      *(["-useV2"] if v2 else [])])
     out = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 300,
                          cwd=run.dir)
     text = out.stdout + out.stderr
@@ -50,7 +51,8 @@ def run_bench(run: Interop, uri: str, seconds: int, throttle: int) -> dict:
     return {"ops": int(done.group(3)), "p95": p95, "p99": p99}
 
 
-def one_side(launcher: str, base: str, kind: str, seconds: int, throttle: int) -> dict:
+def one_side(launcher: str, base: str, kind: str, seconds: int, throttle: int,
+             v2: bool = False) -> dict:
     run = Interop(launcher, os.path.join(base, kind), seconds)
     os.makedirs(run.dir, exist_ok=True)
     try:
@@ -65,7 +67,7 @@ def one_side(launcher: str, base: str, kind: str, seconds: int, throttle: int) -
             bookie = run.start_theirs("bookie", uri, "maxPendingAddRequestsPerThread=100000\n")
             _pin(bookie["proc"].pid)
         run.wait_registered(uri, [bookie["id"]])
-        return run_bench(run, uri, seconds, throttle)
+        return run_bench(run, uri, seconds, throttle, v2)
     finally:
         run.stop_all()
 
@@ -83,6 +85,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--throttle", type=int, default=1000,
                         help="BenchThroughputLatency's -throttle: adds outstanding")
     parser.add_argument("--runs", type=int, default=1, help="runs per side; medians printed")
+    parser.add_argument("--v2", action="store_true",
+                        help="the benchmark speaks v2 (-useV2, Pulsar's default) to both bookies")
     args = parser.parse_args(argv)
     if not args.launcher:
         print("no BookKeeper launcher: pass --launcher or set BOOKKEEPER_LAUNCHER")
@@ -92,13 +96,14 @@ def main(argv: list[str]) -> int:
     for index in range(args.runs):
         for kind in ("BookKeeper", "ours"):
             result = one_side(os.path.abspath(args.launcher), os.path.join(base, str(index)),
-                              kind, args.seconds, args.throttle)
+                              kind, args.seconds, args.throttle, args.v2)
             results[kind].append(result)
             print(f"run {index + 1} {kind:>10}: {result['ops']:>7,} entries/s  p95 "
                   f"{result['p95']:.1f} ms  p99 {result['p99']:.1f} ms", flush=True)
     median = {kind: {key: statistics.median(r[key] for r in rows) for key in rows[0]}
               for kind, rows in results.items()}
-    print(f"BenchThroughputLatency 1 KiB, ensemble 1, throttle {args.throttle}, "
+    print(f"BenchThroughputLatency {'v2' if args.v2 else 'v3'}, 1 KiB, ensemble 1, "
+          f"throttle {args.throttle}, "
           f"{args.seconds} s, medians of {args.runs}:")
     for kind in ("BookKeeper", "ours"):
         row = median[kind]

@@ -175,11 +175,14 @@ def _parse(message, packet: bytes, what: str):
 
 
 _U64 = 0xFFFF_FFFF_FFFF_FFFF
+_ONE_BYTE = [bytes((value,)) for value in range(0x80)]
 
 
 def _varint(value: int) -> bytes:
     """Protobuf's varint of an int64/uint64/enum field (negatives as their 64-bit two's
     complement, ten bytes, as protobuf writes them)."""
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
     value &= _U64
     out = bytearray()
     while value > 0x7F:

@@ -29,7 +29,7 @@ import struct
 
 from api.bkproto import v2, v3
 from api.bkproto.v2 import ProtocolError
-from api.bkproto.status import v2_code
+from api.bkproto.status import v2_code, v3_status
 from api.server.bk_ops import ADD_FLAG_RECOVERY, DEFERRED_SYNC, BkOperations, unexpected
 from bookie.errors import IOFailure, TooManyRequests
 from bookie.node import NOT_NOW
@@ -78,22 +78,26 @@ class BkConnection(asyncio.Protocol):
         self._flow()
 
     def data_received(self, data: bytes) -> None:
-        buffer = self.buffer
-        buffer += data
-        at, size = 0, len(buffer)
+        if self.buffer:
+            self.buffer += data
+            data = bytes(self.buffer)
+            self.buffer.clear()
+        at, size = 0, len(data)
         limit = self.listener.max_frame
+        view = memoryview(data)
         while size - at >= 4:
-            length = _I32.unpack_from(buffer, at)[0]
+            length = _I32.unpack_from(data, at)[0]
             if not 0 < length <= limit:
                 self._refuse(f"frame length {length} is not within 1..{limit}")
                 return
             if size - at - 4 < length:
                 break
-            packet = bytes(buffer[at + 4:at + 4 + length])
+            packet = view[at + 4:at + 4 + length].tobytes()  # one copy per frame
             at += 4 + length
             if not self._dispatch(packet):
                 return
-        del buffer[:at]
+        if at < size:
+            self.buffer += view[at:]  # a frame's start: kept until the rest comes
         self._begin_arrived()
 
     def _dispatch(self, packet: bytes) -> bool:
@@ -124,10 +128,13 @@ class BkConnection(asyncio.Protocol):
         if not request.HasField("addRequest"):
             self._send(v3.frame(self.ops.v3_response(request, v3.STATUS["EBADREQ"])))
             return
-        self.arrived.append((add.ledgerId, add.entryId, add.body, add.masterKey,
+        ledger_id, entry_id, header = add.ledgerId, add.entryId, request.header
+        self.arrived.append((ledger_id, entry_id, add.body, add.masterKey,
                              add.HasField("flag") and add.flag == ADD_FLAG_RECOVERY,
                              bool(add.writeFlags & DEFERRED_SYNC),
-                             lambda error: self.ops.add_answer_v3(request, error)))
+                             lambda error: v3.encode_add_response(
+                                 header.SerializeToString(), v3_status(error), ledger_id,
+                                 entry_id)))
 
     def _v2_add(self, request: v2.Request) -> None:
         self.arrived.append((request.ledger_id, request.entry_id, request.body,

@@ -101,7 +101,7 @@ class BkOperations:
 
     async def v3(self, request) -> bytes:
         """The framed answer to one v3 request other than an add (BK1); adds are begun with
-        ``begin_add`` and answered with ``add_answer_v3`` (BK5)."""
+        ``begin_add`` or ``begin_add_run`` and answered by the listener (BK5)."""
         header = request.header
         name = _OPERATION_NAMES.get(header.operation)
         handler = _V3_HANDLERS.get(name)
@@ -150,12 +150,6 @@ class BkOperations:
         dtype = self.digests.for_add(ledger_id, entries[0][1])
         return self.bookie.try_add_run_now(ledger_id, entries, bytes(master_key), dtype,
                                            deferred_sync)
-
-    def add_answer_v3(self, request, error: BaseException | None) -> bytes:
-        """The framed answer to a v3 add (BK1)."""
-        add = request.addRequest
-        return v3.encode_add_response(request.header.SerializeToString(), v3_status(error),
-                                      add.ledgerId, add.entryId)
 
     async def _read_v3(self, request):
         read = request.readRequest

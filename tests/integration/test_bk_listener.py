@@ -278,3 +278,19 @@ async def test_pipelined_adds_of_a_ledger_keep_their_own_answers(bk):
         answers = await client.pipeline(fenced)
         assert {a.status for a in answers.values()} == {S["EFENCED"]}
         assert await bk.bookie.entry_id_ranges(40) == [[0, 6], [8, 20]]
+
+
+async def test_a_frame_split_across_reads_is_put_back_together(bk):
+    async with BkClient.connect(bk.port) as client:
+        first = client.request("ADD_ENTRY", ledgerId=41, entryId=0, masterKey=KEY,
+                               body=entry(41, 0))
+        second = client.request("ADD_ENTRY", ledgerId=41, entryId=1, masterKey=KEY,
+                                body=entry(41, 1))
+        whole = v3.frame(second)
+        for cut in (2, 7, len(whole) - 1):  # inside the length word, the header, the body
+            await client.send(v3.frame(first) + whole[:cut])
+            assert v3.decode_response(await client.read_frame()).status == S["EOK"]
+            await client.send(whole[cut:])  # entry 1 again: an identical re-add is EOK
+            answer = v3.decode_response(await client.read_frame())
+            assert (answer.header.txnId, answer.status) == (second.header.txnId, S["EOK"])
+    assert await bk.bookie.entry_id_ranges(41) == [[0, 1]]
