@@ -91,6 +91,7 @@ import signal
 import sys
 import tempfile
 import time
+import urllib.parse
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -105,6 +106,7 @@ from api.cluster.underreplication import Underreplication  # noqa: E402
 from bookie.errors import NoEntry, NoLedger  # noqa: E402
 from api.cluster.local_zookeeper import ZooKeeperServer, free_port  # noqa: E402
 from tests.support import netns  # noqa: E402
+from tests.support.bk_api import BkApi  # noqa: E402
 from tests.support.servers import Daemon  # noqa: E402
 
 #: Each fault and its weight in the round mix.
@@ -237,6 +239,8 @@ class Drill:
         self.deleted = 0  # old ledgers deleted (GM1 then deletes their copies)
         self.above_lac = 0  # reads above a reader's LAC or a closed end that were served
         self.replicas_read = 0
+        self.bk_reads = 0  # --bk-protocol: replicas read over BookKeeper's protocol
+        self.bk_apis: dict[str, BkApi] = {}
         #: (ledger, entry, bookie) -> the replica-check ctimes seen since (S3 replica rule)
         self.suspects: dict[tuple[int, int, str], list[int]] = {}
         self.suspect_base: dict[tuple[int, int, str], int] = {}
@@ -257,7 +261,8 @@ class Drill:
         daemon = Daemon(os.path.join(self.root, name, "data"), *FLAGS,
                         "--gc-interval-ms", str(self.rng.randint(*GC_INTERVAL_MS)),
                         "--metadata-service-uri", self.uri, "--port", str(free_port()),
-                        *where, *tls, prefix=self.network.prefix(index) if self.network else (),
+                        *where, *tls, *(("--bookie-port", "0") if self.args.bk_protocol else ()),
+                        prefix=self.network.prefix(index) if self.network else (),
                         client_ssl=client_ssl)
         self.daemons.append(daemon)
         return daemon
@@ -809,7 +814,7 @@ class Drill:
             async with gate:
                 try:
                     data = await asyncio.wait_for(
-                        bk.client(holder).read_entry(lid, entry_id), 5.0)
+                        self._read_replica(bk, holder, lid, entry_id), 5.0)
                 except (NoEntry, NoLedger):
                     return entry_id, holder, None
                 except Exception as exc:  # noqa: BLE001 - down or slow: not judged
@@ -846,6 +851,30 @@ class Drill:
                 self.suspect_base.setdefault(key, base)
                 ledger.expected = expected
         return missing
+
+    async def _read_replica(self, bk, holder: str, ledger_id: int, entry_id: int) -> bytes:
+        """One replica's stored bytes; with --bk-protocol even entries are read over
+        BookKeeper's protocol (the bookie_port listener, under the same faults), the rest
+        over HTTP."""
+        if self.args.bk_protocol and entry_id % 2 == 0:
+            api = await self._bk_api(holder)
+            if api is not None:
+                data = await api.read_entry(ledger_id, entry_id)
+                self.bk_reads += 1
+                return data
+        return await bk.client(holder).read_entry(ledger_id, entry_id)
+
+    async def _bk_api(self, holder: str) -> BkApi | None:
+        api = self.bk_apis.get(holder)
+        if api is not None and not api.pump.done():
+            return api
+        daemon = self._bookie(holder)
+        if daemon is None or daemon.bk_port is None or daemon.proc.poll() is not None:
+            return None
+        host = urllib.parse.urlsplit(daemon.url).hostname
+        self.bk_apis[holder] = api = await asyncio.wait_for(
+            BkApi.connect(daemon.bk_port, None, host), 2.0)
+        return api
 
     async def _judge_suspects(self, bk, final: bool = False) -> int:
         """Each suspect (a copy missing on a live bookie) whose ledger is unmarked and that
@@ -1019,7 +1048,8 @@ async def run(args, root: str) -> int:
           f" gc_deletes={gm1 + gm2} gm2_deletes={gm2} deleted={drill.deleted}"
           f" returns={drill.returns} close_races={drill.close_races}"
           f" above_lac_served={drill.above_lac} replicas_read={drill.replicas_read}"
-          f" zk_deaths={len(drill.zookeeper_deaths)}"
+          + (f" bk_protocol_reads={drill.bk_reads}" if args.bk_protocol else "")
+          + f" zk_deaths={len(drill.zookeeper_deaths)}"
           f" seconds={time.monotonic() - started:.0f} seed={args.seed}", flush=True)
     return 1 if drill.violations else 0
 
@@ -1056,6 +1086,9 @@ def main(argv=None) -> int:
     parser.add_argument("--zk-acl", action="store_true",
                         help="ZooKeeper digest auth and ACLs on (docs/operations.md §7): "
                              "credentials made for the run, every process of it uses them")
+    parser.add_argument("--bk-protocol", action="store_true",
+                        help="bookies also listen on BookKeeper's protocol (bookie_port, "
+                             "issue 28); the replica checks read every other entry over it")
     parser.add_argument("--verbose", action="store_true",
                         help="a line a round (its fault, counts, violations)")
     parser.add_argument("--no-partitions", dest="partitions", action="store_false",

@@ -45,6 +45,7 @@ from api.client import BookieClient  # noqa: E402
 from bookie.errors import (BookieError, Fenced, NoLedger, TooManyRequests,  # noqa: E402
                            Unavailable)
 from tests.support import checker  # noqa: E402
+from tests.support.bk_api import BkApi  # noqa: E402
 from tests.support.checker import LedgerModel, Model, Violation  # noqa: E402
 from tests.support.servers import Daemon  # noqa: E402
 
@@ -83,6 +84,7 @@ class Totals:
     crashes_in_recovery: int = 0
     torn_saved: int = 0
     redone: int = 0
+    bk_calls: int = 0  # --protocol mixed: operations answered EOK over BookKeeper's protocol
     violations: list = dataclasses.field(default_factory=list)
 
 
@@ -104,7 +106,16 @@ class Drill:
         daemon, recovery_note = await self._start_and_recover(plan)
         acked_before = self.model.acked_count
         async with BookieClient(daemon.url) as client:
-            died_by_itself = await self._load_until_killed(client, daemon, plan)
+            writers = [client]
+            if self.args.protocol == "mixed":  # every other writer over BookKeeper's protocol
+                writers.insert(0, await BkApi.connect(daemon.bk_port, client))
+            try:
+                died_by_itself = await self._load_until_killed(writers, client, daemon,
+                                                               plan)
+            finally:
+                if len(writers) > 1:
+                    self.totals.bk_calls += writers[0].answered
+                    await writers[0].close()
         code = daemon.proc.returncode
         if code != -9:
             self._violation(Violation("exit", 0, f"daemon exited {code}, not by SIGKILL; "
@@ -129,7 +140,8 @@ class Drill:
 
     def _daemon(self, plan: tuple | None) -> Daemon:
         crash_at = None if plan is None or plan[0] != "crash" else (plan[2], plan[3])
-        return Daemon(self.data_dir, *FLAGS, crash_at=crash_at)
+        listener = ("--bookie-port", "0") if self.args.protocol == "mixed" else ()
+        return Daemon(self.data_dir, *FLAGS, *listener, crash_at=crash_at)
 
     async def _start_and_recover(self, plan: tuple) -> tuple[Daemon, str]:
         """Start (the planned daemon, or plain ones after it died in recovery), check, redo."""
@@ -226,11 +238,12 @@ class Drill:
 
     # -- load -----------------------------------------------------------------------------
 
-    async def _load_until_killed(self, client: BookieClient, daemon: Daemon,
+    async def _load_until_killed(self, writers: list, client: BookieClient, daemon: Daemon,
                                  plan: tuple) -> bool:
-        """Writers and chaos until the daemon dies; True if it died by itself (crash_at)."""
+        """Writers (each on one of ``writers``: HTTP, or BookKeeper's protocol) and chaos
+        until the daemon dies; True if it died by itself (crash_at)."""
         stop = asyncio.Event()
-        tasks = [asyncio.create_task(self._writer(client, index, stop,
+        tasks = [asyncio.create_task(self._writer(writers[index % len(writers)], index, stop,
                                                   random.Random(self.rng.random())))
                  for index in range(len(self.active))]
         tasks.append(asyncio.create_task(self._chaos(client, stop,
@@ -341,7 +354,8 @@ def summary(drill: Drill, seconds: float) -> str:
             f"kills_timer={t.kills_timer} kills_crash={t.kills_crash} "
             f"crashes_in_recovery={t.crashes_in_recovery} redone={t.redone} "
             f"fenced={fenced} deleted={len(drill.deleted)} ledgers={len(drill.model.ledgers)} "
-            f"seconds={seconds:.0f} seed={drill.args.seed}")
+            + (f"bk_protocol_ok={t.bk_calls} " if drill.args.protocol == "mixed" else "")
+            + f"seconds={seconds:.0f} seed={drill.args.seed}")
 
 
 async def run(args: argparse.Namespace, data_dir: str) -> int:
@@ -372,6 +386,10 @@ def main(argv: list[str] | None = None) -> int:
                         "dir, removed after a run without violations)")
     parser.add_argument("--no-gc", dest="gc", action="store_false",
                         help="never call POST /v1/bookie/gc during load")
+    parser.add_argument("--protocol", choices=("http", "mixed"), default="http",
+                        help="mixed: the daemon also listens on BookKeeper's protocol "
+                             "(bookie_port) and every other writer adds, fences, forces and "
+                             "writes LACs over it (v3), the rest over HTTP")
     parser.add_argument("--keep-going", action="store_true",
                         help="run every round even after a violation")
     args = parser.parse_args(argv)

@@ -38,6 +38,25 @@ def test_kill9_drill_20_rounds_lose_no_acknowledged_write(tmp_path, seed):
     assert summary, run.stdout[-2000:]
     rounds, acked, lost, phantom, violations = map(int, summary.groups())
     assert rounds == 20 and acked > 0 and (lost, phantom, violations) == (0, 0, 0)
+
+
+@pytest.mark.timeout(240)
+def test_kill9_drill_with_bookkeeper_protocol_writers_loses_nothing(tmp_path, seed):
+    """Issue 28: the same drill with the bookie_port listener on and every other writer on
+    BookKeeper's protocol (v3 adds, deferred adds + FORCE_LEDGER, fencing reads, WRITE_LAC,
+    long-poll LAC reads): what it acknowledged survives every SIGKILL too."""
+    drill = os.path.join(ROOT, "scripts", "drill_kill9.py")
+    run = subprocess.run([sys.executable, drill, "--rounds", "10", "--seconds", "180",
+                          "--seed", str(seed), "--data-dir", str(tmp_path), "--protocol",
+                          "mixed"], capture_output=True, text=True, timeout=230, cwd=ROOT)
+    print(run.stdout[-4000:], run.stderr[-4000:])
+    assert run.returncode == 0, f"drill failed (seed {seed}):\n{run.stdout[-4000:]}"
+    summary = re.search(r"^rounds=(\d+) acked=(\d+) lost=(\d+) phantom=(\d+) violations=(\d+)"
+                        r".* bk_protocol_ok=(\d+)", run.stdout, re.M)
+    assert summary, run.stdout[-2000:]
+    rounds, acked, lost, phantom, violations, over_bk = map(int, summary.groups())
+    assert rounds == 10 and acked > 0 and over_bk > 0
+    assert (lost, phantom, violations) == (0, 0, 0)
     assert "final check:" in run.stdout and "clean stop exit 0" in run.stdout
 
 

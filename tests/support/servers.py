@@ -96,6 +96,12 @@ class Daemon:
         if "listening on" not in line:
             raise RuntimeError(f"daemon did not start: {line!r}; log {self.log_path}")
         self.url = line.strip().rsplit(" ", 1)[-1]
+        self.bk_port = None
+        if "--bookie-port" in self.extra:  # the second ready line: BookKeeper's protocol
+            line = self.proc.stdout.readline().decode()
+            if not line.startswith("bookie-rpc listening on "):
+                raise RuntimeError(f"no bookie-rpc ready line: {line!r}; log {self.log_path}")
+            self.bk_port = int(line.strip().rsplit(":", 1)[-1])
         if wait_ready:
             self.wait_ready(timeout_s)
         return self
