@@ -141,6 +141,16 @@ def encode_add(entry: bytes) -> bytes:
     return LEN.pack(len(entry)) + entry
 
 
+def encode_adds(entries) -> bytes:
+    """``encode_add`` of each (entryId, entry) pair, joined: each entry copied once."""
+    parts = []
+    for _, entry in entries:
+        assert len(entry) >= MIN_DATA_RECORD_LEN, len(entry)
+        parts.append(LEN.pack(len(entry)))
+        parts.append(entry)
+    return b"".join(parts)
+
+
 def _meta_with_body(ledger_id: int, entry_id: int, body: bytes) -> bytes:
     assert ledger_id >= 0, ledger_id
     return META_RECORD_PREFIX.pack(META_PREFIX_LEN + len(body), ledger_id, entry_id,

@@ -1033,6 +1033,8 @@ async def run(args, root: str) -> int:
         await drill.settle()
         drill.check_wiped_bookie_refused()
     finally:
+        for api in drill.bk_apis.values():
+            await api.close()
         drill.stop()
     for violation in drill.violations:
         print(f"VIOLATION {violation}", flush=True)

@@ -40,6 +40,7 @@ _I32 = struct.Struct(">i")
 #: Room for a request's own fields around the largest entry (master key, ids, protobuf).
 FRAME_OVERHEAD = 4096
 _ADD_V3 = v3.OPERATIONS["ADD_ENTRY"]
+_V3_OK = v3.STATUS["EOK"]
 
 
 class BkConnection(asyncio.Protocol):
@@ -133,7 +134,8 @@ class BkConnection(asyncio.Protocol):
                              add.HasField("flag") and add.flag == ADD_FLAG_RECOVERY,
                              bool(add.writeFlags & DEFERRED_SYNC),
                              lambda error: v3.encode_add_response(
-                                 header.SerializeToString(), v3_status(error), ledger_id,
+                                 header.SerializeToString(),
+                                 _V3_OK if error is None else v3_status(error), ledger_id,
                                  entry_id)))
 
     def _v2_add(self, request: v2.Request) -> None:

@@ -188,7 +188,7 @@ class LedgerWrites:
                                     max(entry_id for entry_id, _ in entries))
         self._journal_key_once(ledger_id, runtime, state)
         if records is None:
-            records = b"".join([jformat.encode_add(data) for _, data in entries])
+            records = jformat.encode_adds(entries)
         if deferred_sync:
             self.journal.submit(records, (None, ledger_id, lac))  # N4, as in _queue_add
             return None

@@ -39,10 +39,11 @@ class BkApi:
 
     async def close(self) -> None:
         self.pump.cancel()
+        await asyncio.gather(self.pump, return_exceptions=True)
         self.writer.close()
-        try:
-            await self.writer.wait_closed()
-        except (ConnectionError, OSError):
+        try:  # bounded: a paused bookie (SIGSTOP) never reads what is left to flush
+            await asyncio.wait_for(self.writer.wait_closed(), 2.0)
+        except (ConnectionError, OSError, asyncio.TimeoutError):
             pass
 
     async def _read_answers(self) -> None:

@@ -189,3 +189,11 @@ def test_format_module_imports_only_pure_modules():
     assert imported <= {"__future__", "struct", "dataclasses", "enum", "zlib", "hmac",
                         "hashlib", "crc32c"}
     assert "open(" not in inspect.getsource(jf)
+
+
+def test_encode_adds_is_encode_add_of_each_entry_joined():
+    from bookie.entry import frame_entry
+
+    entries = [(e, frame_entry(3, e, e - 1, 0, bytes([e]) * e)) for e in range(40)]
+    assert jf.encode_adds(entries) == b"".join(jf.encode_add(data) for _, data in entries)
+    assert jf.encode_adds([]) == b""
