@@ -151,7 +151,8 @@ class LedgerStorage:
             batch.extend((ledger_id, entry_id, location)
                          for (entry_id, _), location in zip(run, locations))
             lengths = [len(data) for data in datas]
-            sizes[ledger_id] = dict(zip((entry_id for entry_id, _ in run), lengths))
+            sizes.setdefault(ledger_id, {}).update(
+                zip((entry_id for entry_id, _ in run), lengths))  # a ledger: several runs
             total += sum(lengths)
         return batch, total, sizes
 

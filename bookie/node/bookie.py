@@ -80,6 +80,7 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
         self.replay_report: ReplayReport | None = None
         self.last_checkpoint = None
         self._runtime: dict[int, LedgerRuntime] = {}
+        self._loading: dict[int, asyncio.Future] = {}  # runtime loads in flight (N6)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reads = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="read")
         self._ready = asyncio.Event()
