@@ -124,3 +124,31 @@ def test_registration_comes_back_after_the_session_expires(zookeeper, zk, zk_uri
         registration.unregister()
         registration.stop()
     assert not zk.exists(path)
+
+
+def test_the_bookkeeper_protocol_port_is_registered_as_bookie_rpc(tmp_path, zk, zk_uri):
+    """Issue 28: with bookie_port set the daemon prints a second ready line and registers
+    that port as BookKeeper's bookies do (id "bookie", protocol "bookie-rpc"), where
+    BookKeeper's address resolver looks; the port answers BookKeeper's protocol."""
+    import asyncio  # noqa: PLC0415
+
+    from tests.support.bk_client import BkClient  # noqa: PLC0415
+
+    _, root = parse_uri(zk_uri)
+    daemon = Daemon(str(tmp_path / "data"), *FLAGS, "--metadata-service-uri", zk_uri,
+                    "--bookie-port", "0").start()
+    bookie_id = daemon.url.rsplit("/", 1)[-1]
+    try:
+        data, _ = zk.get(f"{root}/available/{bookie_id}")
+        host, port = bookie_id.rsplit(":", 1)
+        assert decode_service_info(data) == [("http", host, int(port), "http"),
+                                             ("bookie", host, daemon.bk_port, "bookie-rpc")]
+
+        async def ask_info():
+            async with BkClient.connect(daemon.bk_port) as client:
+                return await client.call(client.request("GET_BOOKIE_INFO", requested=3))
+
+        answer = asyncio.run(ask_info())
+        assert answer.status == 0 and answer.getBookieInfoResponse.totalDiskCapacity > 0
+    finally:
+        assert daemon.terminate() == 0

@@ -97,14 +97,21 @@ def test_the_exported_uri_serves_every_command_and_add_grows_the_cluster(tmp_pat
     next port, ready and registered, and `down` stops it with the others."""
     home = str(tmp_path / "cluster")
     base = consecutive_free_ports(4)
-    up = bookie("cluster", "up", "--bookies", "2", "--dir", home, "--base-port", str(base))
+    rpc = consecutive_free_ports(4)
+    while rpc <= base + 4 and base <= rpc + 4:  # two ranges apart
+        rpc = consecutive_free_ports(4)
+    up = bookie("cluster", "up", "--bookies", "2", "--dir", home, "--base-port", str(base),
+                "--rpc-base-port", str(rpc))
     assert up.returncode == 0, up.stdout + up.stderr
     uri = json.load(open(os.path.join(home, "cluster.json")))["metadataServiceUri"]
     try:
         assert f"export BOOKIE_METADATA_SERVICE_URI={uri}" in up.stdout
+        for i in range(2):  # each also speaks BookKeeper's protocol (issue 28)
+            assert f"http://127.0.0.1:{base + i}, bookie-rpc 127.0.0.1:{rpc + i}" in up.stdout
         added = bookie("cluster", "add", "--dir", home)
         assert added.returncode == 0, added.stdout + added.stderr
-        assert f"bookie 127.0.0.1:{base + 2}: http://127.0.0.1:{base + 2}" in added.stdout
+        assert f"bookie 127.0.0.1:{base + 2}: http://127.0.0.1:{base + 2}, bookie-rpc " \
+               f"127.0.0.1:{rpc + 2}" in added.stdout
         env = {"BOOKIE_METADATA_SERVICE_URI": uri}
         listed = bookie("shell", "listbookies", env=env)
         assert listed.returncode == 0, listed.stderr
