@@ -22,6 +22,7 @@ _ERRORS = {"ENOLEDGER": errors.NoLedger, "ENOENTRY": errors.NoEntry,
            "EBADVERSION": errors.BadRequest, "EUNKNOWNLEDGERSTATE": errors.IOFailure}
 _NAMES = {number: name for name, number in v3.STATUS.items()}
 FAR_LAC = 2**62  # a previousLAC no ledger reaches: the read answers maxLAC alone
+_LIVE: set = set()
 
 
 class BkApi:
@@ -31,6 +32,10 @@ class BkApi:
         self.waiting: dict[int, asyncio.Future] = {}
         self.answered = 0  # calls answered EOK
         self.pump = asyncio.ensure_future(self._read_answers())
+        # Held until its connection ends: a caller cancelled between connect and keeping
+        # the object (a drill's timeout) must not leave a pending task to the collector.
+        _LIVE.add(self)
+        self.pump.add_done_callback(lambda _done: _LIVE.discard(self))
 
     @classmethod
     async def connect(cls, port: int, http, host: str = "127.0.0.1") -> "BkApi":
