@@ -55,12 +55,16 @@ class LedgerRuntimes:
         if ledger_id in self._runtime:
             return
         loading = self._loading.get(ledger_id)
-        if loading is None:
+        if loading is None or loading.done():  # a finished load may be stale (a delete since)
             loading = self._loading[ledger_id] = self._loop.run_in_executor(
                 self._reads, self._load_runtime, ledger_id)
-            loading.add_done_callback(lambda _done: self._loading.pop(ledger_id, None))
+            loading.add_done_callback(lambda done: self._forget_load(ledger_id, done))
         loaded = await asyncio.shield(loading)
         self._runtime.setdefault(ledger_id, loaded)
+
+    def _forget_load(self, ledger_id: int, done) -> None:
+        if self._loading.get(ledger_id) is done:  # not a newer load of the same ledger
+            del self._loading[ledger_id]
 
     async def _prefetch(self, ledger_id: int, entry_ids) -> dict[int, bytes | None]:
         """N6: what admission needs from disk, read off the loop before it: the ledger's
