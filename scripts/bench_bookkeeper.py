@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -93,13 +94,17 @@ def main(argv: list[str]) -> int:
         return 2
     base = tempfile.mkdtemp(prefix="bench-bk-")
     results = {"ours": [], "BookKeeper": []}
-    for index in range(args.runs):
-        for kind in ("BookKeeper", "ours"):
-            result = one_side(os.path.abspath(args.launcher), os.path.join(base, str(index)),
-                              kind, args.seconds, args.throttle, args.v2)
-            results[kind].append(result)
-            print(f"run {index + 1} {kind:>10}: {result['ops']:>7,} entries/s  p95 "
-                  f"{result['p95']:.1f} ms  p99 {result['p99']:.1f} ms", flush=True)
+    try:
+        for index in range(args.runs):
+            for kind in ("BookKeeper", "ours"):
+                result = one_side(os.path.abspath(args.launcher),
+                                  os.path.join(base, str(index)), kind, args.seconds,
+                                  args.throttle, args.v2)
+                results[kind].append(result)
+                print(f"run {index + 1} {kind:>10}: {result['ops']:>7,} entries/s  p95 "
+                      f"{result['p95']:.1f} ms  p99 {result['p99']:.1f} ms", flush=True)
+    finally:  # each side's data is GBs: never left behind
+        shutil.rmtree(base, ignore_errors=True)
     median = {kind: {key: statistics.median(r[key] for r in rows) for key in rows[0]}
               for kind, rows in results.items()}
     print(f"BenchThroughputLatency {'v2' if args.v2 else 'v3'}, 1 KiB, ensemble 1, "
