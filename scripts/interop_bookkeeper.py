@@ -277,6 +277,11 @@ def step_mixed(run: Interop) -> None:
         check(kinds == {"ours", "BookKeeper"}, f"ledger {ledger_id}'s ensemble {sorted(members)} "
               f"mixes both kinds")
     conf = run.shell_conf(uri)
+    _recover_open_ledger(run, uri, conf, ours)
+    _rereplicate_a_killed_bookie(run, uri, conf, ours)
+
+
+def _recover_open_ledger(run: Interop, uri: str, conf: str, ours: list[dict]) -> None:
     say("  an open ledger: a writer killed mid-run, recovered by BookKeeper's readledger -r")
     zk = uri.split("//", 1)[1].split("/", 1)[0]
     launcher = ([run.launcher, "class", BENCH_CLASS] if os.path.basename(run.launcher) == "bk"
@@ -302,6 +307,9 @@ def step_mixed(run: Interop) -> None:
     fenced = [b["id"] for b in ours if b["id"] in recovered.ensembles[-1][1]
               and _fenced(b, open_id)]
     check(bool(fenced), f"ledger {open_id} is fenced on our bookies {fenced}")
+
+
+def _rereplicate_a_killed_bookie(run: Interop, uri: str, conf: str, ours: list[dict]) -> None:
     say("  BookKeeper's autorecovery re-replicates a killed bookie of ours")
     placed = run.ledgers(uri)
 

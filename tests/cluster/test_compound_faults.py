@@ -112,7 +112,7 @@ async def test_d_no_append_is_acknowledged_after_close(bookies, zk_uri):
 
         async def closer() -> None:
             while len(acked) < 50:
-                await asyncio.sleep(0)  # yields only: the close starts amid the appends
+                await asyncio.sleep(0)  # noqa: sleep-ok (yields only: the close starts amid the appends)
             closed_at.append(await writer.close())
 
         await asyncio.gather(appender(), closer())

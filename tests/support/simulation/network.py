@@ -58,7 +58,7 @@ class SimNetwork:
         """One message's way: a delay, then held while the bookie is paused; lost if cut."""
         self.messages += 1
         lost = self.drop_p and self.rng.random() < self.drop_p
-        await asyncio.sleep(self._delay())
+        await asyncio.sleep(self._delay())  # noqa: sleep-ok (virtual time: the link delay)
         await bookie.running.wait()
         if lost or (client, bookie.bookie_id) in self.partitions:
             await _lost()

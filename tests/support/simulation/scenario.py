@@ -307,7 +307,7 @@ class _Run:
         self.returns += replaced
         self.trace(f"RETURN restart {returning} with its old id and data "
                    f"({'replaced: its copy is over-replicated' if replaced else 'still named'})")
-        await asyncio.sleep(plan.return_wait)
+        await asyncio.sleep(plan.return_wait)  # noqa: sleep-ok (virtual time: the plan's wait)
         metadata = await self.store.read(self.ledger_id)
         others = sorted(b for b in referenced_bookies(metadata) if b != returning)
         if not others:
@@ -326,7 +326,7 @@ class _Run:
                 return
             name = f"worker#repair{attempt}"
             await self.processes.spawn(name, self._worker_run(name))
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(1.0)  # noqa: sleep-ok (virtual time between repair rounds)
 
     # -- the end -------------------------------------------------------------------------
 
