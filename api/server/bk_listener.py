@@ -27,7 +27,7 @@ import contextlib
 import logging
 import struct
 
-from api.bkproto import v2, v3
+from api.bkproto import v2, v3, v3_add
 from api.bkproto.v2 import ProtocolError
 from api.bkproto.status import v2_code, v3_status
 from api.server.bk_ops import ADD_FLAG_RECOVERY, DEFERRED_SYNC, BkOperations, unexpected
@@ -103,6 +103,10 @@ class BkConnection(asyncio.Protocol):
 
     def _dispatch(self, packet: bytes) -> bool:
         if self.v3:
+            add = v3_add.parse_add(packet)
+            if add is not None:
+                self._v3_plain_add(add)
+                return True
             try:
                 request = v3.decode_request(packet)
             except ProtocolError:
@@ -129,14 +133,17 @@ class BkConnection(asyncio.Protocol):
         if not request.HasField("addRequest"):
             self._send(v3.frame(self.ops.v3_response(request, v3.STATUS["EBADREQ"])))
             return
-        ledger_id, entry_id, header = add.ledgerId, add.entryId, request.header
-        self.arrived.append((ledger_id, entry_id, add.body, add.masterKey,
-                             add.HasField("flag") and add.flag == ADD_FLAG_RECOVERY,
-                             bool(add.writeFlags & DEFERRED_SYNC),
-                             lambda error: v3.encode_add_response(
-                                 header.SerializeToString(),
-                                 _V3_OK if error is None else v3_status(error), ledger_id,
-                                 entry_id)))
+        self._v3_plain_add(v3_add.PlainAdd(
+            request.header.SerializeToString(), add.ledgerId, add.entryId, add.masterKey,
+            add.body, add.writeFlags, add.HasField("flag") and add.flag == ADD_FLAG_RECOVERY))
+
+    def _v3_plain_add(self, add: v3_add.PlainAdd) -> None:
+        header, ledger_id, entry_id = add.header, add.ledger_id, add.entry_id
+        self.arrived.append((ledger_id, entry_id, add.body, add.master_key, add.recovery,
+                             bool(add.write_flags & DEFERRED_SYNC),
+                             lambda error: v3_add.encode_add_response(
+                                 header, _V3_OK if error is None else v3_status(error),
+                                 ledger_id, entry_id)))
 
     def _v2_add(self, request: v2.Request) -> None:
         self.arrived.append((request.ledger_id, request.entry_id, request.body,

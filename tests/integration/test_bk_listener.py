@@ -281,6 +281,26 @@ async def test_pipelined_adds_of_a_ledger_keep_their_own_answers(bk):
         assert await bk.bookie.entry_id_ranges(40) == [[0, 6], [8, 20]]
 
 
+async def test_adds_the_hot_path_leaves_to_protobuf_are_answered_alike(bk):
+    """VA1: an add with a request context goes through protobuf's path and is stored and
+    answered as a plain add is; one whose master key is not 20 bytes (not a BookKeeper
+    key) is refused there with EBADREQ, and nothing is stored."""
+    async with BkClient.connect(bk.port) as client:
+        plain = await client.add(41, 0, KEY, entry(41, 0))
+        with_context = client.request("ADD_ENTRY", ledgerId=41, entryId=1, masterKey=KEY,
+                                      body=entry(41, 1))
+        pair = with_context.requestContext.add()
+        pair.key, pair.value = "trace", "on"
+        answer = await client.call(with_context)
+        assert answer.header == with_context.header
+        assert (answer.status, answer.addResponse.status) == (S["EOK"], S["EOK"])
+        assert answer.addResponse.entryId == 1 and plain.addResponse.entryId == 0
+        assert await bk.bookie.entry_id_ranges(41) == [[0, 1]]
+        short_key = await client.add(42, 0, b"short", entry(42, 0))
+        assert short_key.addResponse.status == S["EBADREQ"]
+        assert (await client.read(42, 0)).status == S["ENOLEDGER"]
+
+
 async def test_a_frame_split_across_reads_is_put_back_together(bk):
     async with BkClient.connect(bk.port) as client:
         first = client.request("ADD_ENTRY", ledgerId=41, entryId=0, masterKey=KEY,

@@ -136,21 +136,3 @@ def test_bytes_that_are_not_an_availability_are_refused(data):
 def test_availability_round_trips_any_ids(ids):
     assert availability.decode(availability.encode(ids)) == sorted(set(ids))  # AV1
     assert availability.encode_runs(ranges_of(ids)) == availability.encode(ids)
-
-
-@given(st.integers(min_value=0, max_value=2**63 - 1), st.sampled_from(sorted(v3.STATUS.values())),
-       st.integers(min_value=-2**63, max_value=2**63 - 1),
-       st.integers(min_value=-2**63, max_value=2**63 - 1), st.integers(0, 3))
-def test_the_hand_built_add_response_is_what_protobuf_serializes(txn, status, ledger_id,
-                                                                entry_id, priority):
-    request = _request("ADD_ENTRY", 1)
-    request.header.txnId = txn
-    if priority:
-        request.header.priority = priority
-    response = v3.Response()
-    response.header.CopyFrom(request.header)
-    response.status = status
-    response.addResponse.status = status
-    response.addResponse.ledgerId, response.addResponse.entryId = ledger_id, entry_id
-    assert v3.encode_add_response(request.header.SerializeToString(), status, ledger_id,
-                                  entry_id) == v3.frame(response)

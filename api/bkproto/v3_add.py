@@ -1,0 +1,131 @@
+"""The v3 ADD_ENTRY hot path without a protobuf message (issue 28, BK5): a plain add
+request is read field by field from its bytes, and its answer is built as bytes.
+
+Per add, protobuf's message objects cost more than the add's own admission (parsing,
+then a Python object per field read, then the header serialized again for the answer).
+This module reads only the one layout BookKeeper's client writes for an add: the
+``Request`` with its ``header`` (version, operation ADD_ENTRY, txnId, optional priority)
+then its ``addRequest`` (ledgerId, entryId, masterKey, body, optional writeFlags and
+flag), every field once, in field-number order, as protobuf's Java serializer writes them.
+
+Invariants:
+    VA1. ``parse_add`` returns a ``PlainAdd`` only for bytes protobuf would parse into a
+         whole ADD_ENTRY request with exactly those values; for anything else (another
+         operation, another field order, an unknown or repeated field, a request context,
+         a varint of 10 bytes, a negative id, an enum value outside its type) it returns
+         None and the caller takes protobuf's path, which decides as before. It never
+         raises. A property test holds it to protobuf on generated and mutated requests.
+    VA2. The answer's header is the request's header bytes, as BookKeeper copies the
+         request's header into its answer; ``encode_add_response`` is byte for byte what
+         protobuf serializes (a property test checks it).
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from typing import NamedTuple
+
+_I32 = struct.Struct(">i")
+_U64 = 0xFFFF_FFFF_FFFF_FFFF
+_ONE_BYTE = [bytes((value,)) for value in range(0x80)]
+
+
+class PlainAdd(NamedTuple):
+    header: bytes  # the request's serialized BKPacketHeader, for the answer (VA2)
+    ledger_id: int
+    entry_id: int
+    master_key: bytes
+    body: bytes
+    write_flags: int
+    recovery: bool
+
+
+#: A varint below 2**63, below 2**28, and of an int32 that is not negative.
+_V9, _V4 = rb"[\x80-\xff]{0,8}[\x00-\x7f]", rb"[\x80-\xff]{0,3}[\x00-\x7f]"
+_INT32 = re.compile(rb"[\x80-\xff]{0,3}[\x00-\x7f]|[\x80-\xff]{4}[\x00-\x07]", re.DOTALL)
+#: A plain add up to its body, in the order protobuf writes it: header (length < 128:
+#: version 1..3, operation ADD_ENTRY, txnId, optional priority), then addRequest (field
+#: 101: length, ledgerId, entryId, a 20-byte masterKey as BookKeeper's always is, the
+#: body's length). Matching is C; what it cannot say (lengths agree, the optional tail) is
+#: checked after it.
+_PLAIN_ADD = re.compile(
+    rb"\x0a([\x00-\x7f])(\x08[\x01-\x03]\x10\x02\x18" + _V9 + rb"(?:\x20" + _V4 + rb")?)"
+    rb"\xaa\x06(" + _V9 + rb")\x08(" + _V9 + rb")\x10(" + _V9 + rb")\x1a\x14(.{20})"
+    rb"\x22(" + _V4 + rb")", re.DOTALL)
+
+
+def _value(varint: bytes) -> int:
+    """The value of a varint the patterns above matched (so well formed, below 2**63)."""
+    if len(varint) == 1:
+        return varint[0]
+    value = shift = 0
+    for byte in varint:
+        value |= (byte & 0x7F) << shift
+        shift += 7
+    return value
+
+
+def parse_add(packet: bytes) -> PlainAdd | None:
+    """A plain v3 add's fields, or None: protobuf's path decides (VA1)."""
+    match = _PLAIN_ADD.match(packet)
+    if match is None:
+        return None
+    header_length, header, add_length, ledger_id, entry_id, key, body_length = \
+        match.groups()
+    at, end = match.end(), len(packet)
+    body_end = at + _value(body_length)
+    if header_length[0] != len(header) or body_end > end or \
+            match.start(3) + len(add_length) + _value(add_length) != end:
+        return None
+    write_flags, recovery = 0, False
+    if body_end != end:
+        tail = _tail(packet, body_end, end)
+        if tail is None:
+            return None
+        write_flags, recovery = tail
+    return PlainAdd(header, _value(ledger_id), _value(entry_id), key,
+                    packet[at:body_end], write_flags, recovery)
+
+
+def _tail(data: bytes, at: int, end: int) -> tuple[int, bool] | None:
+    """The add's optional writeFlags (int32, not negative) then flag (RECOVERY_ADD, the
+    one value), and nothing after them; None for anything else."""
+    write_flags, recovery = 0, False
+    if data[at] == 0x28:
+        flags = _INT32.match(data, at + 1)
+        if flags is None:
+            return None
+        write_flags, at = _value(flags.group()), flags.end()
+    if data[at:at + 3] == b"\xa0\x06\x01":  # flag: field 100
+        recovery, at = True, at + 3
+    return (write_flags, recovery) if at == end else None
+
+
+def _uvarint(value: int) -> bytes:
+    """Protobuf's varint of an int64/uint64/enum value (negatives as their 64-bit two's
+    complement, ten bytes, as protobuf writes them); ids below 2**21 without a loop."""
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
+    if 0 < value < 0x4000:
+        return bytes((0x80 | (value & 0x7F), value >> 7))
+    if 0 < value < 0x20_0000:
+        return bytes((0x80 | (value & 0x7F), 0x80 | ((value >> 7) & 0x7F), value >> 14))
+    value &= _U64
+    out = bytearray()
+    while value > 0x7F:
+        out.append(0x80 | (value & 0x7F))
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def encode_add_response(header: bytes, status: int, ledger_id: int, entry_id: int) -> bytes:
+    """A framed ADD_ENTRY ``Response``: ``header`` is the request's serialized
+    BKPacketHeader (VA2). The addResponse is at most 25 bytes: its length is one byte."""
+    code = _uvarint(status)
+    body = b"".join((b"\x08", code, b"\x10", _uvarint(ledger_id), b"\x18",
+                     _uvarint(entry_id)))
+    data = b"".join((b"\x0a", _uvarint(len(header)), header, b"\x10", code,
+                     b"\xaa\x06", _ONE_BYTE[len(body)], body))  # addResponse: field 101
+    return _I32.pack(len(data)) + data
