@@ -31,6 +31,9 @@ _U64 = 0xFFFF_FFFF_FFFF_FFFF
 _ONE_BYTE = [bytes((value,)) for value in range(0x80)]
 
 
+_new = tuple.__new__  # a NamedTuple built without its Python-level __new__ (hot path)
+
+
 class PlainAdd(NamedTuple):
     header: bytes  # the request's serialized BKPacketHeader, for the answer (VA2)
     ledger_id: int
@@ -84,8 +87,9 @@ def parse_add(packet: bytes) -> PlainAdd | None:
         if tail is None:
             return None
         write_flags, recovery = tail
-    return PlainAdd(header, _value(ledger_id), _value(entry_id), key,
-                    packet[at:body_end], write_flags, recovery)
+    return _new(PlainAdd, (header, ledger_id[0] if len(ledger_id) == 1 else _value(ledger_id),
+                           _value(entry_id), key, packet[at:body_end], write_flags,
+                           recovery))
 
 
 def _tail(data: bytes, at: int, end: int) -> tuple[int, bool] | None:

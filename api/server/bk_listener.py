@@ -137,20 +137,27 @@ class BkConnection(asyncio.Protocol):
             request.header.SerializeToString(), add.ledgerId, add.entryId, add.masterKey,
             add.body, add.writeFlags, add.HasField("flag") and add.flag == ADD_FLAG_RECOVERY))
 
+    # An arrived add is a plain tuple (one per add on the hot path): ledger id, entry id,
+    # entry, master key, recovery, deferred sync, and whom to answer: the v3 request's
+    # header bytes, or the v2 request's protocol version (an int). See _reply.
+
     def _v3_plain_add(self, add: v3_add.PlainAdd) -> None:
-        header, ledger_id, entry_id = add.header, add.ledger_id, add.entry_id
-        self.arrived.append((ledger_id, entry_id, add.body, add.master_key, add.recovery,
-                             bool(add.write_flags & DEFERRED_SYNC),
-                             lambda error: v3_add.encode_add_response(
-                                 header, _V3_OK if error is None else v3_status(error),
-                                 ledger_id, entry_id)))
+        header, ledger_id, entry_id, key, body, write_flags, recovery = add
+        self.arrived.append((ledger_id, entry_id, body, key, recovery,
+                             bool(write_flags & DEFERRED_SYNC), header))
 
     def _v2_add(self, request: v2.Request) -> None:
         self.arrived.append((request.ledger_id, request.entry_id, request.body,
-                             request.master_key, request.recovery, False,
-                             lambda error: v2.encode_response(
-                                 request.version, v2.ADDENTRY, v2_code(error),
-                                 request.ledger_id, request.entry_id)))
+                             request.master_key, request.recovery, False, request.version))
+
+    @staticmethod
+    def _reply(add: tuple, error: Exception | None) -> bytes:
+        """The answer to an arrived add, in the protocol it came in."""
+        reply_to = add[6]
+        if reply_to.__class__ is bytes:  # v3: the request's header
+            return v3_add.encode_add_response(
+                reply_to, _V3_OK if error is None else v3_status(error), add[0], add[1])
+        return v2.encode_response(reply_to, v2.ADDENTRY, v2_code(error), add[0], add[1])
 
     def _begin_arrived(self) -> None:
         """BK5: the adds of one read, begun together: those of one ledger (same key and
@@ -179,47 +186,52 @@ class BkConnection(asyncio.Protocol):
                     self._add_one(add)
             elif outcome is None:  # deferred sync: acknowledged once queued
                 for add in adds:
-                    self._send(add[6](None))
+                    self._send(self._reply(add, None))
             else:
-                self._track(outcome, [add[6] for add in adds])
+                self._track(outcome, adds)
 
     def _add_one(self, add) -> None:
         """BL1 and BK5 for one add: refuse beyond the pending bound, else begin it and
         answer from its durable future's callback (a task only when it must read first)."""
-        ledger_id, entry_id, data, key, recovery, deferred, answer = add
+        ledger_id, entry_id, data, key, recovery, deferred, _ = add
         if self.pending_adds >= self.listener.max_pending_adds:
-            self._send(answer(TooManyRequests("too many adds in flight on this connection")))
+            self._send(self._reply(add, TooManyRequests(
+                "too many adds in flight on this connection")))
             return
         try:
             outcome = self.ops.begin_add(ledger_id, entry_id, data, key, recovery, deferred)
         except Exception as exc:  # noqa: BLE001 - a refused add is an answer (BK1)
             unexpected("add", exc)
-            self._send(answer(exc))
+            self._send(self._reply(add, exc))
             return
         if outcome is None:  # deferred sync: acknowledged once queued
-            self._send(answer(None))
+            self._send(self._reply(add, None))
             return
         if not isinstance(outcome, asyncio.Future):
             outcome = asyncio.ensure_future(outcome)
-        self._track(outcome, [answer])
+        self._track(outcome, [add])
 
-    def _track(self, future: asyncio.Future, answers: list) -> None:
-        self.in_flight += len(answers)
-        self.pending_adds += len(answers)
+    def _track(self, future: asyncio.Future, adds: list) -> None:
+        self.in_flight += len(adds)
+        self.pending_adds += len(adds)
         self.idle.clear()
-        future.add_done_callback(lambda done: self._added(done, answers))
+        future.add_done_callback(lambda done: self._added(done, adds))
         self._flow()
 
-    def _added(self, done: asyncio.Future, answers: list) -> None:
+    def _added(self, done: asyncio.Future, adds: list) -> None:
         error = None
         if done.cancelled():
             error = IOFailure("the add was cancelled (shutting down)")
         elif done.exception() is not None:
             error = done.exception()
             unexpected("add", error)
-        self.pending_adds -= len(answers)
-        for answer in answers:
-            self._finished(answer(error))
+        self.pending_adds -= len(adds)
+        if self.transport is not None and not self.transport.is_closing():
+            if not self.outbox:
+                asyncio.get_running_loop().call_soon(self._flush)
+            reply = self._reply
+            self.outbox.extend([reply(add, error) for add in adds])  # _send, for a run
+        self._finished(None, len(adds))
 
     def _start(self, answer) -> None:
         self.in_flight += 1
@@ -238,8 +250,8 @@ class BkConnection(asyncio.Protocol):
                 data = task.result()
         self._finished(data)
 
-    def _finished(self, data: bytes | None) -> None:
-        self.in_flight -= 1
+    def _finished(self, data: bytes | None, count: int = 1) -> None:
+        self.in_flight -= count
         if data is not None:
             self._send(data)
         if self.in_flight == 0:
