@@ -240,6 +240,14 @@ def first_bad_digest(entries, digest_type: DigestType, key: bytes | None = None)
                     stored_of(entry, METADATA_LENGTH)[0]:
                 return index
         return -1
+    if digest_type is DigestType.CRC32:  # _crc32_ok inlined: BookKeeper's Java default
+        crc, stored_of, end = zlib.crc32, _I64.unpack_from, METADATA_LENGTH + 8
+        for index, entry in enumerate(entries):
+            view = memoryview(entry)
+            if crc(view[end:], crc(view[:METADATA_LENGTH])) != \
+                    stored_of(entry, METADATA_LENGTH)[0]:
+                return index
+        return -1
     for index, entry in enumerate(entries):
         if not entry_digest_ok(entry, digest_type, key):
             return index

@@ -59,9 +59,15 @@ _PLAIN_ADD = re.compile(
 
 
 def _value(varint: bytes) -> int:
-    """The value of a varint the patterns above matched (so well formed, below 2**63)."""
-    if len(varint) == 1:
+    """The value of a varint the patterns above matched (so well formed, below 2**63);
+    ids and lengths below 2**21 without a loop."""
+    size = len(varint)
+    if size == 1:
         return varint[0]
+    if size == 2:
+        return (varint[0] & 0x7F) | varint[1] << 7
+    if size == 3:
+        return (varint[0] & 0x7F) | (varint[1] & 0x7F) << 7 | varint[2] << 14
     value = shift = 0
     for byte in varint:
         value |= (byte & 0x7F) << shift
@@ -69,8 +75,9 @@ def _value(varint: bytes) -> int:
     return value
 
 
-def parse_add(packet: bytes) -> PlainAdd | None:
-    """A plain v3 add's fields, or None: protobuf's path decides (VA1)."""
+def parse_add(packet) -> PlainAdd | None:
+    """A plain v3 add's fields, or None: protobuf's path decides (VA1). ``packet`` is bytes
+    or a memoryview of the frame (then the body is the one copy made of it)."""
     match = _PLAIN_ADD.match(packet)
     if match is None:
         return None
@@ -88,7 +95,7 @@ def parse_add(packet: bytes) -> PlainAdd | None:
             return None
         write_flags, recovery = tail
     return _new(PlainAdd, (header, ledger_id[0] if len(ledger_id) == 1 else _value(ledger_id),
-                           _value(entry_id), key, packet[at:body_end], write_flags,
+                           _value(entry_id), key, bytes(packet[at:body_end]), write_flags,
                            recovery))
 
 

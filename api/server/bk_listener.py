@@ -93,7 +93,7 @@ class BkConnection(asyncio.Protocol):
                 return
             if size - at - 4 < length:
                 break
-            packet = view[at + 4:at + 4 + length].tobytes()  # one copy per frame
+            packet = view[at + 4:at + 4 + length]  # a view: each decoder copies what it keeps
             at += 4 + length
             if not self._dispatch(packet):
                 return
@@ -107,6 +107,7 @@ class BkConnection(asyncio.Protocol):
             if add is not None:
                 self._v3_plain_add(add)
                 return True
+            packet = packet.tobytes()  # protobuf's path (and v2's after it) take bytes
             try:
                 request = v3.decode_request(packet)
             except ProtocolError:

@@ -60,6 +60,7 @@ def _protobuf_view(packet: bytes):
 def _agrees(packet: bytes) -> bool:
     """VA1: a PlainAdd only where protobuf reads the same add; never an exception."""
     fast = v3_add.parse_add(packet)
+    assert v3_add.parse_add(memoryview(packet)) == fast  # the listener passes a view
     if fast is None:
         return True
     header = v3.Request().header.__class__()

@@ -38,8 +38,10 @@ def test_first_bad_digest_names_the_first_damaged_entry(digest_type):
                 entry[:32] + entry[40:])
 
 
-def test_a_damaged_header_is_caught_too():
-    entries = [frame_entry(9, e, -1, 0, b"x" * 20) for e in range(3)]
-    body = bytearray(entries[1])
-    body[20] ^= 0x80  # the piggybacked LAC's bytes are covered
-    assert first_bad_digest([entries[0], bytes(body), entries[2]], DigestType.CRC32C) == 1
+@pytest.mark.parametrize("digest_type", [DigestType.CRC32C, DigestType.CRC32])
+def test_a_damaged_header_or_stored_digest_is_caught_too(digest_type):
+    entries = [frame_entry(9, e, -1, 0, b"x" * 20, digest_type) for e in range(3)]
+    for at in (20, 33):  # the piggybacked LAC's bytes are covered; so is the digest
+        body = bytearray(entries[1])
+        body[at] ^= 0x80
+        assert first_bad_digest([entries[0], bytes(body), entries[2]], digest_type) == 1
