@@ -11,8 +11,8 @@ Invariants:
     BL1. Bounded memory per connection: a frame over ``max_frame`` closes the connection
          before its bytes are buffered; adds beyond ``max_pending_adds`` are answered
          ETOOMANYREQUESTS at once; with twice that many requests in flight, or the
-         client not reading its answers (the transport's write buffer past its high
-         mark), the connection stops reading until they drain.
+         client not reading its answers (the transport's write buffer past
+         WRITE_BUFFER_HIGH), the connection stops reading until they drain.
     BL2. A frame neither protocol can take closes the connection (logged with the peer):
          after garbage no later frame boundary can be trusted. Nothing of it was admitted,
          so nothing is half written.
@@ -39,6 +39,10 @@ log = logging.getLogger("bookie.bkproto")
 _I32 = struct.Struct(">i")
 #: Room for a request's own fields around the largest entry (master key, ids, protobuf).
 FRAME_OVERHEAD = 4096
+#: BL1's "the client is not reading": answers buffered past this. asyncio's 64 KiB default
+#: paused reading whenever a busy Java client fell a few thousand answers behind (each ~35
+#: bytes), which cost v3 runs ~10% (scripts/bench_bookkeeper.py, docs/bookkeeper-protocol.md).
+WRITE_BUFFER_HIGH = 4 << 20
 _ADD_V3 = v3.OPERATIONS["ADD_ENTRY"]
 _V3_OK = v3.STATUS["EOK"]
 
@@ -64,6 +68,7 @@ class BkConnection(asyncio.Protocol):
     def connection_made(self, transport) -> None:
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
+        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         self.listener.connections.add(self)
 
     def connection_lost(self, exc) -> None:
