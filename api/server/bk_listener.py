@@ -61,6 +61,7 @@ class BkConnection(asyncio.Protocol):
         self.pending_adds = 0
         self.in_flight = 0
         self.reading_paused = False
+        self.reading_stopped = asyncio.Event()  # set while reading is paused (BL1)
         self.writing_paused = False
         self.idle = asyncio.Event()
         self.idle.set()
@@ -68,7 +69,7 @@ class BkConnection(asyncio.Protocol):
     def connection_made(self, transport) -> None:
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
-        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
+        transport.set_write_buffer_limits(high=self.listener.write_buffer_high)
         self.listener.connections.add(self)
 
     def connection_lost(self, exc) -> None:
@@ -286,8 +287,10 @@ class BkConnection(asyncio.Protocol):
         if busy and not self.reading_paused:
             self.transport.pause_reading()
             self.reading_paused = True
+            self.reading_stopped.set()
         elif not busy and self.reading_paused:
             self.reading_paused = False
+            self.reading_stopped.clear()
             self.transport.resume_reading()
 
     def _refuse(self, why: str) -> None:
@@ -299,10 +302,12 @@ class BkConnection(asyncio.Protocol):
 
 
 class BkListener:
-    def __init__(self, bookie, max_pending_adds: int) -> None:
+    def __init__(self, bookie, max_pending_adds: int,
+                 write_buffer_high: int = WRITE_BUFFER_HIGH) -> None:
         self.ops = BkOperations(bookie)
         self.max_frame = bookie.config.max_entry_size + FRAME_OVERHEAD
         self.max_pending_adds = max_pending_adds
+        self.write_buffer_high = write_buffer_high
         self.connections: set[BkConnection] = set()
 
     def protocol(self) -> BkConnection:

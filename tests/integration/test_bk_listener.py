@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import socket
 import struct
 
 import pytest
 
 from api.bkproto import availability, v2, v3
 from api.client import BookieClient
-from api.server.bk_listener import bk_serving
+from api.server.bk_listener import BkListener, bk_serving
 from bookie.entry import (DigestType, entry_digest_ok, entry_ids, frame_entry, frame_lac,
                           master_key)
 from tests.support.bk_client import BkClient
@@ -117,6 +118,43 @@ async def test_adds_beyond_the_pending_bound_are_refused_and_not_stored(bookie_c
         ranges = await served.bookie.entry_id_ranges(4)
         held = {i for first, last in ranges for i in range(first, last + 1)}
         assert held == set(stored)
+
+
+async def test_a_client_that_does_not_read_its_answers_stops_the_connection_reading(bk):
+    """BL1: answers buffered past the write-buffer high mark pause reading (nothing is
+    buffered without bound); once the client reads, reading resumes and every add is
+    answered and stored. The high mark is 1 KiB here and both ends' socket buffers are
+    shrunk, so a few thousand small answers are enough."""
+    loop = asyncio.get_running_loop()
+    listener = BkListener(bk.bookie, 100_000, write_buffer_high=1024)
+    server = await loop.create_server(listener.protocol, "127.0.0.1", 0)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await loop.sock_connect(sock, ("127.0.0.1", server.sockets[0].getsockname()[1]))
+    reader, writer = await asyncio.open_connection(sock=sock, limit=1024)
+    client = BkClient(reader, writer)
+    try:
+        assert (await client.add(60, 0, KEY, entry(60, 0))).status == S["EOK"]
+        (connection,) = listener.connections
+        connection.transport.get_extra_info("socket").setsockopt(
+            socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # fixed: no autotuning
+        requests = [client.request("ADD_ENTRY", ledgerId=60, entryId=i, masterKey=KEY,
+                                   body=entry(60, i)) for i in range(1, 3001)]
+        sending = asyncio.ensure_future(client.send(b"".join(v3.frame(r) for r in requests)))
+        await connection.reading_stopped.wait()  # the client reads nothing meanwhile
+        answers = {}
+        while len(answers) < len(requests):
+            response = v3.decode_response(await client.read_frame())
+            answers[response.header.txnId] = response.status
+        await sending
+        assert set(answers.values()) == {S["EOK"]}
+        assert not connection.reading_paused
+        assert await bk.bookie.entry_id_ranges(60) == [[0, 3000]]
+    finally:
+        await client.close()
+        server.close()
+        await server.wait_closed()
 
 
 async def test_fencing_read_fences_then_recovery_adds_pass(bk):
