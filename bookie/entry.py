@@ -207,41 +207,32 @@ def digest_mismatch(entry, digest_type: DigestType, key: bytes | None = None) ->
 
 def entry_digest_ok(entry, digest_type: DigestType, key: bytes | None = None) -> bool:
     """Whether a framed entry's stored digest matches its bytes. Needs the key for MAC."""
-    if digest_type is DigestType.CRC32C and len(entry) >= METADATA_LENGTH + 4:
-        return _crc32c_ok(entry)  # every read of the default type: no copies, no message
-    if digest_type is DigestType.CRC32 and len(entry) >= METADATA_LENGTH + 8:
-        return _crc32_ok(entry)  # BookKeeper's Java default, on every binary-protocol add
+    crc_digest = _CRC_DIGESTS.get(digest_type)
+    if crc_digest is not None and len(entry) >= METADATA_LENGTH + crc_digest[2]:
+        # Every read of the default type (CRC32C), every binary-protocol add of BookKeeper's
+        # Java default (CRC32): no copies, no message.
+        crc, stored_of, width = crc_digest
+        view = memoryview(entry)
+        return crc(view[METADATA_LENGTH + width:], crc(view[:METADATA_LENGTH])) == \
+            stored_of(entry, METADATA_LENGTH)[0]
     return digest_mismatch(entry, digest_type, key) is None
 
 
-def _crc32_ok(entry) -> bool:
-    """A CRC32 entry's stored digest (D1: the CRC as a u64) matches its bytes."""
-    view = memoryview(entry)
-    value = zlib.crc32(view[METADATA_LENGTH + 8:], zlib.crc32(view[:METADATA_LENGTH]))
-    return value == _I64.unpack_from(entry, METADATA_LENGTH)[0]
-
-
-def _crc32c_ok(entry) -> bool:
-    """A CRC32C entry's stored digest matches its bytes (its shape checked by the caller)."""
-    view = memoryview(entry)
-    value = _crc32c.crc32c(view[METADATA_LENGTH + 4:], _crc32c.crc32c(view[:METADATA_LENGTH]))
-    return value == _I32.unpack_from(entry, METADATA_LENGTH)[0]
+#: The CRC digests checked without digest_mismatch's copies: (crc function, the stored
+#: value's reader, its width). D1: CRC32 is stored as a u64, CRC32C as a u32.
+_CRC_DIGESTS = {DigestType.CRC32C: (_crc32c.crc32c, _I32.unpack_from, 4),
+                DigestType.CRC32: (zlib.crc32, _I64.unpack_from, 8)}
 
 
 def first_bad_digest(entries, digest_type: DigestType, key: bytes | None = None) -> int:
     """The index of the first entry whose digest does not match its bytes, -1 if none: a
     batch's digests in one tight loop (the batch add). Shapes must have been checked."""
-    if digest_type is DigestType.CRC32C:
-        # _crc32c_ok, inlined with local names: this loop runs once per entry of every add.
-        crc, stored_of, end = _crc32c.crc32c, _I32.unpack_from, METADATA_LENGTH + 4
-        for index, entry in enumerate(entries):
-            view = memoryview(entry)
-            if crc(view[end:], crc(view[:METADATA_LENGTH])) != \
-                    stored_of(entry, METADATA_LENGTH)[0]:
-                return index
-        return -1
-    if digest_type is DigestType.CRC32:  # _crc32_ok inlined: BookKeeper's Java default
-        crc, stored_of, end = zlib.crc32, _I64.unpack_from, METADATA_LENGTH + 8
+    crc_digest = _CRC_DIGESTS.get(digest_type)
+    if crc_digest is not None:
+        # entry_digest_ok's CRC check, inlined with local names: this loop runs once per
+        # entry of every add.
+        crc, stored_of, width = crc_digest
+        end = METADATA_LENGTH + width
         for index, entry in enumerate(entries):
             view = memoryview(entry)
             if crc(view[end:], crc(view[:METADATA_LENGTH])) != \
