@@ -60,7 +60,6 @@ class BkConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.pending_adds = 0
         self.in_flight = 0
-        self.reading_paused = False
         self.reading_stopped = asyncio.Event()  # set while reading is paused (BL1)
         self.writing_paused = False
         self.idle = asyncio.Event()
@@ -233,11 +232,8 @@ class BkConnection(asyncio.Protocol):
             error = done.exception()
             unexpected("add", error)
         self.pending_adds -= len(adds)
-        if self.transport is not None and not self.transport.is_closing():
-            if not self.outbox:
-                asyncio.get_running_loop().call_soon(self._flush)
-            reply = self._reply
-            self.outbox.extend([reply(add, error) for add in adds])  # _send, for a run
+        reply = self._reply
+        self._send_all([reply(add, error) for add in adds])
         self._finished(None, len(adds))
 
     def _start(self, answer) -> None:
@@ -266,13 +262,16 @@ class BkConnection(asyncio.Protocol):
         self._flow()
 
     def _send(self, data: bytes) -> None:
-        """Queue an answer; the answers of one loop turn (a journal group's adds complete
+        self._send_all((data,))
+
+    def _send_all(self, datas) -> None:
+        """Queue answers; the answers of one loop turn (a journal group's adds complete
         together) leave in one write, not one system call each."""
         if self.transport is None or self.transport.is_closing():
             return
         if not self.outbox:
             asyncio.get_running_loop().call_soon(self._flush)
-        self.outbox.append(data)
+        self.outbox.extend(datas)
 
     def _flush(self) -> None:
         if self.outbox and self.transport is not None and not self.transport.is_closing():
@@ -284,12 +283,11 @@ class BkConnection(asyncio.Protocol):
         if self.transport is None or self.transport.is_closing():
             return
         busy = self.writing_paused or self.in_flight >= 2 * self.listener.max_pending_adds
-        if busy and not self.reading_paused:
+        paused = self.reading_stopped.is_set()
+        if busy and not paused:
             self.transport.pause_reading()
-            self.reading_paused = True
             self.reading_stopped.set()
-        elif not busy and self.reading_paused:
-            self.reading_paused = False
+        elif not busy and paused:
             self.reading_stopped.clear()
             self.transport.resume_reading()
 

@@ -149,7 +149,7 @@ async def test_a_client_that_does_not_read_its_answers_stops_the_connection_read
             answers[response.header.txnId] = response.status
         await sending
         assert set(answers.values()) == {S["EOK"]}
-        assert not connection.reading_paused
+        assert not connection.reading_stopped.is_set()
         assert await bk.bookie.entry_id_ranges(60) == [[0, 3000]]
     finally:
         await client.close()
