@@ -101,6 +101,11 @@ def main(argv: list[str]) -> int:
                                   os.path.join(base, str(index)), kind, args.seconds,
                                   args.throttle, args.v2)
                 results[kind].append(result)
+                # Each run starts on a quiet disk: the last run's GBs are deleted and what
+                # is still dirty is written back now, not billed to the next run (the side
+                # that ran second used to pay for the first's writeback).
+                shutil.rmtree(os.path.join(base, str(index), kind), ignore_errors=True)
+                os.sync()
                 print(f"run {index + 1} {kind:>10}: {result['ops']:>7,} entries/s  p95 "
                       f"{result['p95']:.1f} ms  p99 {result['p99']:.1f} ms", flush=True)
     finally:  # each side's data is GBs: never left behind

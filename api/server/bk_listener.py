@@ -54,6 +54,7 @@ class BkConnection(asyncio.Protocol):
         self.listener = listener
         self.ops = listener.ops
         self.buffer = bytearray()
+        self.inbox: list[bytes] = []  # this loop turn's reads, decoded in the next
         self.outbox: list[bytes] = []
         self.arrived: list[tuple] = []  # adds of the current read, begun after it (BK5)
         self.v3 = True
@@ -84,6 +85,24 @@ class BkConnection(asyncio.Protocol):
         self._flow()
 
     def data_received(self, data: bytes) -> None:
+        # Read now, decode in the loop's next turn, so the reads of one turn are decoded
+        # as one batch: one run per ledger (BK5), and the client's socket drains sooner.
+        # Against BookKeeper's Java client at -throttle 90000 (v3) this took ours from
+        # ~70,000 to ~78,000 adds/s (docs/bookkeeper-protocol.md §6). Bounded (BL1): the
+        # inbox holds one turn's reads (libuv reads a socket at most 32 times a turn), and
+        # the next turn empties it. Not idle until decoded (BL3).
+        if not self.inbox:
+            asyncio.get_running_loop().call_soon(self._decode_inbox)
+            self.idle.clear()
+        self.inbox.append(data)
+
+    def _decode_inbox(self) -> None:
+        inbox, self.inbox = self.inbox, []
+        self._decode(inbox[0] if len(inbox) == 1 else b"".join(inbox))
+        if self.in_flight == 0:
+            self.idle.set()
+
+    def _decode(self, data: bytes) -> None:
         if self.buffer:
             self.buffer += data
             data = bytes(self.buffer)
