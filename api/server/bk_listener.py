@@ -9,10 +9,11 @@ the order they complete (clients match them by txnId, or by ids in v2).
 
 Invariants:
     BL1. Bounded memory per connection: a frame over ``max_frame`` closes the connection
-         before its bytes are buffered; adds beyond ``max_pending_adds`` are answered
-         ETOOMANYREQUESTS at once; with twice that many requests in flight, or the
-         client not reading its answers (the transport's write buffer past
-         WRITE_BUFFER_HIGH), the connection stops reading until they drain.
+         once its length is decoded, before the rest of it is collected; adds beyond ``max_pending_adds`` are answered
+         ETOOMANYREQUESTS at once; with twice that many requests in flight, more than
+         INBOX_HIGH bytes read but not yet decoded, or the client not reading its answers
+         (the transport's write buffer past WRITE_BUFFER_HIGH), the connection stops
+         reading until they drain.
     BL2. A frame neither protocol can take closes the connection (logged with the peer):
          after garbage no later frame boundary can be trusted. Nothing of it was admitted,
          so nothing is half written.
@@ -43,6 +44,11 @@ FRAME_OVERHEAD = 4096
 #: paused reading whenever a busy Java client fell a few thousand answers behind (each ~35
 #: bytes), which cost v3 runs ~10% (scripts/bench_bookkeeper.py, docs/bookkeeper-protocol.md).
 WRITE_BUFFER_HIGH = 4 << 20
+#: BL1's "read ahead of decoding": requests read but not yet decoded, past which the
+#: connection stops reading until decoding catches up.
+INBOX_HIGH = 32 << 20
+#: Bytes decoded per loop turn before the loop reads its sockets again (~250 1 KiB adds).
+DECODE_SLICE = 256 << 10
 _ADD_V3 = v3.OPERATIONS["ADD_ENTRY"]
 _V3_OK = v3.STATUS["EOK"]
 
@@ -54,7 +60,8 @@ class BkConnection(asyncio.Protocol):
         self.listener = listener
         self.ops = listener.ops
         self.buffer = bytearray()
-        self.inbox: list[bytes] = []  # this loop turn's reads, decoded in the next
+        self.inbox: list[bytes] = []  # read, not yet decoded (a slice a loop turn)
+        self.inbox_bytes = 0
         self.outbox: list[bytes] = []
         self.arrived: list[tuple] = []  # adds of the current read, begun after it (BK5)
         self.v3 = True
@@ -85,22 +92,37 @@ class BkConnection(asyncio.Protocol):
         self._flow()
 
     def data_received(self, data: bytes) -> None:
-        # Read now, decode in the loop's next turn, so the reads of one turn are decoded
-        # as one batch: one run per ledger (BK5), and the client's socket drains sooner.
-        # Against BookKeeper's Java client at -throttle 90000 (v3) this took ours from
-        # ~70,000 to ~78,000 adds/s (docs/bookkeeper-protocol.md §6). Bounded (BL1): the
-        # inbox holds one turn's reads (libuv reads a socket at most 32 times a turn), and
-        # the next turn empties it. Not idle until decoded (BL3).
+        # Read eagerly, decode a slice per loop turn: the loop gets back to the socket
+        # between slices, so the client's requests leave its buffers for ours (as
+        # BookKeeper's bookie reads into its request queues). Against BookKeeper's Java
+        # client at -throttle 90000 (v3) this took ours from ~71,000 to ~88,000 adds/s
+        # (docs/bookkeeper-protocol.md §6): that client slows as its own heap fills.
         if not self.inbox:
-            asyncio.get_running_loop().call_soon(self._decode_inbox)
-            self.idle.clear()
+            asyncio.get_running_loop().call_soon(self._decode_slice)
+            self.idle.clear()  # BL3: not idle until decoded
         self.inbox.append(data)
+        self.inbox_bytes += len(data)
+        if self.inbox_bytes > self.listener.inbox_high:
+            self._flow()  # BL1
 
-    def _decode_inbox(self) -> None:
-        inbox, self.inbox = self.inbox, []
-        self._decode(inbox[0] if len(inbox) == 1 else b"".join(inbox))
-        if self.in_flight == 0:
+    def _decode_slice(self) -> None:
+        inbox = self.inbox
+        taken, size = 0, 0
+        while taken < len(inbox) and size < DECODE_SLICE:
+            size += len(inbox[taken])
+            taken += 1
+        chunks = inbox[:taken]
+        del inbox[:taken]
+        self.inbox_bytes -= size
+        self._decode(chunks[0] if taken == 1 else b"".join(chunks))
+        if self.transport.is_closing():  # refused (BL2), or gone: the rest is not read
+            inbox.clear()
+            self.inbox_bytes = 0
+        if inbox:
+            asyncio.get_running_loop().call_soon(self._decode_slice)
+        elif self.in_flight == 0:
             self.idle.set()
+        self._flow()
 
     def _decode(self, data: bytes) -> None:
         if self.buffer:
@@ -301,7 +323,8 @@ class BkConnection(asyncio.Protocol):
         """BL1: read while the client reads its answers and requests in flight are bounded."""
         if self.transport is None or self.transport.is_closing():
             return
-        busy = self.writing_paused or self.in_flight >= 2 * self.listener.max_pending_adds
+        busy = (self.writing_paused or self.inbox_bytes > self.listener.inbox_high
+                or self.in_flight >= 2 * self.listener.max_pending_adds)
         paused = self.reading_stopped.is_set()
         if busy and not paused:
             self.transport.pause_reading()
@@ -320,11 +343,13 @@ class BkConnection(asyncio.Protocol):
 
 class BkListener:
     def __init__(self, bookie, max_pending_adds: int,
-                 write_buffer_high: int = WRITE_BUFFER_HIGH) -> None:
+                 write_buffer_high: int = WRITE_BUFFER_HIGH,
+                 inbox_high: int = INBOX_HIGH) -> None:
         self.ops = BkOperations(bookie)
         self.max_frame = bookie.config.max_entry_size + FRAME_OVERHEAD
         self.max_pending_adds = max_pending_adds
         self.write_buffer_high = write_buffer_high
+        self.inbox_high = inbox_high
         self.connections: set[BkConnection] = set()
 
     def protocol(self) -> BkConnection:

@@ -157,6 +157,30 @@ async def test_a_client_that_does_not_read_its_answers_stops_the_connection_read
         await server.wait_closed()
 
 
+async def test_requests_read_ahead_of_decoding_past_the_inbox_bound_stop_the_reading(bk):
+    """BL1: bytes read but not yet decoded are bounded. With the bound at 1 byte every
+    read stops the reading until its slices are decoded; every add is still answered
+    and stored, and reading resumes."""
+    loop = asyncio.get_running_loop()
+    listener = BkListener(bk.bookie, 100_000, inbox_high=1)
+    server = await loop.create_server(listener.protocol, "127.0.0.1", 0)
+    try:
+        async with BkClient.connect(server.sockets[0].getsockname()[1]) as client:
+            assert (await client.add(61, 0, KEY, entry(61, 0))).status == S["EOK"]
+            (connection,) = listener.connections
+            stopped = asyncio.ensure_future(connection.reading_stopped.wait())
+            requests = [client.request("ADD_ENTRY", ledgerId=61, entryId=i, masterKey=KEY,
+                                       body=entry(61, i)) for i in range(1, 1001)]
+            answers = await client.pipeline(requests)
+            assert stopped.done()  # the reading stopped at least once on the way
+            assert {answer.status for answer in answers.values()} == {S["EOK"]}
+            assert not connection.reading_stopped.is_set() and connection.inbox_bytes == 0
+            assert await bk.bookie.entry_id_ranges(61) == [[0, 1000]]
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
 async def test_fencing_read_fences_then_recovery_adds_pass(bk):
     async with BkClient.connect(bk.port) as client:
         await client.add(5, 0, KEY, entry(5, 0))
