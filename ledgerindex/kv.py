@@ -92,8 +92,9 @@ class KeyValueStore:
 
     Thread-safety: RocksDB is safe for concurrent use, and so is this wrapper: the loop
     thread reads while the checkpoint thread writes batches (docs/design.md §3.7). rocksdict
-    releases the GIL inside RocksDB calls (measured: other threads keep running during a
-    synced write), so a checkpoint batch does not stop the loop. Only
+    holds the GIL through ``write``, a synced write's WAL fsync included (measured: a
+    126,000-key batch stopped every other thread for 18-25 ms), and releases it in
+    ``flush_wal``; so large batches go in chunks (``locations.WRITE_CHUNK``). Only
     ``close`` must not race other calls; its owner calls it after the threads are joined.
     """
 
