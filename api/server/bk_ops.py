@@ -202,30 +202,24 @@ class BkOperations:
 
     async def _read_lac_v3(self, request):
         ledger_id = request.readLacRequest.ledgerId
-        response = self.v3_response(request, _OK)
-        body = response.readLacResponse
-        body.ledgerId = ledger_id
-        error = None
+        return await self._answer(request, "readLacResponse", ledger_id,
+                                  lambda body: self._read_lac_into(ledger_id, body))
+
+    async def _read_lac_into(self, ledger_id: int, body) -> None:
+        explicit = self.bookie.ledger_state(ledger_id).explicit_lac
+        if explicit is not None:
+            body.lacBody = bytes(explicit)
         try:
-            explicit = self.bookie.ledger_state(ledger_id).explicit_lac
-            if explicit is not None:
-                body.lacBody = bytes(explicit)
-            try:
-                body.lastEntryBody = await self.bookie.read_entry(ledger_id, -1)
-            except NoEntry:
-                if explicit is None:
-                    raise
-        except Exception as exc:  # noqa: BLE001 - every outcome is an answer (BK1)
-            unexpected("READ_LAC", exc)
-            error = exc
-        body.status = response.status = v3_status(error)
-        return response
+            body.lastEntryBody = await self.bookie.read_entry(ledger_id, -1)
+        except NoEntry:
+            if explicit is None:
+                raise
 
     async def _write_lac_v3(self, request):
         write = request.writeLacRequest
-        return await self._ledger_call(
+        return await self._answer(
             request, "writeLacResponse", write.ledgerId,
-            self._write_lac(write.ledgerId, write.masterKey, write.body))
+            lambda _body: self._write_lac(write.ledgerId, write.masterKey, write.body))
 
     async def _write_lac(self, ledger_id: int, master_key: bytes, lac_body: bytes) -> None:
         _check_key(master_key)
@@ -234,50 +228,42 @@ class BkOperations:
     async def _force_v3(self, request):
         ledger_id = request.forceLedgerRequest.ledgerId
         # BookKeeper's FORCE_LEDGER carries no master key and checks none.
-        return await self._ledger_call(request, "forceLedgerResponse", ledger_id,
-                                       self.bookie.force(ledger_id, None))
-
-    async def _ledger_call(self, request, field: str, ledger_id: int, call):
-        response = self.v3_response(request, _OK)
-        body = getattr(response, field)
-        body.ledgerId = ledger_id
-        try:
-            await call
-            error = None
-        except Exception as exc:  # noqa: BLE001 - every outcome is an answer (BK1)
-            unexpected(field, exc)
-            error = exc
-        body.status = response.status = v3_status(error)
-        return response
+        return await self._answer(request, "forceLedgerResponse", ledger_id,
+                                  lambda _body: self.bookie.force(ledger_id, None))
 
     async def _bookie_info_v3(self, request):
         requested = request.getBookieInfoRequest.requested
-        response = self.v3_response(request, _OK)
-        body = response.getBookieInfoResponse
-        try:
-            total, free = self.bookie.disk.usage(self.bookie.config.data_dir)
-            if requested & GET_INFO_FREE:
-                body.freeDiskSpace = free
-            if requested & GET_INFO_TOTAL:
-                body.totalDiskCapacity = total
-            error = None
-        except OSError as exc:
-            log.error("GET_BOOKIE_INFO: %s", exc)
-            error = exc
-        body.status = response.status = v3_status(error)
-        return response
+        return await self._answer(request, "getBookieInfoResponse", None,
+                                  lambda body: self._bookie_info_into(requested, body))
+
+    async def _bookie_info_into(self, requested: int, body) -> None:
+        total, free = self.bookie.disk.usage(self.bookie.config.data_dir)
+        if requested & GET_INFO_FREE:
+            body.freeDiskSpace = free
+        if requested & GET_INFO_TOTAL:
+            body.totalDiskCapacity = total
 
     async def _list_entries_v3(self, request):
         ledger_id = request.getListOfEntriesOfLedgerRequest.ledgerId
+        return await self._answer(request, "getListOfEntriesOfLedgerResponse", ledger_id,
+                                  lambda body: self._list_entries_into(ledger_id, body))
+
+    async def _list_entries_into(self, ledger_id: int, body) -> None:
+        ranges = await self.bookie.entry_id_ranges(ledger_id)
+        body.availabilityOfEntriesOfLedger = availability.encode_runs(ranges)
+
+    async def _answer(self, request, field: str, ledger_id: int | None, fill):
+        """BK1 for the v3 calls answered with one body: ``fill(body)`` fills it, and
+        whatever it raises becomes the status of the body and of the response."""
         response = self.v3_response(request, _OK)
-        body = response.getListOfEntriesOfLedgerResponse
-        body.ledgerId = ledger_id
+        body = getattr(response, field)
+        if ledger_id is not None:
+            body.ledgerId = ledger_id
         try:
-            ranges = await self.bookie.entry_id_ranges(ledger_id)
-            body.availabilityOfEntriesOfLedger = availability.encode_runs(ranges)
+            await fill(body)
             error = None
         except Exception as exc:  # noqa: BLE001 - every outcome is an answer (BK1)
-            unexpected("GET_LIST_OF_ENTRIES_OF_LEDGER", exc)
+            unexpected(field, exc)
             error = exc
         body.status = response.status = v3_status(error)
         return response
