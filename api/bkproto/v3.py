@@ -24,6 +24,7 @@ import struct
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
+from api import protodesc
 from api.bkproto.v2 import ProtocolError
 
 _F = descriptor_pb2.FieldDescriptorProto
@@ -51,17 +52,8 @@ BODY_FIELDS = {"READ_ENTRY": ("readRequest", "readResponse", 100),
 
 
 def _field(message, name, number, kind, label=_OPT, type_name=None, default=None):
-    field = message.field.add(name=name, number=number, type=kind, label=label)
-    if type_name:
-        field.type_name = f".{_PKG}.{type_name}"
-    if default is not None:
-        field.default_value = default
-
-
-def _enum(parent, name: str, values: dict[str, int]) -> None:
-    enum = parent.enum_type.add(name=name)
-    for value_name, number in values.items():
-        enum.value.add(name=value_name, number=number)
+    protodesc.field(message, name, number, kind, label,
+                    type_name and f".{_PKG}.{type_name}", default)
 
 
 def _message(file, name: str, fields) -> descriptor_pb2.DescriptorProto:
@@ -74,9 +66,9 @@ def _message(file, name: str, fields) -> descriptor_pb2.DescriptorProto:
 def _descriptor() -> descriptor_pb2.FileDescriptorProto:
     file = descriptor_pb2.FileDescriptorProto(name="bkwire_protocol.proto", package=_PKG,
                                               syntax="proto2")
-    _enum(file, "ProtocolVersion", PROTOCOL_VERSIONS)
-    _enum(file, "StatusCode", STATUS)
-    _enum(file, "OperationType", OPERATIONS)
+    protodesc.enum(file, "ProtocolVersion", PROTOCOL_VERSIONS)
+    protodesc.enum(file, "StatusCode", STATUS)
+    protodesc.enum(file, "OperationType", OPERATIONS)
     i64, i32, u32, u64 = _F.TYPE_INT64, _F.TYPE_INT32, _F.TYPE_UINT32, _F.TYPE_UINT64
     data, text, enum, msg = _F.TYPE_BYTES, _F.TYPE_STRING, _F.TYPE_ENUM, _F.TYPE_MESSAGE
     _message(file, "BKPacketHeader", [
@@ -87,12 +79,12 @@ def _descriptor() -> descriptor_pb2.FileDescriptorProto:
     read = _message(file, "ReadRequest", [
         ("ledgerId", 1, i64, _REQ), ("entryId", 2, i64, _REQ), ("masterKey", 3, data),
         ("previousLAC", 4, i64), ("timeOut", 5, i64)])
-    _enum(read, "Flag", {"FENCE_LEDGER": 1, "ENTRY_PIGGYBACK": 2})
+    protodesc.enum(read, "Flag", {"FENCE_LEDGER": 1, "ENTRY_PIGGYBACK": 2})
     _field(read, "flag", 100, enum, _OPT, "ReadRequest.Flag")
     add = _message(file, "AddRequest", [
         ("ledgerId", 1, i64, _REQ), ("entryId", 2, i64, _REQ), ("masterKey", 3, data, _REQ),
         ("body", 4, data, _REQ), ("writeFlags", 5, i32)])
-    _enum(add, "Flag", {"RECOVERY_ADD": 1})
+    protodesc.enum(add, "Flag", {"RECOVERY_ADD": 1})
     _field(add, "flag", 100, enum, _OPT, "AddRequest.Flag")
     _message(file, "StartTLSRequest", [])
     _message(file, "WriteLacRequest", [
@@ -101,7 +93,7 @@ def _descriptor() -> descriptor_pb2.FileDescriptorProto:
     _message(file, "ForceLedgerRequest", [("ledgerId", 1, i64, _REQ)])
     _message(file, "ReadLacRequest", [("ledgerId", 1, i64, _REQ)])
     info = _message(file, "GetBookieInfoRequest", [("requested", 1, i64)])
-    _enum(info, "Flags", {"TOTAL_DISK_CAPACITY": 1, "FREE_DISK_SPACE": 2})
+    protodesc.enum(info, "Flags", {"TOTAL_DISK_CAPACITY": 1, "FREE_DISK_SPACE": 2})
     _message(file, "GetListOfEntriesOfLedgerRequest", [("ledgerId", 1, i64, _REQ)])
     _message(file, "AuthMessage", [("authPluginName", 1, text, _REQ),
                                    ("payload", 2, data, _REQ)])

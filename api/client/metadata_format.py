@@ -22,6 +22,7 @@ import dataclasses
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 from google.protobuf.internal import decoder, encoder
 
+from api import protodesc
 from api.client.metadata import LedgerMetadata, MetadataError, MetadataState
 from bookie.entry import DigestType
 
@@ -33,76 +34,63 @@ class MetadataFormatError(MetadataError):
     """Bytes that are not v3 ledger metadata (MF2)."""
 
 
-def _field(message, name: str, number: int, kind: int, label: int = _F.LABEL_OPTIONAL,
-           type_name: str | None = None, default: str | None = None) -> None:
-    field = message.field.add(name=name, number=number, type=kind, label=label)
-    if type_name:
-        field.type_name = type_name
-    if default is not None:
-        field.default_value = default
-
-
-def _enum(message, name: str, values: dict[str, int]) -> None:
-    enum = message.enum_type.add(name=name)
-    for value_name, number in values.items():
-        enum.value.add(name=value_name, number=number)
-
-
 def _descriptor() -> descriptor_pb2.FileDescriptorProto:
     file = descriptor_pb2.FileDescriptorProto(name="bookie_ledger_metadata.proto",
                                               package="bookie", syntax="proto2")
     msg = file.message_type.add(name="LedgerMetadataFormat")
     req = _F.LABEL_REQUIRED
-    _field(msg, "quorumSize", 1, _F.TYPE_INT32, req)
-    _field(msg, "ensembleSize", 2, _F.TYPE_INT32, req)
-    _field(msg, "length", 3, _F.TYPE_INT64, req)
-    _field(msg, "lastEntryId", 4, _F.TYPE_INT64)
-    _enum(msg, "State", {"OPEN": 1, "IN_RECOVERY": 2, "CLOSED": 3})
-    _field(msg, "state", 5, _F.TYPE_ENUM, req, ".bookie.LedgerMetadataFormat.State", "OPEN")
+    protodesc.field(msg, "quorumSize", 1, _F.TYPE_INT32, req)
+    protodesc.field(msg, "ensembleSize", 2, _F.TYPE_INT32, req)
+    protodesc.field(msg, "length", 3, _F.TYPE_INT64, req)
+    protodesc.field(msg, "lastEntryId", 4, _F.TYPE_INT64)
+    protodesc.enum(msg, "State", {"OPEN": 1, "IN_RECOVERY": 2, "CLOSED": 3})
+    protodesc.field(msg, "state", 5, _F.TYPE_ENUM, req, ".bookie.LedgerMetadataFormat.State",
+                    "OPEN")
     segment = msg.nested_type.add(name="Segment")
-    _field(segment, "ensembleMember", 1, _F.TYPE_STRING, _F.LABEL_REPEATED)
-    _field(segment, "firstEntryId", 2, _F.TYPE_INT64, req)
-    _field(msg, "segment", 6, _F.TYPE_MESSAGE, _F.LABEL_REPEATED,
-           ".bookie.LedgerMetadataFormat.Segment")
-    _enum(msg, "DigestType", {"CRC32": 1, "HMAC": 2, "CRC32C": 3, "DUMMY": 4})
-    _field(msg, "digestType", 7, _F.TYPE_ENUM, type_name=".bookie.LedgerMetadataFormat.DigestType")
-    _field(msg, "password", 8, _F.TYPE_BYTES)
-    _field(msg, "ackQuorumSize", 9, _F.TYPE_INT32)
-    _field(msg, "ctime", 10, _F.TYPE_INT64)
+    protodesc.field(segment, "ensembleMember", 1, _F.TYPE_STRING, _F.LABEL_REPEATED)
+    protodesc.field(segment, "firstEntryId", 2, _F.TYPE_INT64, req)
+    protodesc.field(msg, "segment", 6, _F.TYPE_MESSAGE, _F.LABEL_REPEATED,
+                    ".bookie.LedgerMetadataFormat.Segment")
+    protodesc.enum(msg, "DigestType", {"CRC32": 1, "HMAC": 2, "CRC32C": 3, "DUMMY": 4})
+    protodesc.field(msg, "digestType", 7, _F.TYPE_ENUM,
+                    type_name=".bookie.LedgerMetadataFormat.DigestType")
+    protodesc.field(msg, "password", 8, _F.TYPE_BYTES)
+    protodesc.field(msg, "ackQuorumSize", 9, _F.TYPE_INT32)
+    protodesc.field(msg, "ctime", 10, _F.TYPE_INT64)
     entry = msg.nested_type.add(name="cMetadataMapEntry")
-    _field(entry, "key", 1, _F.TYPE_STRING)
-    _field(entry, "value", 2, _F.TYPE_BYTES)
-    _field(msg, "customMetadata", 11, _F.TYPE_MESSAGE, _F.LABEL_REPEATED,
-           ".bookie.LedgerMetadataFormat.cMetadataMapEntry")
-    _field(msg, "cToken", 12, _F.TYPE_INT64)
+    protodesc.field(entry, "key", 1, _F.TYPE_STRING)
+    protodesc.field(entry, "value", 2, _F.TYPE_BYTES)
+    protodesc.field(msg, "customMetadata", 11, _F.TYPE_MESSAGE, _F.LABEL_REPEATED,
+                    ".bookie.LedgerMetadataFormat.cMetadataMapEntry")
+    protodesc.field(msg, "cToken", 12, _F.TYPE_INT64)
     # BookieServiceInfoFormat (DataFormats.proto): what a registered bookie serves.
     info = file.message_type.add(name="BookieServiceInfoFormat")
     endpoint = info.nested_type.add(name="Endpoint")
-    _field(endpoint, "id", 1, _F.TYPE_STRING, req)
-    _field(endpoint, "port", 2, _F.TYPE_INT32, req)
-    _field(endpoint, "host", 3, _F.TYPE_STRING, req)
-    _field(endpoint, "protocol", 4, _F.TYPE_STRING, req)
-    _field(endpoint, "auth", 5, _F.TYPE_STRING, _F.LABEL_REPEATED)
-    _field(endpoint, "extensions", 6, _F.TYPE_STRING, _F.LABEL_REPEATED)
-    _field(info, "endpoints", 6, _F.TYPE_MESSAGE, _F.LABEL_REPEATED,
-           ".bookie.BookieServiceInfoFormat.Endpoint")
+    protodesc.field(endpoint, "id", 1, _F.TYPE_STRING, req)
+    protodesc.field(endpoint, "port", 2, _F.TYPE_INT32, req)
+    protodesc.field(endpoint, "host", 3, _F.TYPE_STRING, req)
+    protodesc.field(endpoint, "protocol", 4, _F.TYPE_STRING, req)
+    protodesc.field(endpoint, "auth", 5, _F.TYPE_STRING, _F.LABEL_REPEATED)
+    protodesc.field(endpoint, "extensions", 6, _F.TYPE_STRING, _F.LABEL_REPEATED)
+    protodesc.field(info, "endpoints", 6, _F.TYPE_MESSAGE, _F.LABEL_REPEATED,
+                    ".bookie.BookieServiceInfoFormat.Endpoint")
     # CookieFormat (DataFormats.proto): a bookie's cookie, written in protobuf text format.
     cookie = file.message_type.add(name="CookieFormat")
-    _field(cookie, "bookieHost", 1, _F.TYPE_STRING, req)
-    _field(cookie, "journalDir", 2, _F.TYPE_STRING, req)
-    _field(cookie, "ledgerDirs", 3, _F.TYPE_STRING, req)
-    _field(cookie, "instanceId", 4, _F.TYPE_STRING)
+    protodesc.field(cookie, "bookieHost", 1, _F.TYPE_STRING, req)
+    protodesc.field(cookie, "journalDir", 2, _F.TYPE_STRING, req)
+    protodesc.field(cookie, "ledgerDirs", 3, _F.TYPE_STRING, req)
+    protodesc.field(cookie, "instanceId", 4, _F.TYPE_STRING)
     # Autorecovery's znodes under underreplication/ (DataFormats.proto), all in text format.
     layout = file.message_type.add(name="LedgerRereplicationLayoutFormat")
-    _field(layout, "type", 1, _F.TYPE_STRING, req)
-    _field(layout, "version", 2, _F.TYPE_INT32, req)
+    protodesc.field(layout, "type", 1, _F.TYPE_STRING, req)
+    protodesc.field(layout, "version", 2, _F.TYPE_INT32, req)
     marker = file.message_type.add(name="UnderreplicatedLedgerFormat")
-    _field(marker, "replica", 1, _F.TYPE_STRING, _F.LABEL_REPEATED)
-    _field(marker, "ctime", 2, _F.TYPE_INT64)
+    protodesc.field(marker, "replica", 1, _F.TYPE_STRING, _F.LABEL_REPEATED)
+    protodesc.field(marker, "ctime", 2, _F.TYPE_INT64)
     for name in ("LockDataFormat", "AuditorVoteFormat"):
-        _field(file.message_type.add(name=name), "bookieId", 1, _F.TYPE_STRING)
+        protodesc.field(file.message_type.add(name=name), "bookieId", 1, _F.TYPE_STRING)
     check = file.message_type.add(name="ReplicasCheckFormat")
-    _field(check, "replicasCheckCTime", 1, _F.TYPE_INT64)
+    protodesc.field(check, "replicasCheckCTime", 1, _F.TYPE_INT64)
     return file
 
 
