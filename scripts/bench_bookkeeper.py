@@ -102,8 +102,8 @@ def main(argv: list[str]) -> int:
                                   args.throttle, args.v2)
                 results[kind].append(result)
                 # Each run starts on a quiet disk: the last run's GBs are deleted and what
-                # is still dirty is written back now, not billed to the next run (the side
-                # that ran second used to pay for the first's writeback).
+                # is still dirty is written back now, not during the next run (which used
+                # to share the disk with it: docs/bookkeeper-protocol.md §6).
                 shutil.rmtree(os.path.join(base, str(index), kind), ignore_errors=True)
                 os.sync()
                 print(f"run {index + 1} {kind:>10}: {result['ops']:>7,} entries/s  p95 "

@@ -9,11 +9,11 @@ the order they complete (clients match them by txnId, or by ids in v2).
 
 Invariants:
     BL1. Bounded memory per connection: a frame over ``max_frame`` closes the connection
-         once its length is decoded, before the rest of it is collected; adds beyond ``max_pending_adds`` are answered
-         ETOOMANYREQUESTS at once; with twice that many requests in flight, more than
-         INBOX_HIGH bytes read but not yet decoded, or the client not reading its answers
-         (the transport's write buffer past WRITE_BUFFER_HIGH), the connection stops
-         reading until they drain.
+         once its length is decoded, before the rest of it is collected; adds beyond
+         ``max_pending_adds`` are answered ETOOMANYREQUESTS at once; with twice that many
+         requests in flight, more than INBOX_HIGH bytes read but not yet decoded, or the
+         client not reading its answers (the transport's write buffer past
+         WRITE_BUFFER_HIGH), the connection stops reading until they drain.
     BL2. A frame neither protocol can take closes the connection (logged with the peer):
          after garbage no later frame boundary can be trusted. Nothing of it was admitted,
          so nothing is half written.
@@ -63,7 +63,7 @@ class BkConnection(asyncio.Protocol):
         self.inbox: list[bytes] = []  # read, not yet decoded (a slice a loop turn)
         self.inbox_bytes = 0
         self.outbox: list[bytes] = []
-        self.arrived: list[tuple] = []  # adds of the current read, begun after it (BK5)
+        self.arrived: list[tuple] = []  # adds of the slice being decoded, begun after it (BK5)
         self.v3 = True
         self.transport: asyncio.Transport | None = None
         self.pending_adds = 0
@@ -207,7 +207,7 @@ class BkConnection(asyncio.Protocol):
         return v2.encode_response(reply_to, v2.ADDENTRY, v2_code(error), add[0], add[1])
 
     def _begin_arrived(self) -> None:
-        """BK5: the adds of one read, begun together: those of one ledger (same key and
+        """BK5: the adds of one decoded slice, begun together: those of one ledger (same key and
         flags) as one run, one admission and one journal item; recovery adds, lone adds
         and runs that must go one by one each alone. Every add keeps its own answer."""
         arrived, self.arrived = self.arrived, []
