@@ -207,9 +207,9 @@ class BkConnection(asyncio.Protocol):
         return v2.encode_response(reply_to, v2.ADDENTRY, v2_code(error), add[0], add[1])
 
     def _begin_arrived(self) -> None:
-        """BK5: the adds of one decoded slice, begun together: those of one ledger (same key and
-        flags) as one run, one admission and one journal item; recovery adds, lone adds
-        and runs that must go one by one each alone. Every add keeps its own answer."""
+        """BK5: the adds of one decoded slice, begun together: those of one ledger (same
+        key and flags) as one run, one admission and one journal item; recovery adds, lone
+        adds and runs that must go one by one each alone. Every add keeps its own answer."""
         arrived, self.arrived = self.arrived, []
         runs: dict[tuple, list] = {}
         for add in arrived:
