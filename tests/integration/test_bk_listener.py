@@ -51,6 +51,18 @@ async def bk(bookie_config):
         yield served
 
 
+@contextlib.asynccontextmanager
+async def own_listener(bookie, **limits):
+    """A BkListener with its own limits (BL1) over ``bookie``: (listener, port)."""
+    listener = BkListener(bookie, 100_000, **limits)
+    server = await asyncio.get_running_loop().create_server(listener.protocol, "127.0.0.1", 0)
+    try:
+        yield listener, server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
 async def test_v3_adds_read_back_over_both_protocols_and_http(bk):
     async with BkClient.connect(bk.port) as client:
         for entry_id in range(3):
@@ -125,47 +137,40 @@ async def test_a_client_that_does_not_read_its_answers_stops_the_connection_read
     buffered without bound); once the client reads, reading resumes and every add is
     answered and stored. The high mark is 1 KiB here and both ends' socket buffers are
     shrunk, so a few thousand small answers are enough."""
-    loop = asyncio.get_running_loop()
-    listener = BkListener(bk.bookie, 100_000, write_buffer_high=1024)
-    server = await loop.create_server(listener.protocol, "127.0.0.1", 0)
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.setblocking(False)
-    await loop.sock_connect(sock, ("127.0.0.1", server.sockets[0].getsockname()[1]))
-    reader, writer = await asyncio.open_connection(sock=sock, limit=1024)
-    client = BkClient(reader, writer)
-    try:
-        assert (await client.add(60, 0, KEY, entry(60, 0))).status == S["EOK"]
-        (connection,) = listener.connections
-        connection.transport.get_extra_info("socket").setsockopt(
-            socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # fixed: no autotuning
-        requests = [client.request("ADD_ENTRY", ledgerId=60, entryId=i, masterKey=KEY,
-                                   body=entry(60, i)) for i in range(1, 3001)]
-        sending = asyncio.ensure_future(client.send(b"".join(v3.frame(r) for r in requests)))
-        await connection.reading_stopped.wait()  # the client reads nothing meanwhile
-        answers = {}
-        while len(answers) < len(requests):
-            response = v3.decode_response(await client.read_frame())
-            answers[response.header.txnId] = response.status
-        await sending
-        assert set(answers.values()) == {S["EOK"]}
-        assert not connection.reading_stopped.is_set()
-        assert await bk.bookie.entry_id_ranges(60) == [[0, 3000]]
-    finally:
-        await client.close()
-        server.close()
-        await server.wait_closed()
+    async with own_listener(bk.bookie, write_buffer_high=1024) as (listener, port):
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+        reader, writer = await asyncio.open_connection(sock=sock, limit=1024)
+        client = BkClient(reader, writer)
+        try:
+            assert (await client.add(60, 0, KEY, entry(60, 0))).status == S["EOK"]
+            (connection,) = listener.connections
+            connection.transport.get_extra_info("socket").setsockopt(
+                socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # fixed: no autotuning
+            requests = [client.request("ADD_ENTRY", ledgerId=60, entryId=i, masterKey=KEY,
+                                       body=entry(60, i)) for i in range(1, 3001)]
+            sending = asyncio.ensure_future(client.send(b"".join(v3.frame(r) for r in requests)))
+            await connection.reading_stopped.wait()  # the client reads nothing meanwhile
+            answers = {}
+            while len(answers) < len(requests):
+                response = v3.decode_response(await client.read_frame())
+                answers[response.header.txnId] = response.status
+            await sending
+            assert set(answers.values()) == {S["EOK"]}
+            assert not connection.reading_stopped.is_set()
+            assert await bk.bookie.entry_id_ranges(60) == [[0, 3000]]
+        finally:
+            await client.close()
 
 
 async def test_requests_read_ahead_of_decoding_past_the_inbox_bound_stop_the_reading(bk):
     """BL1: bytes read but not yet decoded are bounded. With the bound at 1 byte every
     read stops the reading until its slices are decoded; every add is still answered
     and stored, and reading resumes."""
-    loop = asyncio.get_running_loop()
-    listener = BkListener(bk.bookie, 100_000, inbox_high=1)
-    server = await loop.create_server(listener.protocol, "127.0.0.1", 0)
-    try:
-        async with BkClient.connect(server.sockets[0].getsockname()[1]) as client:
+    async with own_listener(bk.bookie, inbox_high=1) as (listener, port):
+        async with BkClient.connect(port) as client:
             assert (await client.add(61, 0, KEY, entry(61, 0))).status == S["EOK"]
             (connection,) = listener.connections
             stopped = asyncio.ensure_future(connection.reading_stopped.wait())
@@ -176,9 +181,6 @@ async def test_requests_read_ahead_of_decoding_past_the_inbox_bound_stop_the_rea
             assert {answer.status for answer in answers.values()} == {S["EOK"]}
             assert not connection.reading_stopped.is_set() and connection.inbox_bytes == 0
             assert await bk.bookie.entry_id_ranges(61) == [[0, 1000]]
-    finally:
-        server.close()
-        await server.wait_closed()
 
 
 async def test_fencing_read_fences_then_recovery_adds_pass(bk):
