@@ -2,7 +2,7 @@
 """Power-loss sweep (crash model "power loss", docs/design.md §2.2), wide: many seeds, every point.
 
     .venv/bin/python scripts/drill_power_loss.py [--seeds 200] [--first-seed 1] [--ops 40]
-                                                 [--fates 2] [--seconds 1800]
+                                                 [--fates 2] [--fate garbage] [--seconds 1800]
     .venv/bin/python scripts/drill_power_loss.py --seed 17 [--crash-at 57]    # re-run one
 
 For each seed, tests/support/power_loss.py runs the seed's workload (adds, batch adds,
@@ -11,7 +11,8 @@ checkpoint) through an in-process Bookie on a SimDisk, once per crash point k = 
 (the k-th fsync, fdatasync, dir fsync or rename loses power instead of happening) until the
 workload finishes before its crash point; each crash is followed by ``--fates`` different
 power-loss outcomes (unsynced writes kept, dropped, cut, garbled or zeroed; unsynced
-directory changes forgotten), a restart, and the full invariant check. RocksDB stays on a real
+directory changes forgotten; ``--fate`` forces one of them on every unsynced write), a
+restart, and the full invariant check. RocksDB stays on a real
 temp dir and keeps its synced writes (see tests/support/power_loss.py for why that is sound,
 and why its own windows are the kill -9 drill's). One line per seed; a failing run prints its
 violations and the command that re-runs it. Exit status 1 on any violation. In process only:
@@ -32,14 +33,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from tests.support.power_loss import K_MAX, sweep_seed  # noqa: E402
+from tests.support.sim_disk import WRITE_FATES  # noqa: E402
 
 
 def _report_failure(run, args: argparse.Namespace) -> None:
     print(f"  FAIL {run.line()}", flush=True)
     for violation in run.violations:
         print(f"    {violation}", flush=True)
+    forced = f" --fate {args.fate}" if args.fate else ""
     print(f"    re-run: .venv/bin/python scripts/drill_power_loss.py --seed {run.seed} "
-          f"--crash-at {run.crash_at} --ops {args.ops} --fates {args.fates}", flush=True)
+          f"--crash-at {run.crash_at} --ops {args.ops} --fates {args.fates}{forced}",
+          flush=True)
 
 
 async def sweep(args: argparse.Namespace, workdir: str) -> tuple[int, int, int]:
@@ -55,7 +59,7 @@ async def sweep(args: argparse.Namespace, workdir: str) -> tuple[int, int, int]:
         t0 = time.monotonic()
         first = args.crash_at or 1
         result = await sweep_seed(seed, workdir, args.ops, args.fates, k_first=first,
-                                  k_last=args.crash_at or K_MAX,
+                                  k_last=args.crash_at or K_MAX, fate=args.fate,
                                   progress=lambda run: run.violations
                                   and _report_failure(run, args))
         points = len({run.crash_at for run in result.runs})
@@ -81,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ops", type=int, default=40, help="operations per workload")
     parser.add_argument("--fates", type=int, default=2,
                         help="power-loss outcomes drawn per crash point")
+    parser.add_argument("--fate", choices=[name for name, _ in WRITE_FATES],
+                        help="force this outcome on every unsynced write instead of drawing")
     parser.add_argument("--seconds", type=float, default=1800.0)
     parser.add_argument("--verbose", action="store_true", help="show the bookies' logs")
     args = parser.parse_args(argv)

@@ -77,11 +77,13 @@ def config_for(data_dir: str) -> BookieConfig:
 
 
 async def sweep_seed(seed: int, workdir: str, ops: int, fates: int = 1,
-                     k_first: int = 1, k_last: int = K_MAX, progress=None) -> SeedResult:
-    """Run the workload of ``seed`` with a power loss at k = k_first.. until one finishes."""
+                     k_first: int = 1, k_last: int = K_MAX, progress=None,
+                     fate: str | None = None) -> SeedResult:
+    """Run the workload of ``seed`` with a power loss at k = k_first.. until one finishes.
+    ``fate`` forces one ``SimDisk`` write fate on every unsynced write instead of drawing."""
     runs = []
     for crash_at in range(k_first, k_last + 1):
-        for run in await run_one(seed, crash_at, workdir, ops, fates):
+        for run in await run_one(seed, crash_at, workdir, ops, fates, fate):
             runs.append(run)
             if progress is not None:
                 progress(run)
@@ -91,7 +93,7 @@ async def sweep_seed(seed: int, workdir: str, ops: int, fates: int = 1,
 
 
 async def run_one(seed: int, crash_at: int, workdir: str, ops: int,
-                  fates: int = 1) -> list[RunResult]:
+                  fates: int = 1, fate: str | None = None) -> list[RunResult]:
     """One workload with power lost at the ``crash_at``-th event; one result per outcome."""
     root = os.path.join(workdir, f"seed{seed}-k{crash_at}")
     data_dir = os.path.join(root, "data")
@@ -105,10 +107,10 @@ async def run_one(seed: int, crash_at: int, workdir: str, ops: int,
         event = "the end" if finished else _short(disk.crashed_at, root)
         snapshot = _snapshot(config, root) if fates > 1 else None
         results = []
-        for fate in range(fates):
-            if fate:
+        for outcome_no in range(fates):
+            if outcome_no:
                 _restore(config, snapshot)
-            image = disk.after_power_loss(seed * 7919 + crash_at * 104729 + fate)
+            image = disk.after_power_loss(seed * 7919 + crash_at * 104729 + outcome_no, fate)
             # check() learns from what it reads (a delete that took effect, a LAC seen):
             # each outcome starts from what the workload itself saw.
             outcome = await _after_power_loss(config, image, copy.deepcopy(model))
