@@ -2,13 +2,12 @@
 
 BookKeeper's RoundRobinDistributionSchedule: entry e goes to ensemble indices
 ``(e + i) mod E`` for ``i < Qw``; an ensemble is chosen by the segment whose first entry is
-the largest one not above e. ``AckSet`` counts the acknowledgements of one entry.
+the largest one not above e. Counting the acknowledgements is the writer's (DS2 in
+api/client/ensemble_writer.py).
 
-Invariants:
+Invariant:
     DS1. Every entry has Qw distinct indices, and consecutive entries rotate through the
          ensemble, so each bookie holds Qw/E of the entries.
-    DS2. An entry completes when Qa distinct indices of its write set acknowledged; an index
-         acknowledges at most once, and one outside the write set never counts.
 """
 
 from __future__ import annotations
@@ -49,22 +48,3 @@ def with_segment(ensembles, first: int, members) -> tuple:
         segments.append((first, tuple(members)))
     return tuple(segments)
 
-
-class AckSet:
-    """DS2 for one entry."""
-
-    def __init__(self, entry_id: int, ensemble_size: int, write_quorum: int,
-                 ack_quorum: int) -> None:
-        self.members = set(write_set(entry_id, ensemble_size, write_quorum))
-        self.ack_quorum = ack_quorum
-        self.acked: set[int] = set()
-
-    def ack(self, index: int) -> bool:
-        """Record an acknowledgement from ``index``; True once the entry has Qa of them."""
-        if index in self.members:
-            self.acked.add(index)
-        return self.complete
-
-    @property
-    def complete(self) -> bool:
-        return len(self.acked) >= self.ack_quorum

@@ -7,7 +7,7 @@ writes each entry to Qw bookies and acknowledges it at Qa, and a reader with fal
         await writer.close()
         reader = await bk.open_ledger(writer.ledger_id, b"pw", recover=False)
 
-Invariants (beside DS1-DS2 of distribution.py and L1-L5 of writer.py, which hold here too):
+Invariants (beside DS1 of distribution.py, DS2 of ensemble_writer.py and L1-L5 of writer.py):
     EN1. No entry is acknowledged before the segment that places it is committed to the
          metadata: completions stop while an ensemble change is being written, and an entry's
          acknowledgement from a replaced bookie is withdrawn and the entry re-sent to the

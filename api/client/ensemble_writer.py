@@ -2,6 +2,11 @@
 per-bookie POST batches, acknowledged at Qa in entry order, a failed bookie replaced by an
 ensemble change committed before any affected entry is acknowledged (EN1-EN3, EN5 in
 api/client/ensemble.py).
+
+Invariant:
+    DS2. An entry completes when Qa distinct indices of its write set acknowledged: an index
+         counts at most once (a set), only while the segment placing the entry still names
+         the bookie that answered, and not at all once withdrawn by an ensemble change (EN1).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import signal
 import pytest
 
 from api.client import BookieClient
-from api.client.distribution import AckSet, bookies_of, write_set
+from api.client.distribution import bookies_of, write_set
 from api.client.ensemble import BookKeeper, RecoveryUndecided
 from api.client.metadata import MetadataState
 from bookie.errors import Fenced, NoEntry, NoLedger
@@ -19,14 +19,11 @@ from tests.support.servers import Daemon
 FLAGS = ("--checkpoint-interval-ms", "3600000", "--journal-prealloc-bytes", "1MiB")
 
 
-def test_the_round_robin_schedule_and_ack_sets():
+def test_the_round_robin_schedule():
     assert [write_set(e, 3, 2) for e in range(4)] == [[0, 1], [1, 2], [2, 0], [0, 1]]
     assert write_set(7, 5, 5) == [2, 3, 4, 0, 1]
     with pytest.raises(ValueError):
         write_set(0, 2, 3)
-    acks = AckSet(1, 3, 2, 2)  # write set {1, 2}
-    assert not acks.ack(0) and not acks.ack(1) and not acks.ack(1)  # outside; once each
-    assert acks.ack(2)
     ensembles = ((0, ("a", "b", "c")), (5, ("a", "d", "c")))
     assert bookies_of(ensembles, 4, 2) == ["b", "c"] and bookies_of(ensembles, 5, 2) == ["c", "a"]
     assert bookies_of(ensembles, 7, 2) == ["d", "c"]
