@@ -135,17 +135,22 @@ async def test_a_bookie_killed_for_good_gets_its_copies_back(tmp_path, zk_uri, c
         child.wait()
         assert await naming(bk, written, victim_id), "some closed ledger shares its bookie"
 
+        ur = Underreplication(bk.store.client, bk.store.root)
+
         async def restored():
-            return not await fully_replicated(bk, written, {victim_id}) and \
-                (await bk.store.read(open_ledger)).closed
-        await wait_until(restored, f"ledgers naming {victim_id} re-replicated")
-        final = await bk.store.read(open_ledger)
+            # The worker closes the open ledger (recovery) before it copies that ledger's
+            # fragments and drops its marker: wait for all three, not for the close alone.
+            final = await bk.store.read(open_ledger)
+            if not final.closed:
+                return None
+            expected = [payload_of(open_ledger, e) for e in range(final.last_entry_id + 1)]
+            whole = not await fully_replicated(bk, {**written, open_ledger: expected},
+                                               {victim_id})
+            return final if whole and await asyncio.to_thread(ur.marked) == [] else None
+        final = await wait_until(restored, f"ledgers naming {victim_id} re-replicated, "
+                                           f"every marker gone")
         assert final.last_entry_id >= max(acked)  # S2: at its last acknowledged entry or later
         assert victim_id not in referenced_bookies(final)
-        expected = [payload_of(open_ledger, e) for e in range(final.last_entry_id + 1)]
-        assert await fully_replicated(bk, {**written, open_ledger: expected}, {victim_id}) == []
-        ur = Underreplication(bk.store.client, bk.store.root)
-        assert await asyncio.to_thread(ur.marked) == []  # every marker went
     copied = auditors = 0
     for daemon in bookies:
         if daemon is not victim:
