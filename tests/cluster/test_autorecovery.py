@@ -140,15 +140,16 @@ async def test_a_bookie_killed_for_good_gets_its_copies_back(tmp_path, zk_uri, c
         async def restored():
             # The worker closes the open ledger (recovery) before it copies that ledger's
             # fragments and drops its marker: wait for all three, not for the close alone.
-            final = await bk.store.read(open_ledger)
-            if not final.closed:
-                return None
-            expected = [payload_of(open_ledger, e) for e in range(final.last_entry_id + 1)]
+            metadata = await bk.store.read(open_ledger)
+            if not metadata.closed:
+                return False
+            expected = [payload_of(open_ledger, e) for e in range(metadata.last_entry_id + 1)]
             whole = not await fully_replicated(bk, {**written, open_ledger: expected},
                                                {victim_id})
-            return final if whole and await asyncio.to_thread(ur.marked) == [] else None
-        final = await wait_until(restored, f"ledgers naming {victim_id} re-replicated, "
-                                           f"every marker gone")
+            return whole and await asyncio.to_thread(ur.marked) == []
+        await wait_until(restored, f"ledgers naming {victim_id} re-replicated, every marker "
+                                   f"gone")
+        final = await bk.store.read(open_ledger)  # settled: closed, its copies all placed
         assert final.last_entry_id >= max(acked)  # S2: at its last acknowledged entry or later
         assert victim_id not in referenced_bookies(final)
     copied = auditors = 0
