@@ -107,17 +107,20 @@ class BkConnection(asyncio.Protocol):
 
     def _decode_slice(self) -> None:
         inbox = self.inbox
-        taken, size = 0, 0
-        while taken < len(inbox) and size < DECODE_SLICE:
-            size += len(inbox[taken])
-            taken += 1
-        chunks = inbox[:taken]
-        del inbox[:taken]
-        self.inbox_bytes -= size
-        self._decode(chunks[0] if taken == 1 else b"".join(chunks))
-        if self.transport.is_closing():  # refused (BL2), or gone: the rest is not read
+        if self.transport.is_closing():
+            # Refused (BL2), shut down or gone: no answer can reach the client, so what is
+            # left is not decoded and nothing of it begun.
             inbox.clear()
             self.inbox_bytes = 0
+        else:
+            taken, size = 0, 0
+            while taken < len(inbox) and size < DECODE_SLICE:
+                size += len(inbox[taken])
+                taken += 1
+            chunks = inbox[:taken]
+            del inbox[:taken]
+            self.inbox_bytes -= size
+            self._decode(chunks[0] if taken == 1 else b"".join(chunks))
         if inbox:
             asyncio.get_running_loop().call_soon(self._decode_slice)
         elif self.in_flight == 0:

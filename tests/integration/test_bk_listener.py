@@ -183,6 +183,24 @@ async def test_requests_read_ahead_of_decoding_past_the_inbox_bound_stop_the_rea
             assert await bk.bookie.entry_id_ranges(61) == [[0, 1000]]
 
 
+async def test_requests_read_but_not_decoded_when_the_connection_closes_are_not_begun(bk):
+    """BL1/BL3: a closing connection (refused, shut down, or its client gone) decodes no
+    more of what it read ahead: no answer could reach the client, so none of those
+    requests is begun. The inbox is dropped and the connection goes idle."""
+    async with own_listener(bk.bookie) as (listener, port):
+        async with BkClient.connect(port) as client:
+            assert (await client.add(62, 0, KEY, entry(62, 0))).status == S["EOK"]
+            (connection,) = listener.connections
+            frames = b"".join(v3.frame(client.request(
+                "ADD_ENTRY", ledgerId=62, entryId=i, masterKey=KEY, body=entry(62, i)))
+                for i in range(1, 11))
+            connection.data_received(frames)  # read from the socket, not yet decoded ...
+            connection.transport.close()  # ... when the connection closes
+            await connection.idle.wait()
+            assert connection.inbox == [] and connection.inbox_bytes == 0
+            assert await bk.bookie.entry_id_ranges(62) == [[0, 0]]
+
+
 async def test_fencing_read_fences_then_recovery_adds_pass(bk):
     async with BkClient.connect(bk.port) as client:
         await client.add(5, 0, KEY, entry(5, 0))
