@@ -26,12 +26,13 @@ import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from bookie.errors import IOFailure
 from bookie.ledger_usage import LedgerUsage
 from bookie.write_cache import WriteCache
 from entrylog.entry_logger import EntryLogger
+from ledgerindex.keys import LedgerState
 from ledgerindex.ledgers import LedgerMetadataIndex
 from ledgerindex.locations import EntryLocationIndex
 
@@ -88,7 +89,8 @@ class LedgerStorage:
         with self._delete_lock:
             self._pending_deletes.add(ledger_id)
 
-    def revive_ledger(self, ledger_id: int) -> None:
+    def revive_ledger(self, ledger_id: int,
+                      revived: Callable[[LedgerState], LedgerState]) -> None:
         """R6: a tombstoned ledger becomes a new empty one (a cluster bookie takes a copy
         again that its GC deleted). On the checkpoint thread, never during a flush: the
         pending range-delete is dropped and the locations removed (synced) before the live
@@ -98,7 +100,7 @@ class LedgerStorage:
             self._pending_deletes.discard(ledger_id)
         if self.locations.last_entry_id(ledger_id) is not None:
             self.locations.delete_ledgers([ledger_id], sync=True)
-        self.ledgers.revive(ledger_id)
+        self.ledgers.revive(ledger_id, revived)
 
     def flush(self) -> FlushStats:
         """Checkpoint steps 2-6 (docs/design.md §3.4): swap, append sorted, fsync, index, sync.

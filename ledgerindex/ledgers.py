@@ -38,6 +38,7 @@ from __future__ import annotations
 import hmac
 import os
 import threading
+from typing import Callable
 
 from bookie.errors import IOFailure, NoLedger, Unauthorized
 from ledgerindex import keys
@@ -317,17 +318,22 @@ class LedgerMetadataIndex:
                 raise
         return current is not None and current.exists
 
-    def revive(self, ledger_id: int) -> None:
-        """Turn a tombstone back into a new, empty ledger, synced (M7). Only for a copy a
-        cluster bookie's GC deleted because the metadata placed it elsewhere, now placed here
-        again; the caller has removed every location of it first. Not a tombstone: no-op."""
+    def revive(self, ledger_id: int,
+               revived: Callable[[LedgerState], LedgerState]) -> None:
+        """Turn a tombstone back into a new, empty ledger, synced (M7): ``revived`` of the
+        tombstone (the node's rule, W7 in bookie/write_rules.py, keeps its key and fences
+        it). Only for a copy a cluster bookie's GC deleted because the metadata placed it
+        elsewhere, now placed here again; the caller has removed every location of it
+        first. Not a tombstone: no-op."""
         _check_ledger_id(ledger_id)
         with self._write_lock:
             with self._lock:
                 current = self._states.get(ledger_id)
                 if current is None or current.exists:
                     return
-            fresh = LedgerState()
+            fresh = revived(current)
+            if not fresh.exists:
+                raise ValueError(f"ledger {ledger_id}: a revived state must exist")
             self.kv.put(keys.encode_ledger_key(ledger_id), keys.encode_ledger_state(fresh),
                         sync=True)
             with self._lock:

@@ -13,6 +13,7 @@ import logging
 import time
 
 from bookie import entry as entry_mod
+from bookie import write_rules
 from bookie.entry import DigestType
 from bookie.errors import BadDigest, BadRequest, Fenced, IOFailure, NoLedger
 from journal import format as jformat
@@ -56,7 +57,7 @@ class LedgerWrites:
         if runtime is None or min(ids) <= runtime.last_entry_id or len(set(ids)) != len(ids):
             return NOT_NOW
         old, state = self._admit_ledger(ledger_id, master_key, digest_type, False)
-        lac = self._admit_run(ledger_id, entries, state, {})
+        lac, _ = self._admit_run(ledger_id, entries, state, {})  # no re-adds: no held copy
         self._admit(sum(len(data) for _, data in entries))
         return self._queue_run(ledger_id, entries, old, state, deferred_sync, lac, None)
 
@@ -65,7 +66,7 @@ class LedgerWrites:
                         deferred_sync: bool = False) -> None:
         """Store one framed entry; returns once durable (N1). Body ids must match the path."""
         if recovery:
-            await self._revive_if_placed_here(ledger_id)
+            await self._revive_if_placed_here(ledger_id, master_key)
         stored = await self._prefetch(ledger_id, (entry_id,))
         future = self._add_nowait(ledger_id, entry_id, data, master_key, digest_type,
                                   recovery, deferred_sync, stored)
@@ -76,7 +77,7 @@ class LedgerWrites:
                     deferred_sync, stored):
         """Admit and queue one add; the future completes when durable (None if deferred)."""
         old, state = self._admit_ledger(ledger_id, master_key, digest_type, recovery)
-        self._admit_entry(ledger_id, entry_id, data, state, recovery, stored)
+        data = self._admit_entry(ledger_id, entry_id, data, state, recovery, stored)
         self._admit(len(data))
         return self._queue_add(ledger_id, entry_id, data, old, state, deferred_sync)
 
@@ -91,14 +92,16 @@ class LedgerWrites:
         return old, state
 
     def _admit_entry(self, ledger_id, entry_id, data, state, recovery, stored):
-        """The checks of one entry of an admitted ledger, changing nothing."""
+        """The checks of one entry of an admitted ledger, changing nothing; the bytes to
+        store (the held copy for a re-add of the same entry, W6)."""
         dtype = DigestType(state.digest_type)
         entry_mod.check_entry_shape(data, dtype)
         check_storable(ledger_id, entry_id, entry_mod.piggybacked_lac(data))
         if self.config.verify_digest and dtype.verifiable:
             entry_mod.verify_entry(data, dtype)
         if entry_id <= self._runtime_of(ledger_id).last_entry_id:
-            self._check_same_bytes(ledger_id, entry_id, data, stored)
+            return self._held_copy(ledger_id, entry_id, data, stored, dtype)
+        return data
 
     def _queue_add(self, ledger_id, entry_id, data, old, state, deferred_sync):
         """Cache and journal one admitted entry; the future of its record (None if
@@ -117,16 +120,16 @@ class LedgerWrites:
             return None
         return self._submit(record, ledger_id, lac)
 
-    def _check_same_bytes(self, ledger_id: int, entry_id: int, data: bytes,
-                          stored: dict[int, bytes | None]) -> None:
-        """A re-add must carry identical bytes (client retry); different bytes are refused.
-        The cached copy is the newest; else the stored one ``_prefetch`` read (N6)."""
+    def _held_copy(self, ledger_id: int, entry_id: int, data: bytes,
+                   stored: dict[int, bytes | None], dtype: DigestType):
+        """W6: a re-add stores the held copy again when it is the same entry (a client's
+        retry, or BookKeeper's recovery framing it again with a newer LAC); another payload
+        is refused. The cached copy is the newest; else the stored one ``_prefetch`` read
+        (N6)."""
         existing = self.storage.get_cached(ledger_id, entry_id)
         if existing is None:
             existing = stored.get(entry_id)
-        if existing is not None and existing != data:
-            raise BadRequest(f"entry {ledger_id}/{entry_id} already exists with different "
-                             f"bytes; refusing to overwrite it")
+        return write_rules.held_copy(ledger_id, entry_id, existing, data, dtype)
 
     async def add_batch(self, ledger_id: int, entries: list[tuple[int, bytes]],
                         master_key: bytes, digest_type: DigestType | None = None,
@@ -142,40 +145,48 @@ class LedgerWrites:
         if len(set(ids)) != len(ids):
             raise BadRequest("a batch names the same entry id twice")
         if recovery:
-            await self._revive_if_placed_here(ledger_id)
+            await self._revive_if_placed_here(ledger_id, master_key)
         stored = await self._prefetch(ledger_id, ids)
         old, state = self._admit_ledger(ledger_id, master_key, digest_type, recovery)
-        lac = self._admit_run(ledger_id, entries, state, stored)
+        lac, to_store = self._admit_run(ledger_id, entries, state, stored)
+        if to_store is not entries:
+            entries, records = to_store, None  # W6: held copies stored, not the body's
         self._admit(sum(len(data) for _, data in entries))
         future = self._queue_run(ledger_id, entries, old, state, deferred_sync, lac, records)
         if future is not None:
             await asyncio.shield(future)  # N5
         return ids
 
-    def _admit_run(self, ledger_id, entries, state, stored) -> int:
+    def _admit_run(self, ledger_id, entries, state, stored) -> tuple[int, list]:
         """``_admit_entry`` for every entry of a batch in one tight loop, digests last in
-        one more, changing nothing; returns the highest piggybacked LAC."""
+        one more, changing nothing; returns the highest piggybacked LAC of what is to be
+        stored, and that: ``entries`` itself, or a copy where re-adds take their held copy
+        (W6)."""
         dtype = DigestType(state.digest_type)
         need = entry_mod.METADATA_LENGTH + dtype.digest_length
         check_storable(ledger_id)
         last_known = self._runtime_of(ledger_id).last_entry_id
         lac_of, entry_max, lac_min = entry_mod.piggybacked_lac, keys.ENTRY_ID_MAX, keys.LAC_MIN
-        lac = -1
-        for entry_id, data in entries:
+        lac, to_store = -1, entries
+        for index, (entry_id, data) in enumerate(entries):
             if len(data) < need:
                 entry_mod.check_entry_shape(data, dtype)
             entry_lac = lac_of(data)
             if not (0 <= entry_id <= entry_max and lac_min <= entry_lac <= entry_max):
                 check_storable(ledger_id, entry_id, entry_lac)
+            if entry_id <= last_known:
+                held = self._held_copy(ledger_id, entry_id, data, stored, dtype)
+                if held is not data:
+                    to_store = list(entries) if to_store is entries else to_store
+                    to_store[index] = (entry_id, held)
+                    entry_lac = lac_of(held)
             if entry_lac > lac:
                 lac = entry_lac
-            if entry_id <= last_known:
-                self._check_same_bytes(ledger_id, entry_id, data, stored)
         if self.config.verify_digest and dtype.verifiable:
             bad = entry_mod.first_bad_digest([data for _, data in entries], dtype)
             if bad >= 0:
                 entry_mod.verify_entry(entries[bad][1], dtype)  # BadDigest naming it
-        return lac
+        return lac, to_store
 
     def _queue_run(self, ledger_id, entries, old, state, deferred_sync, lac, records):
         """``_queue_add`` for an admitted batch: one write-cache insert, one journal item
@@ -245,22 +256,30 @@ class LedgerWrites:
         await asyncio.shield(self._submit(None, ledger_id))
         return runtime.last_entry_id
 
-    async def _revive_if_placed_here(self, ledger_id: int) -> None:
+    async def _revive_if_placed_here(self, ledger_id: int, master_key: bytes) -> None:
         """W5: a recovery add to a tombstoned ledger that the cluster's metadata still lists
         brings the ledger back, empty (storage R6, GC G8), instead of being refused. GC
         deleted this copy because the metadata placed it elsewhere (GM2 in
         api/cluster/gc_metadata.py); a worker or a recovery now places one here again, and a
         tombstone must not wedge that (BookKeeper's over-replicated GC leaves none). A
-        ledger deleted from the metadata keeps its tombstone: ids are never reused."""
+        ledger deleted from the metadata keeps its tombstone: ids are never reused.
+
+        W7 (bookie/write_rules.py): the key is checked before anything changes, and the
+        ledger comes back fenced with its key and digest type. The metadata is read again
+        once the tombstone is lifted (bug G): a delete that landed between the first read
+        and the revive puts the tombstone back and refuses the add, so a copy is only ever
+        placed back while the metadata lists the ledger, and a later delete is an ordinary
+        one that GC from metadata (GM1) takes."""
         state = self.storage.ledgers.get(ledger_id)
         if state is None or state.exists or self.may_revive is None:
             return
+        write_rules.check_revive_key(ledger_id, state.master_key, master_key)
         if not await self.may_revive(ledger_id):
             return
 
         def revive() -> None:  # on the checkpoint thread: never during a flush or GC step
             if self.storage.ledgers.is_deleted(ledger_id):
-                self.storage.revive_ledger(ledger_id)
+                self.storage.revive_ledger(ledger_id, write_rules.revived_state)
                 self.gc.forget_dead(ledger_id)
         try:
             await asyncio.shield(asyncio.wrap_future(self.checkpoints.submit(revive)))
@@ -268,7 +287,14 @@ class LedgerWrites:
             self.fail_io(exc)
             raise IOFailure(f"reviving ledger {ledger_id}: {exc}") from exc
         self._runtime.pop(ledger_id, None)
-        log.info("ledger %d: tombstone lifted, its copy is placed here again", ledger_id)
+        if not await self.may_revive(ledger_id):
+            await self.delete_ledger(ledger_id)
+            log.warning("ledger %d: deleted from the metadata while its copy was being "
+                        "placed here again; its tombstone is back", ledger_id)
+            raise NoLedger(f"ledger {ledger_id} was deleted from the metadata while its "
+                           f"copy was being placed here again")
+        log.info("ledger %d: tombstone lifted, its copy is placed here again (fenced)",
+                 ledger_id)
 
     async def delete_ledger(self, ledger_id: int) -> None:
         """Delete a ledger: a synced tombstone before returning (§1.3); its entries stop

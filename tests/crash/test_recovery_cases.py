@@ -257,6 +257,20 @@ async def test_different_bytes_for_a_stored_entry_are_reported_not_overwritten(d
         assert "1/0" in conflict
 
 
+async def test_the_same_entry_framed_again_is_no_conflict(data_dir):
+    """W6 on replay: a journal (BookKeeper's, after its recovery wrote an entry back) may
+    hold an entry twice, framed with another LAC; it is the same entry, the first copy
+    stays, and nothing is reported."""
+    first = _entry(1, 0, b"first")
+    again = frame_entry(1, 0, 7, 0, b"first")
+    assert again != first
+    _write_journal(data_dir, [jf.encode_master_key(1, KEY), jf.encode_add(first),
+                              jf.encode_add(again)])
+    async with running_bookie(_config(data_dir)) as running:
+        assert await running.bookie.read_entry(1, 0) == first
+        assert running.bookie.replay_report.conflicts == []
+
+
 async def test_restart_after_clean_stop_replays_nothing_twice(data_dir):
     async with running_bookie(_config(data_dir)) as running:
         for i in range(10):

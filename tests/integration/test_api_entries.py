@@ -147,13 +147,50 @@ async def test_oversized_body_is_413_etoolarge_json(server, bookie_config):
 async def test_readding_identical_bytes_is_accepted_and_different_bytes_refused(client):
     await client.add_entry(16, 0, entry(16, 0, b"one"), KEY)
     await client.add_entry(16, 0, entry(16, 0, b"one"), KEY)
-    with pytest.raises(BadRequest, match="different bytes"):
+    with pytest.raises(BadRequest, match="different payload"):
         await client.add_entry(16, 0, entry(16, 0, b"two"), KEY)
     await client.checkpoint()
     await client.add_entry(16, 0, entry(16, 0, b"one"), KEY)
-    with pytest.raises(BadRequest, match="different bytes"):
+    with pytest.raises(BadRequest, match="different payload"):
         await client.add_entry(16, 0, entry(16, 0, b"two"), KEY)
     assert await client.read_entry(16, 0) == entry(16, 0, b"one")
+
+
+def reframed(ledger_id, entry_id, payload, lac, length=None):
+    """The entry as BookKeeper's recovery writes it back: another LAC, so another digest."""
+    return frame_entry(ledger_id, entry_id, lac, length or (entry_id + 1) * len(payload),
+                       payload, DigestType.CRC32C)
+
+
+@pytest.mark.parametrize("checkpointed", [False, True], ids=["cached", "stored"])
+@pytest.mark.parametrize("batch", [False, True], ids=["single", "batch"])
+async def test_a_re_add_framed_again_with_a_newer_lac_is_the_same_entry(client, checkpointed,
+                                                                       batch):
+    """W6 (issue 35): BookKeeper's recovery writes each entry back framed with the
+    recovering handle's LAC; a real bookie stores it, and refusing it (the old rule:
+    identical bytes only) left BookKeeper's openLedger changing ensembles for ever. The
+    held copy stays byte for byte; a different payload or length is still refused."""
+    originals = [entry(19, i, b"p%d" % i, i - 1) for i in range(3)]
+    await client.add_batch(19, originals, KEY)
+    if checkpointed:
+        await client.checkpoint()
+    again = [reframed(19, i, b"p%d" % i, lac=5) for i in range(3)]
+    assert again != originals
+    if batch:
+        assert await client.add_batch(19, again + [entry(19, 3, b"p3", 2)], KEY,
+                                      recovery=True) == [0, 1, 2, 3]
+    else:
+        for i, data in enumerate(again):
+            await client.add_entry(19, i, data, KEY, recovery=True)
+        await client.add_entry(19, 3, entry(19, 3, b"p3", 2), KEY)
+    assert await client.read_range(19, 0, 3) == originals + [entry(19, 3, b"p3", 2)]
+    with pytest.raises(BadRequest, match="different payload"):
+        await client.add_entry(19, 1, reframed(19, 1, b"xx", lac=5), KEY, recovery=True)
+    with pytest.raises(BadRequest, match="different payload or length"):
+        await client.add_entry(19, 1, reframed(19, 1, b"p1", lac=5, length=99), KEY)
+    with pytest.raises(BadDigest):
+        await client.add_entry(19, 1, again[1][:-1] + b"!", KEY)
+    assert await client.read_entry(19, 1) == originals[1]
 
 
 async def test_a_later_add_naming_another_digest_type_is_refused(client):

@@ -16,7 +16,7 @@ from api.bkproto import availability, v2, v3
 from api.client import BookieClient
 from api.server.bk_listener import BkListener, bk_serving
 from bookie.entry import (DigestType, entry_digest_ok, entry_ids, frame_entry, frame_lac,
-                          master_key)
+                          mac_key, master_key)
 from tests.support.bk_client import BkClient
 from tests.support.servers import running_bookie
 
@@ -221,6 +221,42 @@ async def test_fencing_read_fences_then_recovery_adds_pass(bk):
         assert answer.rc == v2.ENOENTRY and bk.bookie.ledger_state(6).fenced
         add = await client.call_v2(v2.encode_add(6, 0, KEY, entry(6, 0)))
         assert add.rc == v2.EFENCED
+
+
+async def test_bookkeepers_recovery_write_back_of_held_entries_is_answered_eok(bk):
+    """W6 (issue 35): BookKeeper's LedgerRecoveryOp fences, reads past the LAC and writes
+    each entry back as a recovery add framed with the recovering handle's LAC, so its bytes
+    differ from the held copy in the LAC and the digest. Over both protocols that is EOK
+    (it was EBADREQ, and BookKeeper's openLedger changed ensembles for ever); the held
+    copy stays; another payload under the same id is still EBADREQ."""
+    async with BkClient.connect(bk.port) as client:
+        for i in range(3):
+            assert (await client.add(8, i, KEY, entry(8, i))).status == S["EOK"]
+        assert (await client.read(8, 2, flag=1, masterKey=KEY)).status == S["EOK"]
+        for i in range(3):
+            again = entry(8, i, lac=1)
+            if i != 2:
+                assert again != entry(8, i)
+            assert (await client.add(8, i, KEY, again, flag=1)).status == S["EOK"]
+        other = await client.add(8, 1, KEY, entry(8, 1, payload=b"q" * 64), flag=1)
+        assert other.status == S["EBADREQ"]
+    async with BkClient.connect(bk.port) as client:
+        add = await client.call_v2(v2.encode_add(8, 1, KEY, entry(8, 1, lac=2),
+                                                 v2.FLAG_RECOVERY_ADD))
+        assert add.rc == v2.EOK
+    for i in range(3):
+        assert await bk.bookie.read_entry(8, i) == entry(8, i)
+    mac = mac_key(b"bk-listener")
+    async with BkClient.connect(bk.port) as client:  # MAC: stored as DUMMY (§4)
+        first = frame_entry(9, 0, -1, 64, b"m" * 64, DigestType.MAC, mac)
+        assert (await client.add(9, 0, KEY, first)).status == S["EOK"]
+        assert bk.bookie.ledger_state(9).digest_type == DigestType.DUMMY
+        again = frame_entry(9, 0, 0, 64, b"m" * 64, DigestType.MAC, mac)
+        assert again[32:52] != first[32:52]
+        assert (await client.add(9, 0, KEY, again, flag=1)).status == S["EOK"]
+        other = frame_entry(9, 0, -1, 64, b"n" * 64, DigestType.MAC, mac)
+        assert (await client.add(9, 0, KEY, other, flag=1)).status == S["EBADREQ"]
+    assert await bk.bookie.read_entry(9, 0) == first
 
 
 async def test_long_poll_waits_for_the_lac_and_piggybacks_the_next_entry(bk):

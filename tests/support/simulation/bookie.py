@@ -7,8 +7,11 @@ Rules kept, as the real node does them:
       still lists it) says so: then the tombstone is lifted, durably, and the ledger starts
       empty (W5, ``_revive_if_placed_here`` in bookie/node/writes.py); a stored
       master key that differs refuses with Unauthorized; a fenced ledger refuses a
-      non-recovery add with Fenced, a recovery add passes; a re-add with different bytes is
-      a BadRequest; an unknown ledger is created by its first add.
+      non-recovery add with Fenced, a recovery add passes; an unknown ledger is created by
+      its first add. The rules about what a bookie already holds are not copied here but
+      called: a re-add stores the held copy or is refused (W6, ``write_rules.held_copy``),
+      and a revive checks the tombstone's key and brings the ledger back fenced with its
+      key (W7, ``write_rules.check_revive_key``, ``revived_state``).
     * fence: creates the ledger if unknown (recovery fences bookies that never saw it),
       is set in memory at once (N3) and answered once durable with {"lac", "lastEntryId"}.
     * read: an unknown or deleted ledger is NoLedger, a missing entry NoEntry; reads see the
@@ -31,14 +34,18 @@ import random
 
 from api.client.fragments import ranges_of
 from bookie import entry as framing
-from bookie.entry import ZERO_KEY
+from bookie import write_rules
+from bookie.entry import ZERO_KEY, DigestType
 from bookie.errors import BadRequest, Fenced, NoEntry, NoLedger, Unauthorized
+from ledgerindex.keys import LedgerState
 from tests.support.simulation.processes import detached
 
 
 @dataclasses.dataclass
 class SimLedger:
     master_key: bytes
+    #: The ledger's digest type, learned from its first add as the real node learns it.
+    digest_type: DigestType = DigestType.CRC32C
     fenced: bool = False
     deleted: bool = False
     lac: int = -1
@@ -102,12 +109,12 @@ class SimBookie:
         future = asyncio.get_running_loop().create_future()
 
         def durable_change() -> None:
-            target = self.durable.setdefault(ledger_id, SimLedger(self.memory[ledger_id]
-                                                                  .master_key))
+            live = self.memory[ledger_id]
+            target = self.durable.setdefault(ledger_id, SimLedger(live.master_key,
+                                                                  live.digest_type))
             change(target)
             if lac is not None:
                 target.lac = max(target.lac, lac)
-                live = self.memory[ledger_id]
                 if lac > live.lac:
                     live.lac = lac
                     self._wake_lac(ledger_id, live.lac)
@@ -151,22 +158,22 @@ class SimBookie:
             raise NoLedger(f"ledger {ledger_id} is unknown to this bookie")
         return ledger
 
-    def _admit_adds(self, ledger_id, entries, master_key, recovery) -> None:
+    def _admit_adds(self, ledger_id, entries, master_key, recovery) -> list:
+        """The entries to store: a re-add takes the held copy (W6), as the real node's."""
         ledger = self._writable_ledger(ledger_id, master_key)
         if ledger is None:
-            return
+            return entries
         if ledger.fenced and not recovery:
             raise Fenced(f"ledger {ledger_id} is fenced")
-        for entry_id, data in entries:
-            old = ledger.entries.get(entry_id)
-            if old is not None and old != data:
-                raise BadRequest(f"entry {ledger_id}/{entry_id} already exists with "
-                                 f"different bytes; refusing to overwrite it")
+        return [(entry_id, write_rules.held_copy(ledger_id, entry_id,
+                                                 ledger.entries.get(entry_id), data,
+                                                 ledger.digest_type))
+                for entry_id, data in entries]
 
     # -- operations (called by the network on delivery) ----------------------------------------
 
     async def add_entries(self, ledger_id: int, datas: list[bytes], master_key: bytes,
-                          recovery: bool) -> list[int]:
+                          recovery: bool, digest_type: str | None = None) -> list[int]:
         entries = []
         for data in datas:
             found_ledger, entry_id, _, _ = framing.ENTRY_HEADER.unpack_from(data, 0)
@@ -176,9 +183,10 @@ class SimBookie:
         if len({e for e, _ in entries}) != len(entries):
             raise BadRequest("a batch names the same entry id twice")
         if recovery:
-            await self._revive_if_placed_here(ledger_id)
-        self._admit_adds(ledger_id, entries, master_key, recovery)
-        self.memory.setdefault(ledger_id, SimLedger(master_key))
+            await self._revive_if_placed_here(ledger_id, master_key)
+        entries = self._admit_adds(ledger_id, entries, master_key, recovery)
+        self.memory.setdefault(ledger_id, SimLedger(master_key,
+                                                    DigestType.from_header(digest_type)))
         lac = max(framing.piggybacked_lac(data) for _, data in entries)
 
         def change(ledger: SimLedger) -> None:
@@ -189,24 +197,33 @@ class SimBookie:
         await asyncio.shield(self._record(ledger_id, change, lac))
         return [entry_id for entry_id, _ in entries]
 
-    async def _revive_if_placed_here(self, ledger_id: int) -> None:
+    async def _revive_if_placed_here(self, ledger_id: int, master_key: bytes) -> None:
         """W5: a recovery add to a tombstoned ledger the metadata still lists revives it
-        empty (synced before the add goes on) instead of being refused."""
+        empty (synced before the add goes on) instead of being refused; W7: with the
+        tombstone's key only, and fenced. The metadata is read again after the revive, and
+        a delete that landed meanwhile puts the tombstone back (bug G), as the node does."""
         ledger = self.memory.get(ledger_id)
         if ledger is None or not ledger.deleted or self.may_revive is None:
             return
+        write_rules.check_revive_key(ledger_id, ledger.master_key, master_key)
         if not await self.may_revive(ledger_id):
             return
         ledger = self.memory.get(ledger_id)
         if ledger is None or not ledger.deleted:
             return  # revived meanwhile
+        state = write_rules.revived_state(LedgerState(exists=False,
+                                                      master_key=ledger.master_key))
 
         def change(ledger: SimLedger) -> None:
-            ledger.deleted, ledger.fenced, ledger.lac = False, False, -1
-            ledger.master_key = b""
+            ledger.deleted, ledger.fenced, ledger.lac = False, state.fenced, -1
+            ledger.master_key = state.master_key
             ledger.entries.clear()
         await asyncio.shield(self._record(ledger_id, change))
         self.revived += 1
+        if not await self.may_revive(ledger_id):
+            await self.delete_ledger(ledger_id)
+            raise NoLedger(f"ledger {ledger_id} was deleted from the metadata while its "
+                           f"copy was being placed here again")
 
     async def fence(self, ledger_id: int, master_key: bytes) -> dict:
         self._writable_ledger(ledger_id, master_key)

@@ -133,14 +133,14 @@ class SimBookieClient:
                         recovery=False, deferred_sync=False) -> dict:
         kind = "recovery-add" if recovery else "add"
         await self._call(f"{kind} {_ids([entry])}", lambda b: b.add_entries(
-            ledger_id, [entry], master_key, recovery))
+            ledger_id, [entry], master_key, recovery, digest_type))
         return {}
 
     async def add_batch(self, ledger_id, entries, master_key, digest_type=None,
                         recovery=False, deferred_sync=False) -> list[int]:
         kind = "recovery-add" if recovery else "add"
         return await self._call(f"{kind} {_ids(entries)}", lambda b: b.add_entries(
-            ledger_id, list(entries), master_key, recovery))
+            ledger_id, list(entries), master_key, recovery, digest_type))
 
     async def add_batch_body(self, ledger_id, body, master_key, digest_type=None,
                              recovery=False) -> None:
