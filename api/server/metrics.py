@@ -256,8 +256,12 @@ def make_registry(bookie, body_budget=None) -> CollectorRegistry:
     return registry
 
 
+def route_op(request: web.Request) -> str:
+    """The ``op`` label of a request: its route handler's name, or no_route."""
+    route = request.match_info.route
+    return getattr(route.handler, "__name__", "unknown") if route.resource else "no_route"
+
+
 def observe_request(request: web.Request, status: int, seconds: float) -> None:
     """Latency by route handler and status (called by the one API middleware)."""
-    route = request.match_info.route
-    op = getattr(route.handler, "__name__", "unknown") if route.resource else "no_route"
-    request.app[BOOKIE].stats.requests.labelled(op, str(status)).observe(seconds)
+    request.app[BOOKIE].stats.requests.labelled(route_op(request), str(status)).observe(seconds)

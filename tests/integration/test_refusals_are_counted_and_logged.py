@@ -4,6 +4,7 @@ with its reason and its peer (api/server/refusals.py); EOK answers are not count
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 
@@ -13,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from api.bkproto import v2, v3
 from tests.integration.test_bk_listener import KEY, OTHER_KEY, entry, listening
 from tests.support.bk_client import BkClient
+from tests.support.servers import running_bookie
 
 S = v3.STATUS
 
@@ -93,3 +95,41 @@ async def test_every_refusal_on_bookie_port_is_counted_by_op_and_status(bookie_c
     for what in ("BATCH_READ_ENTRY ENOENTRY", "FRAME CLOSED"):
         assert any(re.match(rf"bookie_port refused {what} from 127\.0\.0\.1:\d+: .", line)
                    for line in logged), (what, logged)
+
+
+async def http_get(port: int, path: str) -> tuple[int, str]:
+    """GET ``path`` over a connection of its own: (HTTP status, the client's host:port)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: bookie\r\nConnection: close\r\n\r\n"
+                     .encode())
+        status = int((await reader.readline()).split()[1])
+        await reader.read()
+        return status, "127.0.0.1:%d" % writer.get_extra_info("sockname")[1]
+    finally:
+        writer.close()
+
+
+async def test_every_error_answer_over_http_is_counted_and_logged(bookie_config, caplog):
+    caplog.set_level(logging.WARNING, logger="bookie.refusals")
+    async with running_bookie(bookie_config) as running, aiohttp.ClientSession() as session:
+        url = running.url + "/v1/ledgers/8/entries/"
+        for entry_id, key, status in ((0, KEY, 200), (1, OTHER_KEY, 403)):
+            async with session.put(url + str(entry_id), data=entry(8, entry_id),
+                                   headers={"X-Master-Key": key.hex()}) as reply:
+                assert reply.status == status
+        port = int(running.url.rsplit(":", 1)[1])
+        status, peer = await http_get(port, "/v1/ledgers/9/entries/0")
+        assert status == 404
+        assert (await http_get(port, "/no/such/route"))[0] == 404
+        assert await refused_counts(running.url, "bookie_http_requests_refused",
+                                    ("op", "code", "error")) == {
+            ("add_entry", "403", "EUA"): 1, ("read_entry", "404", "ENOLEDGER"): 1,
+            ("no_route", "404", "EBADREQ"): 1}
+    logged = warnings(caplog)
+    assert f"http refused read_entry 404 ENOLEDGER from {peer}: ledger 9 is unknown to this " \
+           "bookie" in logged, logged
+    assert any(re.match(r"http refused add_entry 403 EUA from 127\.0\.0\.1:\d+: master key",
+                        line) for line in logged), logged
+    assert any(re.match(r"http refused no_route 404 EBADREQ from 127\.0\.0\.1:\d+: Not Found",
+                        line) for line in logged), logged
