@@ -108,6 +108,10 @@ class Stats:
         self.replay = ReplayProgress()
         self.lac_waiters = 0
         self.gc = GcCounters()
+        # Non-EOK answers by label values, counted by api/server/refusals.py: BookKeeper's
+        # protocol (op, status) and HTTP (op, code, error).
+        self.bk_refused: dict[tuple[str, str], int] = {}
+        self.http_refused: dict[tuple[str, str, str], int] = {}
 
     def on_journal_flush(self, reason, count: int, size: int, sync_s: float) -> None:
         """The journal's ``on_flush`` hook (journal thread)."""

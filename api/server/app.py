@@ -17,7 +17,8 @@ from api import wire
 from api.server import metrics, openapi, routes_bookie, routes_ledgers
 from api.server.body_budget import BodyBudget
 from api.server.error_middleware import error_middleware
-from api.server.keys import BODY_BUDGET, BOOKIE, REGISTRY
+from api.server.keys import BODY_BUDGET, BOOKIE, REFUSALS, REGISTRY
+from api.server.refusals import RefusalLog
 from bookie.node import Bookie
 
 log = logging.getLogger("bookie.api")
@@ -32,6 +33,7 @@ def make_app(bookie: Bookie, start_bookie: bool = True) -> web.Application:
     app[BODY_BUDGET] = BodyBudget(bookie.config.request_bodies_max_bytes,
                                   bookie.config.request_body_timeout_ms / 1000)
     app[REGISTRY] = metrics.make_registry(bookie, app[BODY_BUDGET])
+    app[REFUSALS] = RefusalLog("http", bookie.stats.http_refused)
     app.add_routes(routes_bookie.routes)
     app.add_routes(routes_ledgers.routes)
     app.router.add_get("/metrics", serve_metrics)

@@ -32,7 +32,7 @@ from api.bkproto import v2, v3, v3_add
 from api.bkproto.v2 import ProtocolError
 from api.bkproto.status import v2_code, v3_status
 from api.server.bk_ops import ADD_FLAG_RECOVERY, DEFERRED_SYNC, BkOperations, unexpected
-from bookie.errors import IOFailure, TooManyRequests
+from bookie.errors import BadRequest, IOFailure, TooManyRequests
 from bookie.node import NOT_NOW
 
 log = logging.getLogger("bookie.bkproto")
@@ -165,7 +165,7 @@ class BkConnection(asyncio.Protocol):
                 if request.header.operation == _ADD_V3:
                     self._v3_add(request)
                 else:
-                    self._start(self.ops.v3(request))
+                    self._start(self.ops.v3(request, self.peer))
                 return True
         try:
             request = v2.decode_request(packet)
@@ -175,12 +175,14 @@ class BkConnection(asyncio.Protocol):
         if request.opcode == v2.ADDENTRY:
             self._v2_add(request)
         else:
-            self._start(self.ops.v2(request))
+            self._start(self.ops.v2(request, self.peer))
         return True
 
     def _v3_add(self, request) -> None:
         add = request.addRequest
         if not request.HasField("addRequest"):
+            self.ops.refused("ADD_ENTRY", BadRequest("ADD_ENTRY without its addRequest"),
+                             self.peer)
             self._send(v3.frame(self.ops.v3_response(request, v3.STATUS["EBADREQ"])))
             return
         self._v3_plain_add(v3_add.PlainAdd(
@@ -245,13 +247,15 @@ class BkConnection(asyncio.Protocol):
         answer from its durable future's callback (a task only when it must read first)."""
         ledger_id, entry_id, data, key, recovery, deferred, _ = add
         if self.pending_adds >= self.listener.max_pending_adds:
-            self._send(self._reply(add, TooManyRequests(
-                "too many adds in flight on this connection")))
+            error = TooManyRequests("too many adds in flight on this connection")
+            self.ops.refused("ADD_ENTRY", error, self.peer)
+            self._send(self._reply(add, error))
             return
         try:
             outcome = self.ops.begin_add(ledger_id, entry_id, data, key, recovery, deferred)
         except Exception as exc:  # noqa: BLE001 - a refused add is an answer (BK1)
             unexpected("add", exc)
+            self.ops.refused("ADD_ENTRY", exc, self.peer)
             self._send(self._reply(add, exc))
             return
         if outcome is None:  # deferred sync: acknowledged once queued
@@ -275,6 +279,8 @@ class BkConnection(asyncio.Protocol):
         elif done.exception() is not None:
             error = done.exception()
             unexpected("add", error)
+        if error is not None:  # one test per run: EOK runs pay nothing more (BK1)
+            self.ops.refused("ADD_ENTRY", error, self.peer, len(adds))
         self.pending_adds -= len(adds)
         reply = self._reply
         self._send_all([reply(add, error) for add in adds])
@@ -339,7 +345,8 @@ class BkConnection(asyncio.Protocol):
     def _refuse(self, why: str) -> None:
         """BL2: the adds that came whole before the bad frame are still begun."""
         self._begin_arrived()
-        log.warning("closing BookKeeper-protocol connection from %s: %s", self.peer, why)
+        # No status answers it: counted and logged as the refusal of a FRAME, CLOSED.
+        self.ops.refusals.refused(("FRAME", "CLOSED"), f"{why}; connection closed", self.peer)
         self.buffer.clear()
         self.transport.close()
 

@@ -8,6 +8,8 @@ processors answer (read there, written here):
 
     BK1. An answer's status comes only from ``api.bkproto.status`` (EOK, or the error's
          BookKeeper name); anything unexpected is EIO and logged, never a dropped request.
+         Every non-EOK answer goes through ``refusals`` (counted by operation and status,
+         logged with its reason and peer, api/server/refusals.py), the listener's adds too.
     BK2. A fencing read answers once the fence is durable (BookKeeper answers once its fence
          future completes), then carries the entry or ENOENTRY; without a master key it is
          EUA and fences nothing.
@@ -31,7 +33,8 @@ import logging
 import struct
 
 from api.bkproto import availability, v2, v3
-from api.bkproto.status import v2_code, v3_status
+from api.bkproto.status import bk_name, v2_code, v3_status
+from api.server.refusals import RefusalLog
 from bookie import entry as entry_mod
 from bookie.entry import DigestType
 from bookie.errors import BadRequest, BookieError, NoEntry, Unauthorized
@@ -90,6 +93,10 @@ class BkOperations:
     def __init__(self, bookie) -> None:
         self.bookie = bookie
         self.digests = DigestTypes(bookie)
+        self.refusals = RefusalLog("bookie_port", bookie.stats.bk_refused)
+
+    def refused(self, op: str, error: BaseException, peer, count: int = 1) -> None:
+        self.refusals.refused((op, bk_name(error)), error, peer, count)
 
     # -- v3 ----------------------------------------------------------------------------
 
@@ -99,19 +106,28 @@ class BkOperations:
         response.status = status
         return response
 
-    async def v3(self, request) -> bytes:
+    async def v3(self, request, peer=None) -> bytes:
         """The framed answer to one v3 request other than an add (BK1); adds are begun with
-        ``begin_add`` or ``begin_add_run`` and answered by the listener (BK5)."""
+        ``begin_add`` or ``begin_add_run`` and answered by the listener (BK5). Each handler
+        returns its response and the error it answers, if any."""
         header = request.header
         name = _OPERATION_NAMES.get(header.operation)
         handler = _V3_HANDLERS.get(name)
-        fields = v3.BODY_FIELDS.get(name)
-        if handler is None or not request.HasField(fields[0]):
+        if handler is None or not request.HasField(v3.BODY_FIELDS[name][0]):
+            why = f"operation {header.operation} is not served" if handler is None else \
+                f"{name} without its {v3.BODY_FIELDS[name][0]}"
+            # UNKNOWN, not the number: a client's numbers must not make label values.
+            self.refused(name or "UNKNOWN", BadRequest(why), peer)
             return v3.frame(self.v3_response(request, v3.STATUS["EBADREQ"]))
         if header.version != v3.PROTOCOL_VERSIONS["VERSION_THREE"]:
+            self.refusals.refused((name, "EBADVERSION"), f"protocol version {header.version}",
+                                  peer)
             # The status alone: a client reads the body's only when this one is EOK.
             return v3.frame(self.v3_response(request, v3.STATUS["EBADVERSION"]))
-        return v3.frame(await handler(self, request))
+        response, error = await handler(self, request)
+        if error is not None:
+            self.refused(name, error, peer)
+        return v3.frame(response)
 
     def begin_add(self, ledger_id: int, entry_id: int, data, master_key: bytes,
                   recovery: bool = False, deferred_sync: bool = False):
@@ -165,7 +181,7 @@ class BkOperations:
         body.status = response.status = v3_status(error)
         if error is not None:
             body.ClearField("body")
-        return response
+        return response, error
 
     async def _read_v3_into(self, read, body) -> None:
         bookie, ledger_id = self.bookie, read.ledgerId
@@ -266,21 +282,22 @@ class BkOperations:
             unexpected(field, exc)
             error = exc
         body.status = response.status = v3_status(error)
-        return response
+        return response, error
 
     async def _auth_v3(self, request):
         response = self.v3_response(request, _OK)
         response.authResponse.authPluginName = AUTH_DISABLED_PLUGIN
         response.authResponse.payload = b""
-        return response
+        return response, None
 
     async def _start_tls_v3(self, request):
         # This listener has no TLS: BookKeeper answers EBADREQ when TLS is not configured.
-        return self.v3_response(request, v3.STATUS["EBADREQ"])
+        error = BadRequest("START_TLS: this listener has no TLS")
+        return self.v3_response(request, v3_status(error)), error
 
     # -- v2 ----------------------------------------------------------------------------
 
-    async def v2(self, request: v2.Request) -> bytes:
+    async def v2(self, request: v2.Request, peer=None) -> bytes:
         """The framed answer to one v2 request (BK1); adds go as in ``v3``."""
         opcode, version = request.opcode, request.version
         if opcode == v2.AUTH:
@@ -295,6 +312,8 @@ class BkOperations:
             unexpected(f"v2 opcode {opcode}", exc)
             error = exc
         code = v2_code(error)
+        if error is not None:
+            self.refused(_V2_NAMES[opcode], error, peer)
         if opcode == v2.BATCH_READ_ENTRY:
             return v2.encode_batch_response(version, code, request.ledger_id,
                                             request.entry_id, request.request_id, entries)
@@ -344,6 +363,8 @@ def _auth_message() -> bytes:
 
 
 _OPERATION_NAMES = {number: name for name, number in _OP.items()}
+#: BookKeeper's names of the v2 requests answered here (BookieProtocol's opcodes).
+_V2_NAMES = {v2.READENTRY: "READ_ENTRY", v2.BATCH_READ_ENTRY: "BATCH_READ_ENTRY"}
 _V3_HANDLERS = {"READ_ENTRY": BkOperations._read_v3,
                 "READ_LAC": BkOperations._read_lac_v3, "WRITE_LAC": BkOperations._write_lac_v3,
                 "FORCE_LEDGER": BkOperations._force_v3,

@@ -7,7 +7,9 @@ anything else is ``500 EIO`` with the traceback logged. Handlers build no errors
 
 The latency of every request, errors included, is recorded here too (``api/server/metrics.py``
 names the metric): one middleware, not two, since each layer costs a coroutine frame and a
-call on every add.
+call on every add. So is every error answer, counted by route, status and code and logged
+at WARN with its peer, rate-limited (``api/server/refusals.py``); answers a handler returns
+itself (``/ready``'s 503 while replaying) report a state and are no refusal.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import time
 
 from aiohttp import web
 
-from api.server.metrics import observe_request
+from api.server.keys import REFUSALS
+from api.server.metrics import observe_request, route_op
 from bookie.errors import BookieError, TooLarge, Unavailable
 
 log = logging.getLogger("bookie.api")
@@ -39,22 +42,32 @@ async def error_middleware(request: web.Request, handler):
     try:
         response = await handler(request)
     except Exception as exc:  # noqa: BLE001 (translated, a bug logged, by _translate)
-        response = _translate(request, exc)
+        response, code, message = _translate(request, exc)
+        _refused(request, response.status, code, message)
     observe_request(request, response.status, time.perf_counter() - started)
     return response
 
 
-def _translate(request: web.Request, exc: Exception) -> web.Response:
-    if isinstance(exc, BookieError):
-        return error_response(exc)
+def _refused(request: web.Request, status: int, code: str, message: str) -> None:
+    """Issue 35: counted and logged (rate-limited) with the peer, as bookie_port does."""
+    transport = request.transport
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    request.app[REFUSALS].refused((route_op(request), str(status), code), message,
+                                  peer or request.remote)
+
+
+def _translate(request: web.Request, exc: Exception) -> tuple[web.Response, str, str]:
+    """The answer to ``exc``, with its error code and message."""
     if isinstance(exc, web.HTTPRequestEntityTooLarge):
-        return error_response(TooLarge(f"request body over the limit: {exc.text}"))
+        exc = TooLarge(f"request body over the limit: {exc.text}")
+    if isinstance(exc, BookieError):
+        return error_response(exc), exc.code, exc.message
     if isinstance(exc, web.HTTPException):
         if exc.status < 400:
             raise exc
         return web.json_response({"error": "EBADREQ", "message": exc.reason},
                                  status=exc.status, headers={"Allow": exc.headers["Allow"]}
-                                 if "Allow" in exc.headers else None)
+                                 if "Allow" in exc.headers else None), "EBADREQ", exc.reason
     log.error("unhandled error on %s %s", request.method, request.path, exc_info=exc)
     return web.json_response({"error": "EIO", "message": "internal error; see the log"},
-                             status=500)
+                             status=500), "EIO", f"internal error: {exc!r}"

@@ -4,6 +4,12 @@ A custom collector reads ``bookie.stats`` and the node's state at scrape time, i
 registry of this app's own (so several bookies in one process never share metrics).
 
     bookie_request_seconds{op,code}                 histogram, per route and status
+    bookie_http_requests_refused_total{op,code,error}  counter, error answers by route,
+                                                    HTTP status and error code (EUA, ...)
+    bookie_bk_requests_refused_total{op,status}     counter, non-EOK answers on bookie_port
+                                                    by BookKeeper operation (ADD_ENTRY, ...)
+                                                    and status name (EFENCED, ...); a frame
+                                                    closing the connection is FRAME CLOSED
     bookie_journal_fsync_seconds                    histogram
     bookie_journal_group_entries / _group_bytes     histograms, per flush
     bookie_journal_flush_total{reason}              counter
@@ -74,6 +80,7 @@ class BookieCollector:
         yield from self._checkpoints()
         yield from self._gc()
         yield from self._operations()
+        yield from self._refusals()
 
     def _journal(self):
         stats = self.bookie.stats
@@ -203,6 +210,19 @@ class BookieCollector:
                                 "read-only", value=config.disk_usage_threshold)
 
 
+    def _refusals(self):
+        stats = self.bookie.stats
+        for name, doc, labels, counts in (
+                ("bookie_http_requests_refused", "HTTP error answers by route, status and "
+                 "error code", ["op", "code", "error"], stats.http_refused),
+                ("bookie_bk_requests_refused", "non-EOK answers on the BookKeeper-protocol "
+                 "port by operation and status", ["op", "status"], stats.bk_refused)):
+            family = CounterMetricFamily(name, doc, labels=labels)
+            for values, count in sorted(counts.items()):
+                family.add_metric(list(values), count)
+            yield family
+
+
 def _checkpoint_lag_bytes(bookie) -> int:
     journal, last = bookie.journal, bookie.last_checkpoint
     if journal is None or last is None:
@@ -236,8 +256,12 @@ def make_registry(bookie, body_budget=None) -> CollectorRegistry:
     return registry
 
 
+def route_op(request: web.Request) -> str:
+    """The ``op`` label of a request: its route handler's name, or no_route."""
+    route = request.match_info.route
+    return getattr(route.handler, "__name__", "unknown") if route.resource else "no_route"
+
+
 def observe_request(request: web.Request, status: int, seconds: float) -> None:
     """Latency by route handler and status (called by the one API middleware)."""
-    route = request.match_info.route
-    op = getattr(route.handler, "__name__", "unknown") if route.resource else "no_route"
-    request.app[BOOKIE].stats.requests.labelled(op, str(status)).observe(seconds)
+    request.app[BOOKIE].stats.requests.labelled(route_op(request), str(status)).observe(seconds)

@@ -127,6 +127,8 @@ async def test_adds_beyond_the_pending_bound_are_refused_and_not_stored(bookie_c
         refused = [i for i, status in statuses.items() if status == S["ETOOMANYREQUESTS"]]
         stored = [i for i, status in statuses.items() if status == S["EOK"]]
         assert refused and stored and len(refused) + len(stored) == 50
+        assert served.bookie.stats.bk_refused == {("ADD_ENTRY", "ETOOMANYREQUESTS"):
+                                                  len(refused)}  # issue 35
         ranges = await served.bookie.entry_id_ranges(4)
         held = {i for first, last in ranges for i in range(first, last + 1)}
         assert held == set(stored)
