@@ -1,0 +1,184 @@
+// BookKeeper's own Java client for scripts/drill_bookkeeper_recovery.py (issue 35): run
+// through the BookKeeper launcher as `bk class scripts/java/RecoveryDrill.java ...`, so
+// Java's source launcher compiles it at run time against the launcher's classpath; nothing
+// of BookKeeper is shipped or built here.
+//
+//   write ZK_URI LEDGERS IN_FLIGHT ACK_FILE
+//       creates LEDGERS 3/2/2 CRC32C ledgers and adds 1 KiB entries to them, at most
+//       IN_FLIGHT adds outstanding per ledger, until it is killed. ACK_FILE gets "C <ledger>"
+//       once a ledger is created and "A <ledger> <entry>" for each acknowledged add, in the
+//       order the client confirmed them; an ack not yet in the file counts as not seen (the
+//       drill then checks fewer entries, never more).
+//   recover ZK_URI TIMEOUT_S LEDGER...
+//       openLedger (BookKeeper's recovery: fence, read past the LAC, write back, close) of
+//       each ledger, each bounded by TIMEOUT_S; then reads it whole and checks every payload
+//       byte for byte. Prints one line a ledger:
+//       "R <ledger> ok <lastEntryId> <ms> <entries read>" or "R <ledger> FAILED <why>".
+//
+// Payloads are a function of (ledger, entry), so the reader needs no copy of what was sent.
+
+import java.io.FileOutputStream;
+import java.io.OutputStream;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Enumeration;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import org.apache.bookkeeper.client.BKException;
+import org.apache.bookkeeper.client.BookKeeper;
+import org.apache.bookkeeper.client.LedgerEntry;
+import org.apache.bookkeeper.client.LedgerHandle;
+import org.apache.bookkeeper.conf.ClientConfiguration;
+
+public class RecoveryDrill {
+    static final byte[] PASSWORD = "drill".getBytes(StandardCharsets.UTF_8);
+    static final int ENTRY_SIZE = 1024;
+
+    static byte[] payload(long ledger, long entry) {
+        ByteBuffer buffer = ByteBuffer.allocate(ENTRY_SIZE);
+        buffer.putLong(ledger).putLong(entry);
+        for (int i = 16; i < ENTRY_SIZE; i++) {
+            buffer.put((byte) (ledger * 131 + entry * 31 + i));
+        }
+        return buffer.array();
+    }
+
+    static BookKeeper client(String uri) throws Exception {
+        ClientConfiguration conf = new ClientConfiguration();
+        conf.setMetadataServiceUri(uri);
+        conf.setAddEntryTimeout(10);
+        conf.setReadEntryTimeout(10);
+        conf.setZkTimeout(10_000);
+        return new BookKeeper(conf);
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length >= 4 && args[0].equals("write")) {
+            write(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]), args[4]);
+        } else if (args.length >= 4 && args[0].equals("recover")) {
+            recover(args[1], Integer.parseInt(args[2]), Arrays.copyOfRange(args, 3, args.length));
+        } else {
+            System.err.println("usage: write ZK_URI LEDGERS IN_FLIGHT ACK_FILE | "
+                    + "recover ZK_URI TIMEOUT_S LEDGER...");
+            System.exit(2);
+        }
+        System.exit(0);
+    }
+
+    static final class Acks {
+        private final OutputStream out;
+        private final StringBuilder pending = new StringBuilder();
+        private long lastFlush = System.nanoTime();
+
+        Acks(String path) throws Exception {
+            out = new FileOutputStream(path, true);
+        }
+
+        synchronized void line(String text, boolean now) {
+            pending.append(text).append('\n');
+            if (now || pending.length() > 8192 || System.nanoTime() - lastFlush > 2_000_000) {
+                flush();
+            }
+        }
+
+        synchronized void flush() {
+            try {
+                out.write(pending.toString().getBytes(StandardCharsets.UTF_8));
+            } catch (Exception e) {
+                throw new RuntimeException(e);
+            }
+            pending.setLength(0);
+            lastFlush = System.nanoTime();
+        }
+    }
+
+    static void write(String uri, int ledgers, int inFlight, String ackFile) throws Exception {
+        BookKeeper bk = client(uri);
+        Acks acks = new Acks(ackFile);
+        List<Thread> writers = new ArrayList<>();
+        for (int l = 0; l < ledgers; l++) {
+            LedgerHandle lh = bk.createLedger(3, 2, 2, BookKeeper.DigestType.CRC32C, PASSWORD);
+            acks.line("C " + lh.getId(), true);
+            Thread writer = new Thread(() -> writeLedger(lh, inFlight, acks));
+            writer.setDaemon(true);
+            writer.start();
+            writers.add(writer);
+        }
+        while (true) {  // until SIGKILL: the drill kills the writer with adds in flight
+            Thread.sleep(5);
+            acks.flush();
+        }
+    }
+
+    static void writeLedger(LedgerHandle lh, int inFlight, Acks acks) {
+        Semaphore window = new Semaphore(inFlight);
+        long ledger = lh.getId();
+        for (long entry = 0; ; entry++) {
+            try {
+                window.acquire();
+            } catch (InterruptedException e) {
+                return;
+            }
+            final long sent = entry;
+            lh.asyncAddEntry(payload(ledger, entry), (rc, handle, entryId, ctx) -> {
+                window.release();
+                if (rc == BKException.Code.OK) {
+                    acks.line("A " + ledger + " " + entryId, false);
+                } else {
+                    acks.line("E " + ledger + " " + sent + " " + BKException.getMessage(rc), true);
+                }
+            }, null);
+        }
+    }
+
+    static void recover(String uri, int timeoutS, String[] ids) throws Exception {
+        BookKeeper bk = client(uri);
+        for (String id : ids) {
+            long ledger = Long.parseLong(id);
+            long started = System.nanoTime();
+            CompletableFuture<LedgerHandle> opened = new CompletableFuture<>();
+            bk.asyncOpenLedger(ledger, BookKeeper.DigestType.CRC32C, PASSWORD,
+                    (rc, lh, ctx) -> {
+                        if (rc == BKException.Code.OK) {
+                            opened.complete(lh);
+                        } else {
+                            opened.completeExceptionally(BKException.create(rc));
+                        }
+                    }, null);
+            LedgerHandle lh;
+            try {
+                lh = opened.get(timeoutS, TimeUnit.SECONDS);
+            } catch (java.util.concurrent.TimeoutException e) {
+                System.out.println("R " + ledger + " FAILED openLedger did not return in "
+                        + timeoutS + " s");
+                continue;
+            } catch (Exception e) {
+                System.out.println("R " + ledger + " FAILED openLedger: " + e.getCause());
+                continue;
+            }
+            long ms = (System.nanoTime() - started) / 1_000_000;
+            long last = lh.getLastAddConfirmed();
+            System.out.println("R " + ledger + " " + check(lh, ledger, last) + " " + last
+                    + " " + ms + " " + (last + 1));
+            lh.close();
+        }
+        bk.close();
+    }
+
+    static String check(LedgerHandle lh, long ledger, long last) throws Exception {
+        for (long first = 0; first <= last; first += 1000) {
+            Enumeration<LedgerEntry> entries = lh.readEntries(first, Math.min(last, first + 999));
+            while (entries.hasMoreElements()) {
+                LedgerEntry entry = entries.nextElement();
+                if (!Arrays.equals(entry.getEntry(), payload(ledger, entry.getEntryId()))) {
+                    return "FAILED entry " + entry.getEntryId() + " differs";
+                }
+            }
+        }
+        return "ok";
+    }
+}
