@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import socket
@@ -90,6 +91,7 @@ def main(argv: list[str]) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    logging.getLogger("kazoo").setLevel(logging.ERROR)  # its reconnect warnings: ZK5's line
     try:
         return {"init": init_cluster, "up": up, "add": add, "status": status,
                 "down": down}[args.command](args)
