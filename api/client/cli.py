@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import sys
 from typing import AsyncIterator, BinaryIO
@@ -344,6 +345,7 @@ async def _run(args) -> int:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    logging.getLogger("kazoo").setLevel(logging.ERROR)  # its reconnect warnings: ZK5's line
     try:
         return asyncio.run(_run(args))
     except (BookieError, MetadataError, LedgerClosedError) as exc:

@@ -15,9 +15,20 @@ Invariants:
     ZK2. write and delete name the version they read: of racing writers exactly one wins and
          the others get BadVersion, their change not applied.
     ZK3. The layout znode is written once, by whoever comes first, with BookKeeper's text.
+    ZK5. No ZooKeeper call of the project waits for its answer longer than ZK_ANSWER_S, the
+         connect included (every kazoo call goes through ``zk_start``, ``zk_read``,
+         ``zk_call`` or ``zk_watch``; tests/contract/test_zk_bound.py checks; a watch
+         recipe's first read is kazoo's own, preceded by a bounded one). Past it the caller gets
+         ZkUnavailable, a MetadataError. A read is retried inside the bound (it changes
+         nothing). A write, create, delete or transaction is tried once, and its
+         ZkUnavailable means "not known whether it happened": kazoo still sends a request it
+         queued once ZooKeeper is back. So it is never taken for a definite failure: a
+         compare-and-set's caller re-reads before it trusts either outcome (ZK2), a lock's
+         taker counts a lock its own session holds as taken (Underreplication.try_lock), and
+         an ephemeral create that did happen goes with the session.
 
-Thread-safety: kazoo's client is thread-safe; the async methods run its blocking calls on
-worker threads (``asyncio.to_thread``) to keep the loop free.
+Thread-safety: kazoo's client is thread-safe; the async methods run its (ZK5-bounded) blocking
+calls on worker threads (``asyncio.to_thread``) to keep the loop free.
 """
 
 from __future__ import annotations
@@ -29,13 +40,14 @@ import urllib.parse
 from typing import Callable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNodeError
+from kazoo.exceptions import (BadVersionError, ConnectionLoss, NoAuthError, NodeExistsError,
+                              NoNodeError, SessionExpiredError)
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
-from kazoo.retry import ForceRetryError, KazooRetry
 
-__all__ = ["READ_RETRY", "zk_read", "KazooClient", "alive_bookies", "bookie_scheme",
-           "ZkMetadataStore", "parse_uri",
+__all__ = ["ZK_ANSWER_S", "ZkUnavailable", "zk_call", "zk_read", "zk_start", "zk_watch",
+           "KazooClient",
+           "alive_bookies", "bookie_scheme", "ZkMetadataStore", "parse_uri",
            "writable_bookies"]
 
 from api.client import metadata_format
@@ -46,27 +58,82 @@ from bookie.errors import NoLedger
 
 LAYOUT = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1\n"
 SCHEMES = ("zk", "zk+hierarchical")
-CONNECT_TIMEOUT_S = 15.0
-#: Reads ride out a ZooKeeper restart or a dropped connection (kazoo's ConnectionLoss) for up
-#: to 30 s; writes are not retried here: a compare-and-set whose answer was lost may have
-#: happened, and its caller re-reads and re-checks instead (ZK2).
-READ_RETRY = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0, deadline=30.0)
-#: One read attempt's bound: kazoo queues a request while it is disconnected and its
-#: blocking call would wait for the reconnect, however long ZooKeeper stays down.
-READ_ATTEMPT_S = 5.0
+#: ZK5's bound, in seconds. Longer than a session's timeout (10 s, zk_auth.new_client), so
+#: a ZooKeeper restart or failover the session survives is ridden out; short enough that a
+#: writer's close, a recovery or an operator's command reports an outage instead of
+#: hanging through it (kazoo queues a request while disconnected, for ever).
+ZK_ANSWER_S = 15.0
+#: A read's pauses between attempts after a lost connection: from 0.1 s, doubling, to 2 s.
+READ_BACKOFF_S = (0.1, 2.0)
 
 
-def zk_read(async_method, *args):
-    """A ZooKeeper read (``client.get_async``, ``get_children_async``, ``exists_async``)
-    under READ_RETRY, each attempt bounded by READ_ATTEMPT_S, so a read fails after the
-    retry's 30 s deadline instead of holding its thread (an executor's) until ZooKeeper
-    is back."""
-    def attempt():
+class ZkUnavailable(MetadataError):
+    """ZooKeeper did not answer within ZK_ANSWER_S (or lost the connection before it did).
+    After a write, create, delete or transaction: not known whether it happened (ZK5)."""
+
+    def __init__(self, hosts: str, why: str = "") -> None:
+        super().__init__(f"ZooKeeper at {hosts} "
+                         f"{why or f'did not answer in {ZK_ANSWER_S:.0f} s'}")
+        self.hosts = hosts
+
+
+def _hosts(owner) -> str:
+    """host:port,... of a kazoo client, or of the client of a method's owner (a client, or a
+    transaction for commit_async)."""
+    owner = getattr(owner, "__self__", owner)
+    client = getattr(owner, "client", owner)
+    return ",".join(f"{host}:{port}" for host, port in getattr(client, "hosts", None) or ())
+
+
+def _answer(async_method, args, kwargs, timeout_s: float):
+    try:
+        return async_method(*args, **kwargs).get(timeout=max(timeout_s, 0.0))
+    except KazooTimeoutError:
+        raise ZkUnavailable(_hosts(async_method)) from None
+
+
+def zk_call(async_method, *args, **kwargs):
+    """ZK5: one write, create, delete or commit (``client.set_async``, ``create_async``,
+    ``delete_async``, ``ensure_path_async``, ``transaction().commit_async``), its answer
+    awaited ZK_ANSWER_S at most; ZkUnavailable then, or on a lost connection: not retried,
+    since it may have happened."""
+    try:
+        return _answer(async_method, args, kwargs, ZK_ANSWER_S)
+    except (ConnectionLoss, SessionExpiredError) as exc:
+        raise ZkUnavailable(_hosts(async_method), f"lost the connection before it "
+                                                  f"answered ({type(exc).__name__})") from None
+
+
+def zk_read(async_method, *args, **kwargs):
+    """ZK5: a read (``client.get_async``, ``get_children_async``, ``exists_async``), tried
+    again after a lost connection or session until ZK_ANSWER_S have passed since it began;
+    ZkUnavailable then."""
+    deadline = time.monotonic() + ZK_ANSWER_S
+    pause, longest = READ_BACKOFF_S
+    while True:
         try:
-            return async_method(*args).get(timeout=READ_ATTEMPT_S)
-        except KazooTimeoutError as exc:
-            raise ForceRetryError(f"no ZooKeeper answer in {READ_ATTEMPT_S:.0f} s") from exc
-    return READ_RETRY.copy()(attempt)
+            return _answer(async_method, args, kwargs, deadline - time.monotonic())
+        except (ConnectionLoss, SessionExpiredError):
+            if time.monotonic() + pause >= deadline:
+                raise ZkUnavailable(_hosts(async_method)) from None
+            time.sleep(pause)  # a reconnect takes a moment: do not spin on a dead socket
+            pause = min(pause * 2, longest)
+
+
+def zk_watch(client: KazooClient, recipe: str, path: str, func):
+    """kazoo's ``DataWatch`` or ``ChildrenWatch`` (``recipe``) on ``path``. Its first read is
+    kazoo's own, unbounded: a bounded read just before it reports a ZooKeeper already gone
+    (ZK5) instead of waiting for it; only one gone in between is still waited for."""
+    zk_read(client.exists_async, path)
+    return getattr(client, recipe)(path, func)
+
+
+def zk_start(client: KazooClient) -> None:
+    """ZK5: connect (if not connected), waiting ZK_ANSWER_S at most. On ZkUnavailable the
+    client keeps trying in the background until its owner stops it."""
+    if client.state != KazooState.CONNECTED and \
+            not client.start_async().wait(timeout=ZK_ANSWER_S):
+        raise ZkUnavailable(_hosts(client))
 
 
 def parse_uri(uri: str) -> tuple[str, str]:
@@ -90,15 +157,14 @@ class ZkMetadataStore:
 
     def start(self) -> "ZkMetadataStore":
         if not self._started:
-            if self.client.state != KazooState.CONNECTED:
-                self.client.start(timeout=CONNECT_TIMEOUT_S)
+            zk_start(self.client)
             try:
-                self.client.ensure_path(self.root + "/idgen")
+                zk_call(self.client.ensure_path_async, self.root + "/idgen")
             except NoAuthError:
                 raise refused("create", self.root + "/idgen") from None
             try:  # ZK3; exists first (it needs no permission): a reader need not create
-                if self.client.exists(self.root + "/LAYOUT") is None:
-                    self.client.create(self.root + "/LAYOUT", LAYOUT)
+                if zk_read(self.client.exists_async, self.root + "/LAYOUT") is None:
+                    zk_call(self.client.create_async, self.root + "/LAYOUT", LAYOUT)
             except NodeExistsError:
                 pass
             except NoAuthError:
@@ -150,7 +216,7 @@ class ZkMetadataStore:
             callback(metadata_format.decode(data, ledger_id, stat.version + 1))
             return True
 
-        return self.client.DataWatch(ledger_path(self.root, ledger_id), changed)
+        return zk_watch(self.client, "DataWatch", ledger_path(self.root, ledger_id), changed)
 
     # -- blocking calls ------------------------------------------------------------------
 
@@ -170,19 +236,20 @@ class ZkMetadataStore:
 
     def _next_id(self) -> int:
         try:
-            path = self.client.create(self.root + "/idgen/ID-", b"", ephemeral=True,
-                                      sequence=True)
+            path = zk_call(self.client.create_async, self.root + "/idgen/ID-", b"",
+                           ephemeral=True, sequence=True)
         except NoAuthError:
             raise refused("create a ledger id under", self.root + "/idgen") from None
         try:
-            self.client.delete(path)
+            zk_call(self.client.delete_async, path)
         except NoNodeError:
             pass
         return int(path.rsplit("ID-", 1)[1])
 
     def _create_at(self, stored: LedgerMetadata, ledger_id: int, data: bytes) -> LedgerMetadata:
         try:
-            self.client.create(ledger_path(self.root, ledger_id), data, makepath=True)
+            zk_call(self.client.create_async, ledger_path(self.root, ledger_id), data,
+                    makepath=True)
         except NodeExistsError:
             raise LedgerExists(f"ledger {ledger_id} already has metadata in "
                                f"{self.uri}") from None
@@ -206,7 +273,8 @@ class ZkMetadataStore:
             raise MetadataError("write needs metadata read from the store (an id, a version)")
         path = ledger_path(self.root, metadata.ledger_id)
         try:  # ZK2
-            stat = self.client.set(path, metadata_format.encode(metadata), metadata.version - 1)
+            stat = zk_call(self.client.set_async, path, metadata_format.encode(metadata),
+                           metadata.version - 1)
         except BadVersionError:
             raise BadVersion(f"ledger {metadata.ledger_id}: metadata moved past version "
                              f"{metadata.version}") from None
@@ -220,7 +288,8 @@ class ZkMetadataStore:
     def _delete(self, ledger_id: int, version: int) -> None:
         self.start()
         try:
-            self.client.delete(ledger_path(self.root, ledger_id), version=version - 1)
+            zk_call(self.client.delete_async, ledger_path(self.root, ledger_id),
+                    version=version - 1)
         except BadVersionError:
             raise BadVersion(f"ledger {ledger_id}: metadata moved past version "
                              f"{version}") from None

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import socket
@@ -35,6 +36,7 @@ import sys
 import time
 import urllib.request
 
+from api.client.metadata import MetadataError
 from api.cluster.local_zookeeper import ZooKeeperServer, missing
 
 STATE_FILE = "cluster.json"
@@ -89,8 +91,13 @@ def main(argv: list[str]) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    return {"init": init_cluster, "up": up, "add": add, "status": status,
-            "down": down}[args.command](args)
+    logging.getLogger("kazoo").setLevel(logging.ERROR)  # its reconnect warnings: ZK5's line
+    try:
+        return {"init": init_cluster, "up": up, "add": add, "status": status,
+                "down": down}[args.command](args)
+    except MetadataError as exc:  # ZooKeeper's refusal or silence (ZK5): said, no traceback
+        print(f"bookie cluster {args.command}: {exc}", file=sys.stderr)
+        return 1
 
 
 def init_cluster(args) -> int:
@@ -314,7 +321,7 @@ def _get(url: str, context=None) -> dict | None:
 def status(args) -> int:
     from api.client.metadata_format import decode_service_info  # noqa: PLC0415
     from api.client.zk_auth import new_client  # noqa: PLC0415
-    from api.client.zookeeper import parse_uri  # noqa: PLC0415
+    from api.client.zookeeper import parse_uri, zk_read, zk_start  # noqa: PLC0415
 
     state = _load(os.path.abspath(args.dir))
     if state is None:
@@ -322,18 +329,16 @@ def status(args) -> int:
     hosts, root = parse_uri(state["metadataServiceUri"])
     client = new_client(hosts)
     try:
-        client.start(timeout=15)
-    except Exception as exc:  # noqa: BLE001 - kazoo's timeout types vary
-        say(f"ZooKeeper at {hosts} does not answer: {exc}")
-        return 1
-    try:
+        zk_start(client)
         say(f"metadata service: {state['metadataServiceUri']}")
         say(f"{'bookie':<20} {'registered':<11} {'state':<10} {'free':>10} {'ledgers':>8}")
         for kind, path in (("writable", f"{root}/available"),
                            ("read-only", f"{root}/available/readonly")):
-            names = client.get_children(path) if client.exists(path) else []
+            names = zk_read(client.get_children_async, path) \
+                if zk_read(client.exists_async, path) else []
             for bookie_id in sorted(n for n in names if n != "readonly"):
-                endpoint = decode_service_info(client.get(f"{path}/{bookie_id}")[0])[0]
+                endpoint = decode_service_info(zk_read(client.get_async,
+                                                       f"{path}/{bookie_id}")[0])[0]
                 url = f"{endpoint[3]}://{endpoint[1]}:{endpoint[2]}"
                 context = _client_ssl(state.get("tls"))
                 info = _get(url + "/v1/bookie/info", context) or {}

@@ -28,7 +28,8 @@ Invariants:
     UR3. A lock has one holder (an ephemeral create), and goes with the holder's session.
     UR4. Election: the vote with the lowest sequence number is the auditor; a session that
          lost its vote votes again, at the back of the line.
-Thread-safety: blocking kazoo calls; the async callers run them on worker threads.
+Thread-safety: blocking kazoo calls, each bounded (ZK5, api/client/zookeeper.py); the async
+callers run them on worker threads.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from api.client.metadata import MetadataError
 from api.client.metadata_format import (AuditorVoteFormat, LedgerRereplicationLayoutFormat,
                                         LockDataFormat, ReplicasCheckFormat,
                                         UnderreplicatedLedgerFormat, from_text, to_text)
-from api.client.zookeeper import zk_read
+from api.client.zookeeper import ZkUnavailable, zk_call, zk_read
 
 LAYOUT_TYPE, LAYOUT_VERSION = "BASIC", 1
 VOTE_PREFIX = "V_"
@@ -73,18 +74,20 @@ class Underreplication:
         self._vote: str | None = None
         #: Marked ledgers of the last walk not tried yet (``poll``), in random order.
         self._candidates: list[int] = []
+        #: Names of locks a take may have made (its answer lost): ours if this session's.
+        self._uncertain: set[str] = set()
 
     # -- layout and switches -------------------------------------------------------------
 
     def ensure(self) -> None:
         for path in ("ledgers", "locks", "auditorelection", "decommissioning"):
-            self.client.ensure_path(f"{self.base}/{path}")
+            zk_call(self.client.ensure_path_async, f"{self.base}/{path}")
         layout = LedgerRereplicationLayoutFormat(type=LAYOUT_TYPE, version=LAYOUT_VERSION)
         try:
-            self.client.create(f"{self.base}/LAYOUT", to_text(layout))
+            zk_call(self.client.create_async, f"{self.base}/LAYOUT", to_text(layout))
         except NodeExistsError:
             found = from_text(LedgerRereplicationLayoutFormat,
-                              self.client.get(f"{self.base}/LAYOUT")[0])
+                              zk_read(self.client.get_async, f"{self.base}/LAYOUT")[0])
             if (found.type, found.version) != (LAYOUT_TYPE, LAYOUT_VERSION):
                 raise MetadataError(f"{self.base}/LAYOUT is {found.type}:{found.version}, "
                                     f"this client knows {LAYOUT_TYPE}:{LAYOUT_VERSION}")
@@ -96,9 +99,9 @@ class Underreplication:
         """Returns whether anything changed."""
         try:
             if enabled:
-                self.client.delete(f"{self.base}/disable")
+                zk_call(self.client.delete_async, f"{self.base}/disable")
             else:
-                self.client.create(f"{self.base}/disable", b"", makepath=True)
+                zk_call(self.client.create_async, f"{self.base}/disable", b"", makepath=True)
             return True
         except (NoNodeError, NodeExistsError):
             return False
@@ -109,7 +112,8 @@ class Underreplication:
         path = f"{self.base}/lostBookieRecoveryDelay"
         if default is not None:
             try:
-                self.client.create(path, str(int(default)).encode(), makepath=True)
+                zk_call(self.client.create_async, path, str(int(default)).encode(),
+                        makepath=True)
             except NodeExistsError:
                 pass
         try:
@@ -120,9 +124,9 @@ class Underreplication:
     def set_lost_bookie_delay_s(self, seconds: int) -> None:
         path = f"{self.base}/lostBookieRecoveryDelay"
         try:
-            self.client.set(path, str(int(seconds)).encode())
+            zk_call(self.client.set_async, path, str(int(seconds)).encode())
         except NoNodeError:
-            self.client.create(path, str(int(seconds)).encode(), makepath=True)
+            zk_call(self.client.create_async, path, str(int(seconds)).encode(), makepath=True)
 
     def replicas_check_ctime_ms(self) -> int | None:
         try:
@@ -135,9 +139,9 @@ class Underreplication:
         data = to_text(ReplicasCheckFormat(replicasCheckCTime=ctime_ms))
         path = f"{self.base}/replicascheckctime"
         try:
-            self.client.set(path, data)
+            zk_call(self.client.set_async, path, data)
         except NoNodeError:
-            self.client.create(path, data, makepath=True)
+            zk_call(self.client.create_async, path, data, makepath=True)
 
     def decommissioning(self) -> set[str]:
         try:
@@ -150,9 +154,9 @@ class Underreplication:
         path = f"{self.base}/decommissioning/{bookie_id}"
         try:
             if on:
-                self.client.create(path, b"", makepath=True)
+                zk_call(self.client.create_async, path, b"", makepath=True)
             else:
-                self.client.delete(path)
+                zk_call(self.client.delete_async, path)
         except (NoNodeError, NodeExistsError):
             pass
 
@@ -167,12 +171,12 @@ class Underreplication:
         wanted = sorted(set(replicas))
         while True:
             try:
-                data, stat = self.client.get(path)
+                data, stat = zk_read(self.client.get_async, path)
             except NoNodeError:
                 marker = UnderreplicatedLedgerFormat(replica=wanted,
                                                      ctime=int(time.time() * 1000))
                 try:
-                    self.client.create(path, to_text(marker), makepath=True)
+                    zk_call(self.client.create_async, path, to_text(marker), makepath=True)
                     return True
                 except NodeExistsError:
                     continue  # marked meanwhile: merge into it
@@ -182,7 +186,7 @@ class Underreplication:
                 return False
             marker.replica.extend(new)  # UR1: merged, never replaced
             try:
-                self.client.set(path, to_text(marker), stat.version)
+                zk_call(self.client.set_async, path, to_text(marker), stat.version)
                 return True
             except (BadVersionError, NoNodeError):
                 continue
@@ -217,7 +221,8 @@ class Underreplication:
 
     def lock_holder(self, ledger_id: int) -> str | None:
         try:
-            data, _ = self.client.get(f"{self.base}/locks/{marker_name(ledger_id)}")
+            data, _ = zk_read(self.client.get_async,
+                              f"{self.base}/locks/{marker_name(ledger_id)}")
         except NoNodeError:
             return None
         return from_text(LockDataFormat, data).bookieId or "?"
@@ -242,34 +247,37 @@ class Underreplication:
         return self._take_one(skip)
 
     def _take_one(self, skip) -> tuple[int, list[str], int, int] | None:
-        locked = set(self._locks())
+        locked = set(self._locks()) - self._uncertain
         while self._candidates:
             ledger_id = self._candidates.pop()
             if ledger_id in skip or marker_name(ledger_id) in locked:
                 continue
             found = self.marker(ledger_id)
-            if found is None:
-                continue
-            try:
-                self.client.create(f"{self.base}/locks/{marker_name(ledger_id)}",
-                                   to_text(LockDataFormat(bookieId=self.holder_id)),
-                                   ephemeral=True, makepath=True)
-            except NodeExistsError:
-                continue
-            return ledger_id, *found
+            if found is not None and self.try_lock(ledger_id):
+                return ledger_id, *found
         return None
 
     def try_lock(self, ledger_id: int) -> bool:
         """Take the ledger's replication lock (``locks/urL<id>``, ephemeral) whether it is
         marked or not, as BookKeeper's GC does around an over-replicated delete; False if
-        someone holds it."""
+        someone holds it. A take whose answer was lost (ZkUnavailable, ZK5) may have made
+        the lock: the next take here finds it this session's and has it, where it would
+        otherwise stay, unreleased, as long as the session."""
+        path = f"{self.base}/locks/{marker_name(ledger_id)}"
         try:
-            self.client.create(f"{self.base}/locks/{marker_name(ledger_id)}",
-                               to_text(LockDataFormat(bookieId=self.holder_id)),
-                               ephemeral=True, makepath=True)
-            return True
+            zk_call(self.client.create_async, path,
+                    to_text(LockDataFormat(bookieId=self.holder_id)), ephemeral=True,
+                    makepath=True)
+        except ZkUnavailable:
+            self._uncertain.add(marker_name(ledger_id))
+            raise
         except NodeExistsError:
-            return False
+            stat = zk_read(self.client.exists_async, path)
+            if marker_name(ledger_id) not in self._uncertain or stat is None or \
+                    stat.ephemeralOwner != (self.client.client_id or (None,))[0]:
+                return False
+        self._uncertain.discard(marker_name(ledger_id))
+        return True
 
     def _locks(self) -> list[str]:
         try:
@@ -279,7 +287,7 @@ class Underreplication:
 
     def release(self, ledger_id: int) -> None:
         try:
-            self.client.delete(f"{self.base}/locks/{marker_name(ledger_id)}")
+            zk_call(self.client.delete_async, f"{self.base}/locks/{marker_name(ledger_id)}")
         except NoNodeError:
             pass
 
@@ -294,11 +302,11 @@ class Underreplication:
         transaction = self.client.transaction()
         transaction.delete(path, version=version)
         transaction.delete(f"{self.base}/locks/{marker_name(ledger_id)}")
-        if transaction.commit()[0] is not True:
+        if zk_call(transaction.commit_async)[0] is not True:
             # Rolled back whole (marked again, already gone, or the lock is not there):
             # one step at a time, each outcome as it is.
             try:
-                self.client.delete(path, version=version)
+                zk_call(self.client.delete_async, path, version=version)
             except BadVersionError:
                 self.release(ledger_id)
                 return False
@@ -308,7 +316,7 @@ class Underreplication:
         parent = path.rsplit("/", 1)[0]
         for _ in range(4):  # the hex levels, as BookKeeper cleans them
             try:
-                self.client.delete(parent)
+                zk_call(self.client.delete_async, parent)
             except (NotEmptyError, NoNodeError):
                 break
             parent = parent.rsplit("/", 1)[0]
@@ -318,9 +326,9 @@ class Underreplication:
 
     def vote(self) -> str:
         """This holder's vote; made (again) if it has none or its session lost it."""
-        if self._vote is None or self.client.exists(self._vote) is None:
-            self._vote = self.client.create(
-                f"{self.base}/auditorelection/{VOTE_PREFIX}",
+        if self._vote is None or zk_read(self.client.exists_async, self._vote) is None:
+            self._vote = zk_call(
+                self.client.create_async, f"{self.base}/auditorelection/{VOTE_PREFIX}",
                 to_text(AuditorVoteFormat(bookieId=self.holder_id)), ephemeral=True,
                 sequence=True, makepath=True)
         return self._vote
@@ -339,12 +347,12 @@ class Underreplication:
         votes = self._votes()
         if votes and votes[0] == mine:
             if announce:
-                self.client.set(f"{self.base}/auditorelection",
-                                to_text(AuditorVoteFormat(bookieId=self.holder_id)))
+                zk_call(self.client.set_async, f"{self.base}/auditorelection",
+                        to_text(AuditorVoteFormat(bookieId=self.holder_id)))
             return True
         ahead = votes[votes.index(mine) - 1] if mine in votes else None
-        if ahead is None or self.client.exists(
-                f"{self.base}/auditorelection/{ahead}",
+        if ahead is None or zk_read(
+                self.client.exists_async, f"{self.base}/auditorelection/{ahead}",
                 watch=(lambda event: on_change()) if on_change else None) is None:
             return self.elected(on_change, announce) if ahead is not None else False
         return False
@@ -352,7 +360,7 @@ class Underreplication:
     def withdraw(self) -> None:
         if self._vote is not None:
             try:
-                self.client.delete(self._vote)
+                zk_call(self.client.delete_async, self._vote)
             except NoNodeError:
                 pass
             self._vote = None
@@ -365,7 +373,8 @@ class Underreplication:
             return None
         for vote in votes:
             try:
-                data, _ = self.client.get(f"{self.base}/auditorelection/{vote}")
+                data, _ = zk_read(self.client.get_async,
+                                  f"{self.base}/auditorelection/{vote}")
                 return from_text(AuditorVoteFormat, data).bookieId
             except NoNodeError:
                 continue

@@ -19,7 +19,7 @@ from kazoo.exceptions import NoAuthError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 
 from api.client.zk_auth import new_client, refused
-from api.client.zookeeper import CONNECT_TIMEOUT_S, parse_uri, zk_read
+from api.client.zookeeper import parse_uri, zk_call, zk_read, zk_start
 
 
 class ZkRegistration:
@@ -53,8 +53,8 @@ class ZkRegistration:
         if self.client.state == KazooState.CONNECTED:
             return
         self.client.add_listener(self._session)
-        self.client.start(timeout=CONNECT_TIMEOUT_S)
-        self.client.ensure_path(f"{self.root}/available/readonly")
+        zk_start(self.client)
+        zk_call(self.client.ensure_path_async, f"{self.root}/available/readonly")
 
     def register(self, readonly: bool) -> str:
         self._wanted, self.readonly = True, readonly
@@ -71,7 +71,7 @@ class ZkRegistration:
         self._delete(other)  # ZR1
         self._delete(target)  # a node of a session before ours: replaced, not shared
         try:
-            self.client.create(target, self.data, ephemeral=True)
+            zk_call(self.client.create_async, target, self.data, ephemeral=True)
         except NoAuthError:
             raise refused("register at", target) from None
         self.path = target
@@ -89,7 +89,7 @@ class ZkRegistration:
 
     def _delete(self, path: str) -> None:
         try:
-            self.client.delete(path)
+            zk_call(self.client.delete_async, path)
         except NoNodeError:
             pass
         except NoAuthError:
@@ -124,7 +124,7 @@ class ZkCookies:
     def read(self, bookie_id: str) -> tuple[bytes, int] | None:
         """(cookie text, znode version), None if this bookie has none."""
         try:
-            data, stat = self.client.get(self._path(bookie_id))
+            data, stat = zk_read(self.client.get_async, self._path(bookie_id))
         except NoNodeError:
             return None
         except NoAuthError:
@@ -134,25 +134,25 @@ class ZkCookies:
     def create(self, bookie_id: str, data: bytes) -> None:
         """First start only: a cookie already there (another bookie won) raises."""
         try:
-            self.client.create(self._path(bookie_id), data, makepath=True)
+            zk_call(self.client.create_async, self._path(bookie_id), data, makepath=True)
         except NoAuthError:
             raise refused("create the cookie", self._path(bookie_id)) from None
 
     def replace(self, bookie_id: str, data: bytes, version: int) -> None:
         """Compare-and-set of a cookie at the version read (kazoo's BadVersionError if it
         changed meanwhile: the caller's start fails and is retried)."""
-        self.client.set(self._path(bookie_id), data, version=version)
+        zk_call(self.client.set_async, self._path(bookie_id), data, version=version)
 
     def delete(self, bookie_id: str) -> bool:
         try:
-            self.client.delete(self._path(bookie_id))
+            zk_call(self.client.delete_async, self._path(bookie_id))
         except NoNodeError:
             return False
         return True
 
     def bookie_ids(self) -> list[str]:
         try:
-            return sorted(self.client.get_children(f"{self.root}/cookies"))
+            return sorted(zk_read(self.client.get_children_async, f"{self.root}/cookies"))
         except NoNodeError:
             return []
 
@@ -172,7 +172,8 @@ def create_cluster_instance_id(client: KazooClient, root: str) -> tuple[str, boo
     """ZK4: (the instance id, whether this call created it)."""
     instance = str(uuid.uuid4())
     try:
-        client.create(f"{root}/INSTANCEID", instance.encode("utf-8"), makepath=True)
+        zk_call(client.create_async, f"{root}/INSTANCEID", instance.encode("utf-8"),
+                makepath=True)
         return instance, True
     except NodeExistsError:
         return cluster_instance_id(client, root), False
@@ -186,7 +187,7 @@ def count_underreplicated(client: KazooClient, root: str) -> int:
     4-hex-digit levels), 0 when there is no such tree yet."""
     def walk(path: str, depth: int) -> int:
         try:
-            children = client.get_children(path)
+            children = zk_read(client.get_children_async, path)
         except NoNodeError:
             return 0
         found = sum(1 for name in children if name.startswith("urL"))

@@ -27,6 +27,7 @@ import argparse
 import logging
 import sys
 
+from api.client.metadata import MetadataError
 from bookie.errors import IOFailure
 from bookie.shell import (autorecovery_cmd, check_index, cookie, export, gc, journals, logs,
                           overview, rebuild, scrub_cmd)
@@ -77,6 +78,9 @@ def main(argv: list[str]) -> int:
         return EXIT_ERROR
     except IOFailure as exc:
         out.error(exc.message)
+        return EXIT_ERROR
+    except MetadataError as exc:  # ZooKeeper's refusal or silence (ZK5): said, no traceback
+        out.error(str(exc))
         return EXIT_ERROR
     except BrokenPipeError:  # e.g. piped into head: the reader has what it wanted
         return EXIT_OK

@@ -9,7 +9,7 @@ import os
 
 from api.client.metadata_format import decode_cookie, decode_service_info
 from api.client.zk_auth import new_client
-from api.client.zookeeper import parse_uri
+from api.client.zookeeper import parse_uri, zk_read, zk_start
 from api.cluster.zookeeper import ZkCookies
 from bookie.shell.datadir import UsageError
 from bookie.shell.output import EXIT_OK, Output
@@ -33,8 +33,8 @@ def zookeeper(uri: str):
     """A started kazoo client and the root of ``uri``; stopped and closed on exit."""
     hosts, root = parse_uri(uri)
     client = new_client(hosts)
-    client.start(timeout=15)
     try:
+        zk_start(client)
         yield client, root
     finally:
         client.stop()
@@ -90,10 +90,11 @@ def list_bookies(args: argparse.Namespace, out: Output) -> int:
     with zookeeper(args.metadata_service_uri) as (client, root):
         for state, path in (("writable", f"{root}/available"),
                             ("read-only", f"{root}/available/readonly")):
-            for bookie_id in sorted(client.get_children(path) if client.exists(path) else []):
+            for bookie_id in sorted(zk_read(client.get_children_async, path)
+                                    if zk_read(client.exists_async, path) else []):
                 if bookie_id == "readonly":
                     continue
-                data, _ = client.get(f"{path}/{bookie_id}")
+                data, _ = zk_read(client.get_async, f"{path}/{bookie_id}")
                 endpoints = [f"{p}://{h}:{port}" for _, h, port, p in decode_service_info(data)]
                 out.emit({"type": "bookie", "bookieId": bookie_id, "state": state,
                           "endpoints": endpoints},

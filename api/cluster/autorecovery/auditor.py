@@ -25,6 +25,7 @@ import time
 
 from api.client.ensemble import BookKeeper
 from api.client.fragments import referenced_bookies
+from api.client.zookeeper import zk_call, zk_watch
 from api.cluster.autorecovery.replica_check import check_ledgers
 from api.cluster.underreplication import Underreplication
 from bookie.errors import NoLedger
@@ -82,8 +83,8 @@ class Auditor:
             return not self._stopped
         root = self.bk.store.root
         for path in (f"{root}/available", f"{root}/available/readonly"):
-            self.bk.store.client.ensure_path(path)
-            self.bk.store.client.ChildrenWatch(path, changed)
+            zk_call(self.bk.store.client.ensure_path_async, path)
+            zk_watch(self.bk.store.client, "ChildrenWatch", path, changed)
 
     async def _alive(self) -> set[str]:
         return await self.bk.alive_bookies()
