@@ -152,10 +152,15 @@ def one_round(drill: Drill, args, uri: str, bookies: list[dict], rng: random.Ran
         writer.wait()
     created, acked, errors = read_acks(acks)
     started = time.monotonic()
-    out = subprocess.run([drill.launcher, "class", JAVA, "recover", uri,
-                          str(args.recover_timeout), *map(str, created)],
-                         cwd=drill.dir, capture_output=True, text=True,
-                         timeout=args.recover_timeout * len(created) + 300)
+    try:
+        out = subprocess.run([drill.launcher, "class", JAVA, "recover", uri,
+                              str(args.recover_timeout), *map(str, created)],
+                             cwd=drill.dir, capture_output=True, text=True,
+                             timeout=args.recover_timeout * len(created) + 300)
+    except subprocess.TimeoutExpired as expired:  # counted as a failed round, not a crash
+        out = subprocess.CompletedProcess(expired.cmd, -9, expired.stdout or "",
+                                          f"recover did not end: {expired}")
+        out.stdout = out.stdout.decode() if isinstance(out.stdout, bytes) else out.stdout
     results = {int(line.split()[1]): line.split()[2:] for line in out.stdout.splitlines()
                if line.startswith("R ")}
     problems = []
