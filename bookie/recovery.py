@@ -29,10 +29,9 @@ Record decision table (docs/formats.md §8.4):
 Invariant:
     RP1. Replay never drops bytes silently: every byte not applied is in the ReplayReport
          with file, offset, count and reason, and torn tails are saved beside the journal.
-    RP2. An existing entry is never overwritten by different bytes (the add path refuses
-         another payload and stores the held copy again for the same entry framed anew, W6,
-         so a differing journal record is damage, or BookKeeper's journal holding a
-         recovery's write-back, which is the same entry); the conflict is reported.
+    RP2. An existing entry is never overwritten by different bytes; another payload is
+         reported as a conflict (the add path refuses it), the same entry framed again
+         (W6, a BookKeeper journal's recovery write-back) is the stored one.
 """
 
 from __future__ import annotations
@@ -45,8 +44,8 @@ from typing import TYPE_CHECKING
 
 from bookie.entry import (ZERO_KEY, DigestType, entry_digest_ok, lac_body_advances,
                           parse_lac_body)
-from bookie.errors import IOFailure, ScanEnd
 from bookie import write_rules
+from bookie.errors import IOFailure, ScanEnd
 from bookie.replay_report import Dropped, ReplayReport
 from journal.format import LogMark, RecordKind, journal_file_name
 from journal.reader import JournalReader
@@ -239,21 +238,13 @@ class Replayer:
             self.storage.add_entry(ledger_id, entry_id, data)
             self.report.adds += 1
             self._flush_at_budget()
-        elif existing != data and not self._same_entry(existing, data, state):
+        elif not write_rules.same_entry(existing, data, state.digest_type):  # W6
             self.report.conflicts.append(
                 f"{path} offset {record.offset}: entry {ledger_id}/{entry_id} differs from "
                 f"the stored copy; kept the stored one")
             log.error("replay: %s", self.report.conflicts[-1])
         else:
             self.report.adds += 1
-
-    @staticmethod
-    def _same_entry(existing: bytes, data: bytes, state: LedgerState) -> bool:
-        """W6 (bookie/write_rules.py), as the live path applies it: the entry framed again
-        with another LAC is the same entry, and the stored copy stays."""
-        if not state.digest_type:
-            return False  # no digest type known: its length, so the payload, is not known
-        return write_rules.same_entry(existing, data, DigestType(state.digest_type))
 
     def _flush_at_budget(self) -> None:
         """Replay's memory is the write cache's budget, as the live path's is: at half of it

@@ -39,11 +39,15 @@ _LAC_FIELD = slice(16, 24)
 _LENGTH_FIELD = slice(24, METADATA_LENGTH)
 
 
-def same_entry(held, data, digest_type: DigestType) -> bool:
-    """W6: whether ``data`` is the held entry framed again (ids are the caller's key)."""
+def same_entry(held, data, digest_type: int) -> bool:
+    """W6: whether ``data`` is the held entry framed again (ids are the caller's key). A
+    digest type of 0, not known yet (replay before any entry proved one), leaves the
+    payload's start unknown: identical bytes only."""
     if held == data:
         return True
-    start = METADATA_LENGTH + _digest_room(digest_type)
+    if not digest_type:
+        return False
+    start = METADATA_LENGTH + _digest_room(DigestType(digest_type))
     return len(held) == len(data) and held[_LENGTH_FIELD] == data[_LENGTH_FIELD] and \
         held[start:] == data[start:]
 
