@@ -20,6 +20,8 @@ processors answer (read there, written here):
          the one its first entry's bytes prove (CRC32C, else CRC32); an entry neither
          checksum matches makes the ledger DUMMY, whose entries the bookie stores without
          checking (Apache BookKeeper checks no digest at all). docs/bookkeeper-protocol.md §4.
+         BK4a: the index it looks in is open only once replay ends; before, an add is
+         answered EREADONLY ("replaying"), as the add itself would be.
     BK5. An add that needs no read first (the ledger's runtime loaded, a new id) is begun
          in the listener's own callback and answered from its journal future's, with no
          task: ``Bookie.try_add_now``, the same admission, cache and journal steps as
@@ -70,6 +72,7 @@ class DigestTypes:
         """None when the bookie knows the ledger's type; else the one ``entry`` proves."""
         if ledger_id in self.known:
             return None
+        self.bookie.check_serving()  # BK4a
         state = self.bookie.storage.ledgers.get(ledger_id)
         if state is not None and state.digest_type:
             if len(self.known) >= KNOWN_TYPES_MAX:

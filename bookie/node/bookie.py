@@ -140,6 +140,8 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
     def _check_serving(self) -> None:
         self._node_state.check_serving()
 
+    check_serving = _check_serving  # for listeners that read the index before an add
+
     # -- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> None:

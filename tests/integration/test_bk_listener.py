@@ -495,3 +495,26 @@ async def test_fuzzed_frames_never_crash_the_listener_or_store_a_torn_entry(bk, 
                     assert entry_digest_ok(stored, DigestType(dtype))
                 checked += 1
     assert checked > 0
+
+
+async def test_adds_while_the_bookie_replays_are_refused_readonly_then_stored(bookie_config):
+    """BK4a (issue 35): BookKeeper's client, reconnecting to a bookie restarted after a kill,
+    sent adds while it replayed its journal; each was answered EIO from an AttributeError
+    (the index is not open yet). They are EREADONLY, as any add before replay ends, and the
+    same adds are stored once the bookie serves."""
+    from bookie.node.bookie import Bookie  # noqa: PLC0415
+
+    bookie = Bookie(bookie_config)  # not started: what a listener sees before replay ends
+    async with own_listener(bookie) as (_listener, port):
+        async with BkClient.connect(port) as client:
+            requests = [client.request("ADD_ENTRY", ledgerId=9, entryId=i, masterKey=KEY,
+                                       body=entry(9, i)) for i in range(3)]
+            answers = await client.pipeline(requests)
+            assert [answers[r.header.txnId].status for r in requests] == [S["EREADONLY"]] * 3
+            await bookie.start()
+            try:
+                answers = await client.pipeline(requests)
+                assert [answers[r.header.txnId].status for r in requests] == [S["EOK"]] * 3
+            finally:
+                bookie.begin_shutdown()
+                await bookie.close()
