@@ -10,13 +10,23 @@ Each round, seeded:
      1 KiB entries with ``--in-flight`` adds outstanding per ledger (1,000 by default),
      recording every add it saw acknowledged.
   2. A fault while it writes: none, kill -9 of one bookie, of two in turn, of all at once
-     (each restarted on its data), or a ZooKeeper restart; then the writer is SIGKILLed with
-     its adds in flight.
+     (each restarted on its data), a ZooKeeper restart, or one of our bookies lost for good
+     (kill -9, never restarted; "lost-ours" and "lost-bk" name whose autorecovery moves its
+     copies, ours or BookKeeper's; "return": ours moves them, then the bookie comes back
+     with its old id and data); then the writer is SIGKILLed with its adds in flight.
   3. BookKeeper's ``openLedger`` (fence, read past the LAC, write back, close) of each of the
      round's ledgers, each bounded by ``--recover-timeout`` (30 s).
+  4. After a loss: autorecovery runs until no ledger's metadata names the lost bookie
+     (bounded, 300 s); a new bookie of ours takes its place in the pool (or it returns).
 Checks, each ledger: recovery returned in time; it closed at or above the last acknowledged
 entry; every entry up to the close reads back byte for byte (payloads are a function of
-ledger and entry, so every acknowledged one is checked). ``--mixed``: 2 of BookKeeper's
+ledger and entry, so every acknowledged one is checked); every entry is on every bookie of
+its write set, byte for byte, as BookKeeper's client reads each copy from each bookie
+(after a loss: every ledger that named the lost bookie, whichever round wrote it). Copies
+BookKeeper's client itself left off a write set (apache/bookkeeper#3005: an add completed
+by the replaced bookie's ack is never sent to its replacement) are counted as "repaired"
+when autorecovery's replica check puts them back within 300 s; a copy that differs, or one
+still missing then, fails the round. ``--mixed``: 2 of BookKeeper's
 bookies beside 3 of ours, so every ensemble of 3 mixes both kinds.
 
 Prints one line a round and a summary; exit 0 only if every check held. Every process it
@@ -45,7 +55,11 @@ from interop_bookkeeper import Failed, Interop, say  # noqa: E402
 from api.cluster.local_zookeeper import free_port  # noqa: E402
 
 JAVA = os.path.join(ROOT, "scripts", "java", "RecoveryDrill.java")
-FAULTS = ("writer", "kill1", "kill2", "killall", "zk")
+FAULTS = ("writer", "kill1", "kill2", "killall", "zk", "lost-ours", "lost-bk", "return")
+#: Faults that take one of our bookies away until autorecovery (ours or BookKeeper's) has
+#: moved every copy it held: "lost" ones never come back, "return" comes back with its old id
+#: and data once the metadata no longer names it.
+LOSSES = {"lost-ours": "ours", "lost-bk": "BookKeeper", "return": "ours"}
 
 
 class Drill(Interop):
@@ -75,6 +89,22 @@ class Drill(Interop):
     def restart_zookeeper(self) -> None:
         self.zk.stop()
         self.zk.start()
+
+    def autorecovery(self, kind: str, uri: str, number: int) -> subprocess.Popen:
+        log = os.path.join(self.dir, f"autorecovery-{number}.log")
+        if kind == "ours":
+            return self.spawn([sys.executable, "-m", "bookie", "autorecovery",
+                               "--metadata-service-uri", uri, "--lost-bookie-recovery-delay-s",
+                               "0", "--replicas-check-interval-s", "0"], log)
+        return self.spawn([self.launcher, "autorecovery", "--conf", self.shell_conf(uri)], log)
+
+    def stop(self, proc: subprocess.Popen) -> None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
     def java(self, *args: str, **kw) -> subprocess.Popen:
         argv = [self.launcher, "class", JAVA, *args]
@@ -111,7 +141,9 @@ def wait_for_acks(path: str, ledgers: int, at_least: int, timeout_s: float) -> N
                  f"{timeout_s:.0f} s")
 
 
-def fault(drill: Drill, kind: str, bookies: list[dict], rng: random.Random, uri: str) -> None:
+def fault(drill: Drill, kind: str, bookies: list[dict], rng: random.Random,
+          uri: str) -> dict | None:
+    """Strike the fault; the bookie it took away for good (LOSSES), if any."""
     ids = [b["id"] for b in bookies]
     if kind == "kill1":
         victims = [rng.choice(bookies)]
@@ -127,6 +159,10 @@ def fault(drill: Drill, kind: str, bookies: list[dict], rng: random.Random, uri:
     elif kind == "zk":
         drill.restart_zookeeper()
         return
+    elif kind in LOSSES:
+        victim = rng.choice(bookies)
+        drill.kill9(victim)
+        return victim
     else:
         return
     for victim in victims:  # in turn: each back before the next goes
@@ -145,7 +181,7 @@ def one_round(drill: Drill, args, uri: str, bookies: list[dict], rng: random.Ran
                             stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for_acks(acks, args.ledgers, rng.randrange(2_000, 6_000), 120)
-        fault(drill, kind, bookies, rng, uri)
+        lost = fault(drill, kind, bookies, rng, uri)
         time.sleep(rng.uniform(0.0, 1.0))  # noqa: sleep-ok (seeded: let adds pile up again)
     finally:
         writer.send_signal(signal.SIGKILL)  # adds in flight, by design
@@ -174,10 +210,109 @@ def one_round(drill: Drill, args, uri: str, bookies: list[dict], rng: random.Ran
             problems.append(f"ledger {ledger}: closed at {result[1]}, below the last "
                             f"acknowledged entry {acked[ledger]}")
     closes = [int(r[2]) for r in results.values() if r and r[0] == "ok"]
-    return {"fault": kind, "ledgers": len(created), "acked": sum(a + 1 for a in acked.values()),
+    moved_s, checked = None, list(created)
+    if lost is not None and not problems:
+        moved, moved_s = replace_lost(drill, uri, bookies, lost, kind, number, problems)
+        checked = sorted(set(created) | moved)
+    repaired = 0
+    if not problems:
+        missing, held_problems = held_on_write_sets(drill, uri, checked)
+        if missing and not held_problems:  # BookKeeper's client left copies off (BK-3005)
+            repaired = missing
+            held_problems = repair(drill, uri, checked, args.mixed, number)
+        problems += held_problems
+    return {"fault": kind, "repaired": repaired, "ledgers": len(created), "acked": sum(a + 1 for a in acked.values()),
             "add_errors": len(errors), "problems": problems,
             "recover_ms_max": max(closes, default=0),
-            "seconds": round(time.monotonic() - started, 1)}
+            "seconds": round(time.monotonic() - started, 1), "moved_s": moved_s}
+
+
+def replace_lost(drill: Drill, uri: str, bookies: list[dict], lost: dict, kind: str,
+                 number: int, problems: list[str]) -> tuple[set[int], float | None]:
+    """Autorecovery (ours or BookKeeper's, LOSSES[kind]) moves every copy the lost bookie
+    held; then it returns with its old id and data ("return"), or a new bookie of ours takes
+    its place in the pool. The ledgers that named it, and how long the move took."""
+    named = {i for i, m in drill.ledgers(uri).items()
+             if any(lost["id"] in members for _first, members in m.ensembles)}
+    started = time.monotonic()
+    recovery = drill.autorecovery(LOSSES[kind], uri, number)
+    try:
+        while True:
+            left = [i for i, m in drill.ledgers(uri).items()
+                    if any(lost["id"] in members for _first, members in m.ensembles)]
+            if not left:
+                break
+            if time.monotonic() - started > 300 or recovery.poll() is not None:
+                problems.append(f"{LOSSES[kind]} autorecovery: ledgers {left} still name "
+                                f"the lost bookie {lost['id']} after "
+                                f"{time.monotonic() - started:.0f} s")
+                return named, None
+            time.sleep(1)  # noqa: sleep-ok (bounded wait for another process's work)
+    finally:
+        drill.stop(recovery)
+    moved_s = round(time.monotonic() - started, 1)
+    if kind == "return":
+        drill.restart(lost)
+    else:
+        bookies.remove(lost)
+        bookies.append(drill.start_ours(f"ours-r{number}", uri))
+    drill.wait_registered(uri, [b["id"] for b in bookies])
+    return named, moved_s
+
+
+def held_on_write_sets(drill: Drill, uri: str, ledgers) -> tuple[int, list[str]]:
+    """Every entry up to each ledger's close is on every bookie of its write set, byte for
+    byte, as BookKeeper's own client reads each copy from each bookie (RecoveryDrill.java
+    held). (copies missing, problems): a copy that differs, or a ledger not checked, is a
+    problem at once; missing copies are for the caller to judge (see repair)."""
+    out = subprocess.run([drill.launcher, "class", JAVA, "held", uri, *map(str, ledgers)],
+                         cwd=drill.dir, capture_output=True, text=True, timeout=900)
+    checked = {int(line.split()[1]): [int(n) for n in line.split()[2:]]
+               for line in out.stdout.splitlines() if line.startswith("H ")}
+    problems, missing = [], 0
+    for ledger in ledgers:
+        if ledger not in checked:
+            problems.append(f"ledger {ledger}: held check gave no answer "
+                            f"({out.stderr[-300:]!r})")
+        elif checked[ledger][2]:
+            problems.append(f"ledger {ledger}: {checked[ledger][2]} copies differ from what "
+                            f"was written: " + "; ".join(
+                                line for line in out.stdout.splitlines()
+                                if line.startswith(f"W {ledger} ")))
+        missing += checked.get(ledger, [0, 0, 0])[1]
+    return missing, problems
+
+
+def repair(drill: Drill, uri: str, ledgers, mixed: bool, number: int) -> list[str]:
+    """Copies missing from a write set right after the writer's own ensemble change are
+    BookKeeper's client's doing, not a bookie's: an add that the replaced bookie had
+    acknowledged is completed by the ack it no longer counts (apache/bookkeeper#3005, #4097),
+    so its copy is never sent to the replacement. Autorecovery's replica check is what
+    finds and mends those: ours (all-ours cluster), or BookKeeper's auditor, whose
+    checkAllLedgers reads every bookie over BookKeeper's protocol (mixed). The round passes
+    only if every copy is on its write set within 300 s."""
+    started = time.monotonic()
+    if mixed:
+        conf = drill.shell_conf(uri)
+        with open(conf, "a") as handle:
+            handle.write("auditorPeriodicCheckInterval=5\n")
+        recovery = drill.spawn([drill.launcher, "autorecovery", "--conf", conf],
+                               os.path.join(drill.dir, f"repair-{number}.log"))
+    else:
+        recovery = drill.spawn([sys.executable, "-m", "bookie", "autorecovery",
+                                "--metadata-service-uri", uri, "--replicas-check-interval-s",
+                                "1"], os.path.join(drill.dir, f"repair-{number}.log"))
+    try:
+        while True:
+            time.sleep(5)  # noqa: sleep-ok (bounded wait for another process's work)
+            missing, problems = held_on_write_sets(drill, uri, ledgers)
+            if problems or not missing:
+                return problems
+            if time.monotonic() - started > 300 or recovery.poll() is not None:
+                return [f"{missing} copies still missing from their write sets "
+                        f"{time.monotonic() - started:.0f} s into autorecovery's repair"]
+    finally:
+        drill.stop(recovery)
 
 
 def main(argv: list[str]) -> int:
@@ -218,10 +353,14 @@ def main(argv: list[str]) -> int:
                           problems=len(result["problems"]))
             totals[f"fault_{result['fault']}"] += 1
             totals["recover_ms_max"] = max(totals["recover_ms_max"], result["recover_ms_max"])
+            totals["moved_s_max"] = max(totals["moved_s_max"], result["moved_s"] or 0)
+            totals["repaired"] += result["repaired"]
             say(f"round {number}: fault={result['fault']} ledgers={result['ledgers']} "
                 f"acked={result['acked']} add_errors={result['add_errors']} "
                 f"recover_ms_max={result['recover_ms_max']} "
-                f"{'ok' if not result['problems'] else 'FAILED'}")
+                + (f"moved_s={result['moved_s']} " if result["moved_s"] is not None else "")
+                + (f"repaired={result['repaired']} " if result["repaired"] else "")
+                + f"{'ok' if not result['problems'] else 'FAILED'}")
             for problem in result["problems"]:
                 say(f"  {problem}")
             failures += result["problems"]
@@ -235,7 +374,8 @@ def main(argv: list[str]) -> int:
     faults = ",".join(f"{k[6:]}:{v}" for k, v in sorted(totals.items()) if k.startswith("fault_"))
     say(f"rounds={args.rounds} mixed={args.mixed} ledgers={totals['ledgers']} "
         f"acked={totals['acked']} not_recovered={totals['problems']} faults={faults} "
-        f"recover_ms_max={totals['recover_ms_max']} seed={seed}"
+        f"recover_ms_max={totals['recover_ms_max']} moved_s_max={totals['moved_s_max']} "
+        f"repaired={totals['repaired']} seed={seed}"
         + ("" if not failures else f" FAILED (kept {workdir})"))
     return 1 if failures else 0
 

@@ -14,6 +14,12 @@
 //       each ledger, each bounded by TIMEOUT_S; then reads it whole and checks every payload
 //       byte for byte. Prints one line a ledger:
 //       "R <ledger> ok <lastEntryId> <ms> <entries read>" or "R <ledger> FAILED <why>".
+//   held ZK_URI LEDGER...
+//       for each closed ledger, asks every bookie of each entry's write set (the metadata's
+//       ensembles, round-robin as BookKeeper places them) for its copy over BookKeeper's
+//       protocol and compares the payload byte for byte. Prints
+//       "H <ledger> <copies checked> <missing> <differing>", and "W <ledger> <entry>
+//       <bookie> <why>" for the first few bad copies.
 //
 // Payloads are a function of (ledger, entry), so the reader needs no copy of what was sent.
 
@@ -25,6 +31,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Enumeration;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
@@ -33,6 +41,8 @@ import org.apache.bookkeeper.client.BookKeeper;
 import org.apache.bookkeeper.client.LedgerEntry;
 import org.apache.bookkeeper.client.LedgerHandle;
 import org.apache.bookkeeper.conf.ClientConfiguration;
+import org.apache.bookkeeper.net.BookieId;
+import org.apache.bookkeeper.proto.BookieProtocol;
 
 public class RecoveryDrill {
     static final byte[] PASSWORD = "drill".getBytes(StandardCharsets.UTF_8);
@@ -61,9 +71,11 @@ public class RecoveryDrill {
             write(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]), args[4]);
         } else if (args.length >= 4 && args[0].equals("recover")) {
             recover(args[1], Integer.parseInt(args[2]), Arrays.copyOfRange(args, 3, args.length));
+        } else if (args.length >= 3 && args[0].equals("held")) {
+            held(args[1], Arrays.copyOfRange(args, 2, args.length));
         } else {
             System.err.println("usage: write ZK_URI LEDGERS IN_FLIGHT ACK_FILE | "
-                    + "recover ZK_URI TIMEOUT_S LEDGER...");
+                    + "recover ZK_URI TIMEOUT_S LEDGER... | held ZK_URI LEDGER...");
             System.exit(2);
         }
         System.exit(0);
@@ -186,5 +198,59 @@ public class RecoveryDrill {
             }
         }
         return "ok";
+    }
+
+    static void held(String uri, String[] ids) throws Exception {
+        BookKeeper bk = client(uri);
+        for (String id : ids) {
+            long ledger = Long.parseLong(id);
+            LedgerHandle lh = bk.openLedgerNoRecovery(ledger, BookKeeper.DigestType.CRC32C,
+                    PASSWORD);
+            long last = lh.getLedgerMetadata().getLastEntryId();
+            int quorum = lh.getLedgerMetadata().getWriteQuorumSize();
+            AtomicLong missing = new AtomicLong(), differing = new AtomicLong();
+            Semaphore window = new Semaphore(2000);
+            List<Map.Entry<Long, ? extends List<BookieId>>> segments =
+                    new ArrayList<>(lh.getLedgerMetadata().getAllEnsembles().entrySet());
+            long copies = 0;
+            for (int s = 0; s < segments.size(); s++) {
+                List<BookieId> ensemble = segments.get(s).getValue();
+                long end = s + 1 < segments.size() ? segments.get(s + 1).getKey() - 1 : last;
+                for (long entry = segments.get(s).getKey(); entry <= end; entry++) {
+                    for (int i = 0; i < quorum; i++) {
+                        BookieId bookie = ensemble.get((int) ((entry + i) % ensemble.size()));
+                        window.acquire();
+                        copies++;
+                        bk.getClientCtx().getBookieClient().readEntry(bookie, ledger, entry,
+                                (rc, l, e, buffer, ctx) -> {
+                                    String why = null;
+                                    if (rc != BKException.Code.OK) {
+                                        missing.incrementAndGet();
+                                        why = BKException.getMessage(rc);
+                                    } else {
+                                        byte[] body = new byte[ENTRY_SIZE];
+                                        buffer.getBytes(buffer.readerIndex()
+                                                + buffer.readableBytes() - ENTRY_SIZE, body);
+                                        if (!Arrays.equals(body, payload(l, e))) {
+                                            differing.incrementAndGet();
+                                            why = "payload differs";
+                                        }
+                                    }
+                                    if (why != null && missing.get() + differing.get() <= 5) {
+                                        System.out.println("W " + l + " " + e + " " + ctx
+                                                + " " + why.replace(' ', '_'));
+                                    }
+                                    window.release();
+                                }, bookie, BookieProtocol.FLAG_NONE);
+                    }
+                }
+            }
+            window.acquire(2000);
+            window.release(2000);
+            System.out.println("H " + ledger + " " + copies + " " + missing.get() + " "
+                    + differing.get());
+            System.out.flush();
+        }
+        System.exit(0);
     }
 }
