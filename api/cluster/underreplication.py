@@ -121,6 +121,15 @@ class Underreplication:
         except NoNodeError:
             return int(default or 0)
 
+    def lost_bookie_delay_written(self) -> tuple[int, int] | None:
+        """(seconds, znode version) of the stored delay, None if there is none: a new
+        version with the same seconds is BookKeeper's ``triggeraudit`` (AU4)."""
+        try:
+            data, stat = zk_read(self.client.get_async, f"{self.base}/lostBookieRecoveryDelay")
+        except NoNodeError:
+            return None
+        return int(data.decode().strip()), stat.version
+
     def set_lost_bookie_delay_s(self, seconds: int) -> None:
         path = f"{self.base}/lostBookieRecoveryDelay"
         try:

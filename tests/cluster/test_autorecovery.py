@@ -280,3 +280,49 @@ async def test_the_replica_check_finds_copies_a_live_bookie_lost(tmp_path, zk_ur
         assert await asyncio.to_thread(ur.replicas_check_ctime_ms) is not None
     for daemon in bookies:
         assert daemon.terminate() == 0
+
+
+async def test_bookkeepers_triggeraudit_marks_a_gone_bookie_before_its_delay(
+        tmp_path, zk_uri, cleanup):
+    """AU4 (issue 35): BookKeeper's ``triggeraudit`` (and ``decommissionbookie``, which
+    calls it) rewrites lostBookieRecoveryDelay with the value it has, as BookKeeperAdmin's
+    triggerAudit does; the auditor then marks a gone bookie's ledgers at once, whatever the
+    delay. Before, a 3,600 s delay held them unmarked, and decommissionbookie waited on."""
+    bookies = start_bookies(tmp_path, zk_uri, 4, "--autorecovery-daemon-enabled", "false")
+    cleanup.extend(bookies)
+    async with await BookKeeper.connect(zk_uri) as bk:
+        written = await write_ledgers(bk, 6, 3)
+        ur = Underreplication(bk.store.client, bk.store.root)
+        auditor = autorecovery_process(tmp_path, zk_uri, "auditor", None, "--without-worker",
+                                       "--lost-bookie-recovery-delay-s", "3600")
+        cleanup.append(auditor)
+
+        async def elected():
+            return await asyncio.to_thread(ur.auditor) == "auditor"
+        await wait_until(elected, "the auditor elected")
+        victim = bookies[0]
+        expected = await naming(bk, written, bookie_id(victim))
+        assert expected
+        victim.kill9()
+
+        async def gone():
+            return bookie_id(victim) not in await bk.alive_bookies()
+        await wait_until(gone, "the killed bookie's registration gone")
+        assert await asyncio.to_thread(ur.marked) == []  # the delay holds them
+
+        async def triggered_and_marked():
+            # What BookKeeperAdmin.triggerAudit writes; again while the auditor may not
+            # have seen the bookie go yet (a trigger audits the bookies gone by then).
+            await asyncio.to_thread(ur.set_lost_bookie_delay_s,
+                                    await asyncio.to_thread(ur.lost_bookie_delay_s))
+            for _ in range(10):
+                if await asyncio.to_thread(ur.marked) == expected:
+                    return True
+                await asyncio.sleep(0.5)  # noqa: sleep-ok (bounded poll of the auditor)
+            return False
+        await wait_until(triggered_and_marked, "the gone bookie's ledgers marked", 60)
+        assert await asyncio.to_thread(ur.lost_bookie_delay_s) == 3600
+        auditor.terminate()
+        assert auditor.wait(60) == 0
+    for daemon in bookies[1:]:
+        assert daemon.terminate() == 0

@@ -14,6 +14,11 @@ Invariants:
          metadata (referenced, not alive), and starts their delay when it takes over.
     AU2. Nothing is marked while autorecovery is disabled (BookKeeper skips its audits).
     AU3. A bookie is forgotten once no ledger's metadata names it any more.
+    AU4. BookKeeper's ``triggeraudit`` (and its ``decommissionbookie``, which calls it)
+         rewrites lostBookieRecoveryDelay with the value it has; a rewrite to the same
+         value, or to 0, makes every bookie gone now lost at once, whatever the delay
+         (BookKeeper's Auditor: "reset to its previous value, so starting AuditTask"). It
+         waits, as BookKeeper's does, while autorecovery is disabled.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ class Auditor:
         self.known: set[str] = set()  # bookies seen alive or named by metadata
         self._last_scan = 0.0
         self._lost_scanned: frozenset = frozenset()
+        self._delay_written: tuple[int, int] | None = None  # AU4: (seconds, znode version)
 
     async def run(self, still_elected) -> None:
         """Audit until ``still_elected()`` (a coroutine function) says otherwise."""
@@ -99,6 +105,21 @@ class Auditor:
             if bookie_id not in alive:
                 self.gone_since.setdefault(bookie_id, now)
 
+    async def _triggered(self) -> None:
+        """AU4: a trigger makes the gone bookies lost for good (until they come back)."""
+        if not await asyncio.to_thread(self.ur.enabled):
+            return  # the rewrite stays unseen until autorecovery is enabled again
+        written = await asyncio.to_thread(self.ur.lost_bookie_delay_written)
+        before, self._delay_written = self._delay_written, written
+        if before is None or written is None or written[1] == before[1]:
+            return
+        if written[0] in (0, before[0]):
+            log.info("auditor: audit triggered (lostBookieRecoveryDelay rewritten as %d s): "
+                     "gone bookies %s are lost now", written[0], sorted(self.gone_since))
+            for bookie_id in self.gone_since:
+                self.gone_since[bookie_id] = float("-inf")
+            self._lost_scanned = frozenset()
+
     async def _references(self) -> dict[str, set[int]]:
         """bookie id -> the ledgers whose ensembles name it (one metadata scan)."""
         found: dict[str, set[int]] = {}
@@ -123,6 +144,7 @@ class Auditor:
         self.known |= alive
         decommissioning = await asyncio.to_thread(self.ur.decommissioning)
         delay = await asyncio.to_thread(self.ur.lost_bookie_delay_s)
+        await self._triggered()
         lost = {b for b, since in self.gone_since.items() if now - since >= delay}
         lost |= decommissioning
         if not lost or not await asyncio.to_thread(self.ur.enabled):  # AU2
