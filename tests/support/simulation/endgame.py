@@ -6,6 +6,11 @@ Invariant:
     EG1. The final checks run on a healed cluster (FI2) after GC had its grace and a run
          more (``final_gc_s``), so a copy GC must delete is gone, and one it must keep is
          still there: S1 after GC and DL1 are decided, not racing a GC run.
+    EG2. At Qa=1 no bookie is lost for good: an entry acknowledged by one bookie, at or
+         below the LAC, is written back by no recovery (only entries above the LAC are) and
+         copied by no worker until a bookie is marked, so its one copy may be all there is
+         (BookKeeper promises no more), and losing that bookie for good loses it. S1 is
+         checked at Qa=1 across crashes, pauses and returns, which keep durable data.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from __future__ import annotations
 import asyncio
 
 from api.client.fragments import referenced_bookies
+from api.cluster.autorecovery.throttle import Throttle
+from api.cluster.autorecovery.worker import ReplicationWorker
 from tests.support.simulation.clients import CLIENT_ERRORS, PASSWORD
 from tests.support.simulation.gc import GC_EVERY_S
 
@@ -52,6 +59,9 @@ class Endgame:
         self.trace(f"RETURN restart {returning} with its old id and data "
                    f"({'replaced: its copy is over-replicated' if replaced else 'still named'})")
         await asyncio.sleep(plan.return_wait)  # noqa: sleep-ok (virtual time: the plan's wait)
+        if plan.ack_quorum == 1:  # EG2
+            self.trace("LOSE none for good: at Qa=1 one copy may be all there is")
+            return
         metadata = await self.store.harness_read(self.ledger_id)
         others = sorted(b for b in referenced_bookies(metadata) if b != returning)
         if not others:
@@ -65,12 +75,21 @@ class Endgame:
         await self.processes.spawn("worker#lose", self._worker_run("worker#lose"))
 
     async def _repair(self) -> None:
-        """Workers take what is still marked, a few rounds apart (LIVE: no wedge)."""
+        """Workers take what is still marked, a few rounds apart (LIVE: no wedge). With
+        other ledgers, one worker for all rounds, a pass per ledger in each: its retry
+        back-off skips a ledger that just failed, as a long-lived worker's does, so one ledger
+        failing again does not starve the others."""
+        worker = None
         for attempt in range(4):
             if not self.ur.marked():
                 return
             name = f"worker#repair{attempt}"
-            await self.processes.spawn(name, self._worker_run(name))
+            if self.plan.side_ledgers:
+                worker = worker or ReplicationWorker(
+                    self.bk("worker#repair"), self.ur, grace_s=0.0, throttle=Throttle(0),
+                    wake=asyncio.Event(), clock=asyncio.get_running_loop().time)
+            for _ in range(1 + self.plan.side_ledgers):
+                await self.processes.spawn(name, self._worker_run(name, worker))
             await asyncio.sleep(1.0)  # noqa: sleep-ok (virtual time between repair rounds)
 
     # -- the end -------------------------------------------------------------------------

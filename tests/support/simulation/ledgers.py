@@ -9,6 +9,7 @@ Invariants:
          metadata lists), so no read of it is served.
     DL2. A ledger not deleted is checked as the main one is, with a checker of its own
          (S1-S3, S1 after GC, LIVE), its violations named by its id.
+    DL3. See ``recover_open``.
 """
 
 from __future__ import annotations
@@ -83,20 +84,31 @@ class SideLedgers:
             if metadata is not None and bookie_id in referenced_bookies(metadata):
                 self.run.ur.mark(ledger_id, [bookie_id])
 
+    async def recover_open(self) -> None:
+        """DL3: a ledger whose writer died is recovered in the healed cluster before the
+        return phase loses a bookie for good, as the main ledger is: an open ledger whose
+        write sets lost a bookie for good cannot be recovered at Qa=1 (every member must
+        fence), which is the protocol, not a wedge."""
+        run = self.run
+        for ledger_id, checker in sorted(self.checkers.items()):
+            metadata = run.store.ledgers.get(ledger_id)
+            if metadata is None or metadata.closed:
+                continue
+            try:
+                reader = await run.bk("side-recovery").open_ledger(ledger_id, PASSWORD)
+                checker.closed("side-recovery", reader.metadata.last_entry_id)
+            except CLIENT_ERRORS as exc:
+                run.trace(f"side-recovery: L{ledger_id} failed: {type(exc).__name__}")
+
     async def final(self, up: set[str]) -> None:
         run = self.run
+        await self.recover_open()
         for ledger_id in sorted(self.checkers):
             checker = self.checkers[ledger_id]
             if ledger_id not in run.store.ledgers:
                 self.deletes += 1
                 self._gone(ledger_id, up)
                 continue
-            if not run.store.ledgers[ledger_id].closed:  # its writer died: recover it
-                try:
-                    reader = await run.bk("side-recovery").open_ledger(ledger_id, PASSWORD)
-                    checker.closed("side-recovery", reader.metadata.last_entry_id)
-                except CLIENT_ERRORS as exc:
-                    run.trace(f"side-recovery: L{ledger_id} failed: {type(exc).__name__}")
             metadata = await run.store.harness_read(ledger_id)
             bookies = run.net.bookies.items()
             replicas = {b: dict(bookie.memory[ledger_id].entries) for b, bookie in bookies

@@ -148,6 +148,7 @@ class _Run(Endgame):
             await self._worker_after()
         self.faults.heal_all()
         await asyncio.sleep(5.0)  # noqa: sleep-ok (virtual: messages on the wire land)
+        await self.side.recover_open()
         if plan.returns:
             await self._return()
         if plan.intruder == "late":
@@ -288,12 +289,12 @@ class _Run(Endgame):
         if metadata.closed:
             self.checker.closed("worker", metadata.last_entry_id)
 
-    async def _worker_run(self, name: str) -> None:
-        """One ReplicationWorker round over the run's markers (a fresh worker, on the
-        loop's virtual clock)."""
-        worker = ReplicationWorker(self.bk(name), self.ur, grace_s=0.0, throttle=Throttle(0),
-                                   wake=asyncio.Event(),
-                                   clock=asyncio.get_running_loop().time)
+    async def _worker_run(self, name: str, worker=None) -> None:
+        """One ReplicationWorker round over the run's markers (a fresh worker unless
+        given, on the loop's virtual clock)."""
+        worker = worker or ReplicationWorker(
+            self.bk(name), self.ur, grace_s=0.0, throttle=Throttle(0), wake=asyncio.Event(),
+            clock=asyncio.get_running_loop().time)
         self.recoveries += 1
         try:
             await asyncio.wait_for(worker.run_once(), 120)
