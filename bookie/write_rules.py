@@ -22,6 +22,12 @@ Invariants:
         unfenced revived copy acknowledged a zombie writer's add). Fenced is always right:
         GM2 deletes copies of CLOSED ledgers only, so no writer may add to it again, and
         copies placed back are recovery adds, which pass a fence.
+    W8. Admission of a write to a ledger the bookie knows, in this order: a tombstone
+        refuses (``check_not_deleted``: ids are never reused, W5 aside), a stored key that
+        differs refuses Unauthorized (``check_key``, in constant time; a key never set,
+        empty or all zero, takes any and is adopted: ``adopted_key``), and a fenced ledger
+        refuses every add but a recovery add (``check_fence``). The node (bookie/node/
+        runtime.py, writes.py) and the simulator's bookie call these same functions.
 """
 
 from __future__ import annotations
@@ -29,8 +35,8 @@ from __future__ import annotations
 import dataclasses
 import hmac
 
-from bookie.entry import METADATA_LENGTH, DigestType
-from bookie.errors import BadRequest, Unauthorized
+from bookie.entry import METADATA_LENGTH, ZERO_KEY, DigestType
+from bookie.errors import BadRequest, Fenced, NoLedger, Unauthorized
 from ledgerindex.keys import LedgerState
 
 #: Header bytes a re-add may change (W6): the piggybacked LAC, bytes 16..23
@@ -88,3 +94,31 @@ def revived_state(tombstone: LedgerState) -> LedgerState:
     kept."""
     return dataclasses.replace(LedgerState(), master_key=tombstone.master_key,
                                digest_type=tombstone.digest_type, fenced=True)
+
+
+def check_not_deleted(ledger_id: int, exists: bool) -> None:
+    """W8: a write to a tombstoned ledger is refused (a recovery add may revive it first,
+    W5/W7)."""
+    if not exists:
+        raise NoLedger(f"ledger {ledger_id} was deleted")
+
+
+def check_key(ledger_id: int, stored_key: bytes, master_key: bytes) -> None:
+    """W8: a write must carry the ledger's key once one is set. Constant time: a request's
+    master key is a secret, and a compare that stops at the first differing byte tells an
+    outsider how many leading bytes were right."""
+    if stored_key not in (b"", ZERO_KEY) and \
+            not hmac.compare_digest(bytes(stored_key), bytes(master_key)):
+        raise Unauthorized(f"master key does not match ledger {ledger_id}'s")
+
+
+def adopted_key(stored_key: bytes, master_key: bytes) -> bytes:
+    """W8: the ledger's key after an admitted write: the stored one, or the writer's if none
+    was set."""
+    return master_key if stored_key in (b"", ZERO_KEY) else stored_key
+
+
+def check_fence(ledger_id: int, fenced: bool, recovery: bool) -> None:
+    """W8: a fenced ledger takes recovery adds only (its writer's adds are refused: EN3)."""
+    if fenced and not recovery:
+        raise Fenced(f"ledger {ledger_id} is fenced")

@@ -6,7 +6,9 @@
 
 Each seed builds a plan (quorums, a writer killed mid-stream, faults before, during and
 between recoveries, racing and dying recoveries, a replication worker, GC from metadata on
-every bookie, a bookie back with its old id after being replaced) and runs the real
+every bookie, a bookie back with its old id after being replaced; ZooKeeper faults, more
+ledgers and deletes, a zombie writer, a wrong password, BookKeeper's recovery framing, Qa=1)
+and runs the real
 client code on a virtual-time loop against in-memory bookies; S1-S5 of docs/cluster.md §5 are
 checked. One summary line; on any violation, exit 1 and print each failing seed (its trace,
 shrunk with --shrink). A seed is reproducible: rerun with --seeds 1 --first-seed SEED.
@@ -42,6 +44,7 @@ def main(argv=None) -> int:
     by_property: collections.Counter = collections.Counter()
     faults: collections.Counter = collections.Counter()
     acked = recoveries = gc_deletes = returns = revived = 0
+    extra: collections.Counter = collections.Counter()
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         outcome = run_seed(seed)
         acked += outcome.acked
@@ -50,6 +53,9 @@ def main(argv=None) -> int:
         gc_deletes += outcome.gc_deletes
         returns += outcome.returns
         revived += outcome.revived
+        extra.update(zombies=outcome.zombies, deletes=outcome.deletes,
+                     wrong_password_refusals=outcome.wrong_password_refusals,
+                     reframed=outcome.reframed, zk_errors=outcome.zk_errors)
         if outcome.failed:
             failing.append(seed)
             by_property.update({v.split(":")[0] for v in outcome.violations})
@@ -61,8 +67,12 @@ def main(argv=None) -> int:
     print(f"seeds={args.seeds} first_seed={args.first_seed} violations={len(failing)} "
           f"by_property={properties} entries_acked={acked} recoveries={recoveries} "
           f"faults=pause:{faults['pause']},crash:{faults['crash']},"
-          f"partition:{faults['partition']} gc_deletes={gc_deletes} returns={returns} "
-          f"revived={revived} seconds={seconds:.1f}", flush=True)
+          f"partition:{faults['partition']},zk-hang:{faults['zk-hang']},"
+          f"zk-uncertain:{faults['zk-uncertain']},zk-expire:{faults['zk-expire']} "
+          f"zk_errors={extra['zk_errors']} gc_deletes={gc_deletes} returns={returns} "
+          f"revived={revived} deletes={extra['deletes']} zombies={extra['zombies']} "
+          f"wrong_password_refusals={extra['wrong_password_refusals']} "
+          f"reframed={extra['reframed']} seconds={seconds:.1f}", flush=True)
     for seed in failing[:REPORTED_MAX]:
         outcome = shrink(seed) if args.shrink else run_seed(seed)
         print(f"\n=== seed {seed}{' (shrunk)' if args.shrink else ''} ===")

@@ -24,11 +24,16 @@ Invariants (beside DS1 of distribution.py, DS2 of ensemble_writer.py and L1-L5 o
          every append that began before it, so the closed lastEntryId is at least every
          acknowledged entry and no acknowledgement comes after it (S2; BookKeeper's
          LedgerHandle fails such appends with BKLedgerClosedException).
+    EN6. ``open_ledger`` with a password other than the one the metadata stores is refused
+         (Unauthorized) before any bookie is asked, as BookKeeper's LedgerOpenOp refuses it
+         (BKUnauthorizedAccessException): a wrong password must not fence, recover or close
+         a ledger. Metadata without a password (none was given) takes any.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import random
 
 from api.client.bookie_client import BookieClient
@@ -44,6 +49,7 @@ from api.client.metadata import LedgerMetadata, MetadataState
 from api.client.zookeeper import ZkMetadataStore
 from api.tls import client_context_from_env
 from bookie.entry import DigestType
+from bookie.errors import Unauthorized
 
 __all__ = ["BOOKIE_FAILURES", "BeyondLastConfirmed", "BookKeeper", "EnsembleReader",
            "EnsembleWriter", "HttpTransport", "LedgerClosed", "NotEnoughBookies", "Recovery",
@@ -127,6 +133,9 @@ class BookKeeper:
         # The scheme of each bookie it names, from its registration (https or http).
         await self.transport.learn(referenced_bookies(metadata))
         secret = password.encode() if isinstance(password, str) else bytes(password)
+        if metadata.password and not hmac.compare_digest(metadata.password, secret):  # EN6
+            raise Unauthorized(f"ledger {ledger_id}: the password does not match the one "
+                               f"in its metadata")
         codec = LedgerCodec.for_password(ledger_id, secret, metadata.digest_type)
         if recover and metadata.state is not MetadataState.CLOSED:
             metadata = await Recovery(self, metadata, codec).run()

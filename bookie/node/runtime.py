@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hmac
 
 from bookie import entry as entry_mod
+from bookie import write_rules
 from bookie.entry import ZERO_KEY, DigestType
-from bookie.errors import BadRequest, IOFailure, NoLedger, Unauthorized
+from bookie.errors import BadRequest, IOFailure, NoLedger
 from ledgerindex.keys import LedgerState
 
 
@@ -110,11 +110,7 @@ class LedgerRuntimes:
         return state
 
     def _check_key(self, ledger_id: int, state: LedgerState, master_key: bytes) -> None:
-        # Constant time: a request's master key is a secret, and a compare that stops at
-        # the first differing byte tells an outsider how many leading bytes were right.
-        if state.master_key not in (b"", ZERO_KEY) and \
-                not hmac.compare_digest(state.master_key, master_key):
-            raise Unauthorized(f"master key does not match ledger {ledger_id}'s")
+        write_rules.check_key(ledger_id, state.master_key, master_key)  # W8
 
     def _ledger_for_write(self, ledger_id: int, master_key: bytes,
                           digest_type: DigestType | None,
@@ -125,8 +121,8 @@ class LedgerRuntimes:
         A fence passes ``default_digest=None``: fencing a ledger this bookie never saw (ensemble
         recovery) must not fix its digest type; the first add or explicit LAC names it."""
         state = self.storage.ledgers.get(ledger_id)
-        if state is not None and not state.exists:
-            raise NoLedger(f"ledger {ledger_id} was deleted")
+        if state is not None:
+            write_rules.check_not_deleted(ledger_id, state.exists)  # W8
         dtype = digest_type or default_digest
         if state is None:
             return LedgerState(master_key=master_key, digest_type=int(dtype) if dtype else 0)

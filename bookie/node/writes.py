@@ -15,7 +15,7 @@ import time
 from bookie import entry as entry_mod
 from bookie import write_rules
 from bookie.entry import DigestType
-from bookie.errors import BadDigest, BadRequest, Fenced, IOFailure, NoLedger
+from bookie.errors import BadDigest, BadRequest, IOFailure, NoLedger
 from journal import format as jformat
 from ledgerindex import keys
 
@@ -87,8 +87,7 @@ class LedgerWrites:
         self._check_writable(privileged=recovery)
         old = self.storage.ledgers.get(ledger_id)
         state = self._ledger_for_write(ledger_id, master_key, digest_type)
-        if state.fenced and not recovery:
-            raise Fenced(f"ledger {ledger_id} is fenced")
+        write_rules.check_fence(ledger_id, state.fenced, recovery)  # W8
         return old, state
 
     def _admit_entry(self, ledger_id, entry_id, data, state, recovery, stored):

@@ -1,7 +1,9 @@
 """The deterministic simulator (tests/support/simulation/) over the real client code.
 
 (a) a seed is reproducible; (b) a few thousand seeds, S1-S5 hold, fast, and GC from metadata
-(GM2 deletes), bookies back with their old id and W5 revivals happen among them; (c) bug A of
+(GM2 deletes), bookies back with their old id and W5 revivals happen among them, and so do
+issue 35 item 7's zombies, wrong passwords, deletes, reframed write-backs, ZooKeeper faults
+and Qa=1; (c) bug A of
 the compound-faults issue, pinned as the scenario the simulator found; (d) bugs B and C of the
 GC issue, as seeds that found them on the old code.
 """
@@ -12,7 +14,7 @@ import asyncio
 import random
 import time
 
-from tests.support.simulation.plan import Fault, Plan
+from tests.support.simulation.plan import Fault, Plan, base_plan
 from tests.support.simulation.scenario import run_plan, run_seed
 from tests.support.simulation.shrink import report
 
@@ -43,6 +45,15 @@ def test_thousands_of_seeds_hold_s1_to_s5():
     assert sum(o.gc_deletes for o in outcomes) > SEEDS // 10
     assert sum(o.returns for o in outcomes) > SEEDS // 10
     assert sum(o.revived for o in outcomes) > SEEDS // 20
+    # Issue 35 item 7's (late.py), likewise: about 0.2 zombies, 4 wrong-password refusals,
+    # 0.5 deletes, 10 reframed write-backs and 0.2 ZooKeeper faults per seed when written.
+    assert sum(o.zombies for o in outcomes) > SEEDS // 10
+    assert sum(o.wrong_password_refusals for o in outcomes) > SEEDS
+    assert sum(o.deletes for o in outcomes) > SEEDS // 4
+    assert sum(o.reframed for o in outcomes) > SEEDS
+    assert sum(sum(n for kind, n in o.faults.items() if kind.startswith("zk-"))
+               for o in outcomes) > SEEDS // 10
+    assert sum(o.plan.ack_quorum == 1 for o in outcomes) > SEEDS // 10
 
 
 #: Seed 1801 as scripts/simulate_cluster.py --shrink reduced it on commit 2f9ccf9 (two faults),
@@ -109,7 +120,7 @@ def test_bug_b_a_returned_bookie_s_tombstone_does_not_wedge_re_replication():
     repair round was refused again: LIVE, the ledger stayed marked with b2 writable. With W5
     b2's tombstone is lifted; b0 comes back replaced, its GC deletes its copy, b2 is lost
     and the worker's recovery adds revive b0 in turn."""
-    outcome = run_seed(5)
+    outcome = run_plan(base_plan(5)[0])  # as drawn before late.py's choices (PL1)
     lines = outcome.trace.lines()
     assert _after(lines, "GC b0: deletes L0", "LOSE b2 for good")  # the order holds
     assert _after(lines, "LOSE b2 for good", "worker#lose->b0 recovery-add")
@@ -123,7 +134,7 @@ def test_bug_c_gc_does_not_delete_a_copy_a_worker_places_meanwhile():
     after a worker had copied b2's fragment to b0 and compare-and-set b0 in meanwhile:
     S1, acknowledged entries gone from a named bookie. Under the replication lock GM2's
     last check sees the worker's change and keeps the copy."""
-    outcome = run_seed(438)
+    outcome = run_plan(base_plan(438)[0])  # as drawn before late.py's choices (PL1)
     lines = outcome.trace.lines()
     assert _after(lines, "RETURN restart b0", "worker#lose->b0 recovery-add")
     assert not any("GC b0: deletes" in line for line in lines)

@@ -1,17 +1,17 @@
 """An in-memory bookie that keeps the real bookie's rules (bookie/node/writes.py, runtime.py,
 reads.py) and its durability contract, without disks, threads or HTTP.
 
-Rules kept, as the real node does them:
-    * add: a deleted ledger (tombstone) refuses with NoLedger("... was deleted"), except a
-      recovery add when ``may_revive(ledger_id)`` (MetadataGc.listed: the cluster's metadata
-      still lists it) says so: then the tombstone is lifted, durably, and the ledger starts
-      empty (W5, ``_revive_if_placed_here`` in bookie/node/writes.py); a stored
-      master key that differs refuses with Unauthorized; a fenced ledger refuses a
-      non-recovery add with Fenced, a recovery add passes; an unknown ledger is created by
-      its first add. The rules about what a bookie already holds are not copied here but
-      called: a re-add stores the held copy or is refused (W6, ``write_rules.held_copy``),
-      and a revive checks the tombstone's key and brings the ledger back fenced with its
-      key (W7, ``write_rules.check_revive_key``, ``revived_state``).
+Rules kept, as the real node does them: none is copied here, each is called from
+bookie/write_rules.py, the functions the node (bookie/node/runtime.py, writes.py) calls:
+    * add: a deleted ledger (tombstone) refuses with NoLedger("... was deleted")
+      (``check_not_deleted``), except a recovery add when ``may_revive(ledger_id)``
+      (MetadataGc.listed: the cluster's metadata still lists it) says so: then the
+      tombstone's key is checked and the ledger comes back empty, fenced, with its key,
+      durably (W5, W7: ``check_revive_key``, ``revived_state``); a stored master key that
+      differs refuses with Unauthorized (``check_key``; a key never set is adopted,
+      ``adopted_key``); a fenced ledger refuses a non-recovery add with Fenced, a recovery
+      add passes (``check_fence``); an unknown ledger is created by its first add; a re-add
+      stores the held copy or is refused (W6, ``held_copy``).
     * fence: creates the ledger if unknown (recovery fences bookies that never saw it),
       is set in memory at once (N3) and answered once durable with {"lac", "lastEntryId"}.
     * read: an unknown or deleted ledger is NoLedger, a missing entry NoEntry; reads see the
@@ -35,8 +35,8 @@ import random
 from api.client.fragments import ranges_of
 from bookie import entry as framing
 from bookie import write_rules
-from bookie.entry import ZERO_KEY, DigestType
-from bookie.errors import BadRequest, Fenced, NoEntry, NoLedger, Unauthorized
+from bookie.entry import DigestType
+from bookie.errors import BadRequest, NoEntry, NoLedger
 from ledgerindex.keys import LedgerState
 from tests.support.simulation.processes import detached
 
@@ -146,10 +146,8 @@ class SimBookie:
         ledger = self.memory.get(ledger_id)
         if ledger is None:
             return None
-        if ledger.deleted:
-            raise NoLedger(f"ledger {ledger_id} was deleted")
-        if ledger.master_key not in (b"", ZERO_KEY) and ledger.master_key != master_key:
-            raise Unauthorized(f"master key does not match ledger {ledger_id}'s")
+        write_rules.check_not_deleted(ledger_id, not ledger.deleted)  # W8
+        write_rules.check_key(ledger_id, ledger.master_key, master_key)
         return ledger
 
     def _readable_ledger(self, ledger_id: int) -> SimLedger:
@@ -163,8 +161,7 @@ class SimBookie:
         ledger = self._writable_ledger(ledger_id, master_key)
         if ledger is None:
             return entries
-        if ledger.fenced and not recovery:
-            raise Fenced(f"ledger {ledger_id} is fenced")
+        write_rules.check_fence(ledger_id, ledger.fenced, recovery)  # W8
         return [(entry_id, write_rules.held_copy(ledger_id, entry_id,
                                                  ledger.entries.get(entry_id), data,
                                                  ledger.digest_type))
@@ -190,8 +187,7 @@ class SimBookie:
         lac = max(framing.piggybacked_lac(data) for _, data in entries)
 
         def change(ledger: SimLedger) -> None:
-            if ledger.master_key in (b"", ZERO_KEY):
-                ledger.master_key = master_key
+            ledger.master_key = write_rules.adopted_key(ledger.master_key, master_key)
             for entry_id, data in entries:
                 ledger.entries[entry_id] = data
         await asyncio.shield(self._record(ledger_id, change, lac))
@@ -230,8 +226,7 @@ class SimBookie:
         self.memory.setdefault(ledger_id, SimLedger(master_key))
 
         def change(ledger: SimLedger) -> None:
-            if ledger.master_key in (b"", ZERO_KEY):
-                ledger.master_key = master_key
+            ledger.master_key = write_rules.adopted_key(ledger.master_key, master_key)
             ledger.fenced = True
         await asyncio.shield(self._record(ledger_id, change))
         ledger = self.memory[ledger_id]

@@ -3,8 +3,9 @@
 Invariants:
     FI1. Faults nest: a bookie paused twice resumes only when both pauses are healed (and
          likewise for crashes and partitions), so overlapping faults of a plan compose.
-    FI2. ``heal_all`` leaves every bookie running, up and reachable, and stops message
-         drops: the run's end is checked
+    FI2. ``heal_all`` leaves every bookie running, up and reachable, the metadata store
+         answering (no zk-hang, no zk-uncertain), and stops message drops: the run's end is
+         checked
          in a healed cluster, where nothing was lost (crashes keep durable data), so every
          acknowledged entry must be readable and recovery must be able to decide.
 """
@@ -21,9 +22,12 @@ from tests.support.simulation.trace import Trace
 
 
 class FaultInjector:
-    def __init__(self, net: SimNetwork, trace: Trace, last_segment=lambda: ()) -> None:
-        """``last_segment()``: the bookies of the ledger's last segment now (roles)."""
+    def __init__(self, net: SimNetwork, trace: Trace, last_segment=lambda: (),
+                 store=None) -> None:
+        """``last_segment()``: the bookies of the ledger's last segment now (roles);
+        ``store``: the SimMetadataStore the zk-* kinds strike."""
         self.net, self.trace, self.last_segment = net, trace, last_segment
+        self.store = store
         self._bookie: dict[Fault, str] = {}  # the bookie a struck fault resolved to
         self.active: list[Fault] = []
         self.counts: collections.Counter = collections.Counter()  # struck, by kind
@@ -67,6 +71,13 @@ class FaultInjector:
 
     def strike(self, fault: Fault) -> None:
         self.counts[fault.kind] += 1
+        if fault.kind.startswith("zk-"):
+            self.store.zk_strike(fault.kind)
+            self.trace(f"FAULT {fault.kind}")
+            if fault.kind != "zk-expire":  # an expiry is over once struck
+                self.active.append(fault)
+                self._bookie[fault] = "zk"
+            return
         self.active.append(fault)
         self._bookie[fault] = name = self.resolve(fault.bookie)
         key = self._key(fault)
@@ -86,6 +97,10 @@ class FaultInjector:
         if fault not in self.active:
             return
         self.active.remove(fault)
+        if fault.kind.startswith("zk-"):
+            self.store.zk_heal(fault.kind)
+            self.trace(f"HEAL {fault.kind}")
+            return
         key = self._key(fault)
         self._depth[key] -= 1
         name = self._bookie[fault]

@@ -12,6 +12,10 @@ Every request and every reply travels after a seeded random delay. Faults:
 A lost message is never answered: the caller's own timeout (asyncio.wait_for, on virtual
 time) is what notices, as with a real network.
 
+A client process may be paused (a zombie writer's SIGSTOP, zombie.py): its requests leave
+and its replies are taken only while it runs (NW1). Recovery adds may be framed again with
+another LAC, as BookKeeper's LedgerRecoveryOp does (``reframe``, W6 in bookie/write_rules.py).
+
 ``SimTransport`` is the client's Transport seam (api/client/ensemble.py): one per client
 process, named, so a partition can cut one client from a bookie and the trace says who asked.
 """
@@ -21,6 +25,8 @@ from __future__ import annotations
 import asyncio
 import random
 
+from bookie import entry as framing
+from bookie.entry import METADATA_LENGTH, DigestType
 from bookie.errors import BookieError
 from tests.support.simulation.bookie import SimBookie
 from tests.support.simulation.processes import detached
@@ -44,6 +50,36 @@ class SimNetwork:
         self.bookies: dict[str, SimBookie] = {}
         self.partitions: set[tuple[str, str]] = set()  # (client, bookie)
         self.messages = 0
+        self.paused: dict[str, asyncio.Event] = {}  # NW1: client -> set while it runs
+        self.reframe = False
+        self.reframed = 0  # recovery adds sent with another LAC than the copy read
+
+    def pause_client(self, client: str) -> None:
+        self.paused.setdefault(client, asyncio.Event()).clear()
+
+    def resume_client(self, client: str) -> None:
+        if client in self.paused:
+            self.paused[client].set()
+
+    async def client_runs(self, client: str) -> None:
+        """NW1: returns once the client process is not paused."""
+        gate = self.paused.get(client)
+        if gate is not None:
+            await gate.wait()
+
+    def reframed_copy(self, data: bytes, digest_type: str | None) -> bytes:
+        """BookKeeper's recovery write-back: the entry framed again with the recovering
+        handle's LAC (entry id - 1, the LAC once every earlier entry is written back; one
+        lower when the copy already says so), its digest computed again, length and
+        payload as read. A MAC digest needs the key, which this layer does not hold."""
+        dtype = DigestType.from_header(digest_type)
+        if dtype is DigestType.MAC:
+            return data
+        ledger_id, entry_id, lac, length = framing.ENTRY_HEADER.unpack_from(data, 0)
+        new_lac = entry_id - 1 if lac != entry_id - 1 else lac - 1
+        payload = bytes(data[METADATA_LENGTH + dtype.digest_length:])
+        self.reframed += 1
+        return framing.frame_entry(ledger_id, entry_id, new_lac, length, payload, dtype)
 
     def add_bookie(self, bookie_id: str) -> SimBookie:
         self.bookies[bookie_id] = SimBookie(bookie_id, self.rng)
@@ -70,9 +106,11 @@ class SimNetwork:
         that times out does not take back a request already on the wire (a paused bookie
         still applies it when resumed), as with TCP."""
         bookie = self.bookies[bookie_id]
+        await self.client_runs(client)  # NW1: a paused process sends nothing
         delivery = detached(self._deliver(client, bookie, what, operation))
         result, error, epoch = await asyncio.shield(delivery)
         await self._travel(client, bookie)  # the reply
+        await self.client_runs(client)  # NW1: nor takes its replies
         if bookie.epoch != epoch:
             await _lost()  # crashed after answering, before the reply left
         if error is not None:
@@ -132,6 +170,8 @@ class SimBookieClient:
     async def add_entry(self, ledger_id, entry_id, entry, master_key, digest_type=None,
                         recovery=False, deferred_sync=False) -> dict:
         kind = "recovery-add" if recovery else "add"
+        if recovery and self.net.reframe:
+            entry = self.net.reframed_copy(entry, digest_type)
         await self._call(f"{kind} {_ids([entry])}", lambda b: b.add_entries(
             ledger_id, [entry], master_key, recovery, digest_type))
         return {}
@@ -139,6 +179,8 @@ class SimBookieClient:
     async def add_batch(self, ledger_id, entries, master_key, digest_type=None,
                         recovery=False, deferred_sync=False) -> list[int]:
         kind = "recovery-add" if recovery else "add"
+        if recovery and self.net.reframe:
+            entries = [self.net.reframed_copy(data, digest_type) for data in entries]
         return await self._call(f"{kind} {_ids(entries)}", lambda b: b.add_entries(
             ledger_id, list(entries), master_key, recovery, digest_type))
 

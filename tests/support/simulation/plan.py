@@ -13,11 +13,18 @@ Phases, in order (a fault's ``at`` is seconds from its phase's start):
 Throughout, each bookie runs GC from metadata (plan.gc_grace); at the end, workers repair
 what is still marked under-replicated.
 Faults: pause (SIGSTOP), crash (restart with the same id and data), partition (one bookie
-from one client process). A fault's bookie is a name ("b2") or a role resolved when it
+from one client process); on the metadata store (bookie "zk", metadata.py SM4-SM6): zk-hang
+(calls wait until healed or ZK_ANSWER_S), zk-uncertain (writes applied, their caller told
+ZkUnavailable), zk-expire (the session ends: calls in flight fail, ephemeral locks go). A fault's bookie is a name ("b2") or a role resolved when it
 strikes: "@last:i", the i-th bookie of the ledger's last segment then, or "@spare:j", the
 j-th registered bookie outside it (the one an ensemble change would likely pick). Roles make
 orders such as "pause a segment member and the spare during recovery 1, then another
 member during recovery 2" likely, where concrete names would hit them one time in many.
+
+Invariant:
+    PL1. A seed keeps its older choices: ``base_plan`` draws them in the order they were
+         added, and choices added later (late.py) are drawn after them from the same Random,
+         so a pinned seed's plan only grows.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ FAULT_COUNT_WEIGHTS = {"write": (3, 3, 3, 2), "r1": (1, 2, 3, 3), "between": (2,
 class Fault:
     phase: str
     at: float
-    kind: str  # pause | crash | partition
+    kind: str  # pause | crash | partition | zk-hang | zk-uncertain | zk-expire
     bookie: str
     duration: float | None  # None: until healed after r1 (or at the end)
     client: str = ""  # partition: the client process cut off
@@ -83,6 +90,16 @@ class Plan:
     return_pick: int = 0
     lose_pick: int = 0
     return_wait: float = 0.0
+    # Issue 35 item 7 (late.py draws them after everything above, so older seeds keep
+    # their choices): more ledgers, deletes, a zombie writer, a wrong password, BookKeeper's
+    # recovery framing. Qa=1 is drawn there too (it lowers ack_quorum).
+    side_ledgers: int = 0  # more ledgers, written beside the main one (late.py)
+    side_deletes: tuple[float | None, ...] = ()  # per side ledger: deleted s after r1 began
+    zombie: bool = False  # the writer is paused, not killed, and adds again later
+    zombie_late: bool = False  # it resumes after the return phase (else after r1)
+    zombie_adds: int = 0
+    intruder: str = ""  # "" | r2 | late: when a wrong-password client acts (intruder.py)
+    reframe: bool = False  # recovery adds framed again with another LAC (W6)
 
     def text(self) -> str:
         kill = "no kill (writer closes)" if self.kill_after is None else \
@@ -94,7 +111,10 @@ class Plan:
                 f"worker_after={self.worker_after} drop_p={self.drop_p} "
                 f"gc_grace={self.gc_grace} returns={self.returns}"
                 + (f" return_pick={self.return_pick} lose_pick={self.lose_pick} "
-                   f"return_wait={self.return_wait}" if self.returns else ""))
+                   f"return_wait={self.return_wait}" if self.returns else "")
+                + f" side_ledgers={self.side_ledgers} side_deletes={self.side_deletes} "
+                f"zombie={self.zombie}{'(late)' if self.zombie_late else ''}"
+                f"+{self.zombie_adds} intruder={self.intruder or '-'} reframe={self.reframe}")
 
 
 def _faults(rng: random.Random, bookies, ensemble: int) -> list[Fault]:
@@ -114,13 +134,15 @@ def _faults(rng: random.Random, bookies, ensemble: int) -> list[Fault]:
     return found
 
 
-def make_plan(seed: int) -> Plan:
+def base_plan(seed: int) -> tuple[Plan, random.Random]:
+    """The seed's plan as drawn before issue 35 item 7 (late.py draws the rest from the
+    returned Random: PL1), e.g. for the pinned seeds of bugs B and C."""
     rng = random.Random(seed)
     ensemble, write_quorum, ack_quorum = rng.choice(QUORUMS)
     bookies = tuple(f"b{i}" for i in range(ensemble + rng.choice((1, 1, 2))))
     entries = rng.randint(3, 30)
     killed = rng.random() < 0.85
-    return Plan(
+    plan = Plan(
         seed=seed, ensemble=ensemble, write_quorum=write_quorum, ack_quorum=ack_quorum,
         bookies=bookies, entries=entries, window=rng.choice((1, 4, 8, 16)),
         kill_after=rng.randint(0, entries) if killed else None,
@@ -136,3 +158,4 @@ def make_plan(seed: int) -> Plan:
         gc_grace=rng.choice((0.0, 0.0, 0.3, 1.0, 2.5)),
         returns=rng.random() < 0.5, return_pick=rng.randrange(8), lose_pick=rng.randrange(8),
         return_wait=round(rng.uniform(0.0, 4.0), 3))
+    return plan, rng

@@ -4,7 +4,10 @@ and check it (checker.py).
 
 After the plan's phases and a full heal: the return phase (plan.returns), then repair rounds
 (workers take whatever is still marked under-replicated), a few seconds of GC on the final
-state, and the final checks: S1-S5, S1 after GC, LIVE (closed, and no wedged marker).
+state, and the final checks (endgame.py): S1-S5, S1 after GC, LIVE (closed, and no wedged
+marker), per ledger (ledgers.py), DL1 for deleted ones. Beside the main ledger's story: a
+zombie writer (zombie.py), a wrong password (intruder.py), BookKeeper's recovery framing
+(network.py), ZooKeeper faults (metadata.py SM4-SM6), all chosen by late.py.
 
 Determinism (SC1): the plan comes from ``random.Random(seed)``, the run's delays from its
 own ``random.Random``, and the global ``random`` (the client's ``random.sample`` and
@@ -23,27 +26,25 @@ import random
 from api.cluster.autorecovery.throttle import Throttle
 from api.cluster.autorecovery.worker import ReplicationWorker
 from api.client.ensemble import BookKeeper
-from api.client.fragments import referenced_bookies
-from bookie.errors import BookieError
 from tests.support.simulation.checker import Checker
+from tests.support.simulation.clients import CLIENT_ERRORS, PASSWORD, TIMEOUTS
+from tests.support.simulation.endgame import Endgame
 from tests.support.simulation.faults import FaultInjector
 from tests.support.simulation.gc import BookieGc
+from tests.support.simulation.intruder import Intruder
+from tests.support.simulation.late import make_plan
+from tests.support.simulation.ledgers import SideLedgers
 from tests.support.simulation.loop import Stuck, VirtualTimeLoop
 from tests.support.simulation.metadata import SimMetadataStore, SimUnderreplication
 from tests.support.simulation.network import SimNetwork, SimTransport
-from tests.support.simulation.plan import Plan, make_plan
+from tests.support.simulation.plan import Plan
 from tests.support.simulation.processes import Processes, detached
 from tests.support.simulation.trace import Trace
+from tests.support.simulation.zombie import GatedStore, Zombie
 
-PASSWORD = b"sim"
-#: The client's timeouts in the simulation (virtual seconds): shorter than the defaults so
-#: that the plan's pauses (up to 4 s) outlast them.
-TIMEOUTS = dict(add_timeout_s=1.0, read_timeout_s=1.0, speculative_read_s=0.2)
-#: Errors a client process may end with in a faulty cluster (not violations by themselves).
 #: A writer that has not finished by then (pauses that outlast its ensemble changes) is
 #: killed; a run whose virtual time passes RUN_MAX_S is stuck (loop.py VL3): a violation.
 WRITE_PHASE_MAX_S, RUN_MAX_S = 10.0, 600.0
-CLIENT_ERRORS = (BookieError, OSError, asyncio.TimeoutError, LookupError)
 
 
 @dataclasses.dataclass
@@ -57,13 +58,18 @@ class Outcome:
     gc_deletes: int = 0  # GC deletes (GM2: the ledger is always listed)
     returns: int = 0  # bookies back with their old id after a worker replaced them
     revived: int = 0  # tombstones a recovery add lifted (W5)
+    zombies: int = 0  # zombie writers resumed after recovery closed their ledger
+    wrong_password_refusals: int = 0  # Unauthorized answers to the intruder
+    deletes: int = 0  # other ledgers deleted from the metadata (DL1 checked)
+    reframed: int = 0  # recovery adds framed again with another LAC (W6)
+    zk_errors: int = 0  # ZkUnavailable raised to a caller (SM4-SM6)
 
     @property
     def failed(self) -> bool:
         return bool(self.violations)
 
 
-class _Run:
+class _Run(Endgame):
     def __init__(self, plan: Plan, loop: VirtualTimeLoop) -> None:
         self.plan, self.loop = plan, loop
         self.trace = Trace()
@@ -71,24 +77,31 @@ class _Run:
         self.net = SimNetwork(self.rng, self.trace, drop_p=plan.drop_p)
         for bookie_id in plan.bookies:
             self.net.add_bookie(bookie_id)
+        self.net.reframe = plan.reframe
         self.store = SimMetadataStore(self.rng, self.trace)
         self.checker = Checker(self.trace)
-        self.faults = FaultInjector(self.net, self.trace, self._last_segment)
+        self.faults = FaultInjector(self.net, self.trace, self._last_segment, self.store)
         self.processes = Processes(loop)
         self.ledger_id = -1
         self.recoveries = 0
         self.acked_event = asyncio.Event()
         self.ur = SimUnderreplication(self.trace)  # one for the run: GC and workers share it
         self.gcs: dict[str, BookieGc] = {}
+        self.store.on_expire.append(self.ur.expire)
         self.lost: set[str] = set()  # bookies lost for good (down at the end)
         self.returns = 0
+        self.side = SideLedgers(self)
+        self.zombie = Zombie(self)
+        self.intruder = Intruder(self)
+        self.writer = self.driver = None
 
     def _last_segment(self) -> tuple[str, ...]:
         metadata = self.store.ledgers.get(self.ledger_id)
         return metadata.ensembles[-1][1] if metadata else tuple(self.plan.bookies)
 
     def bk(self, name: str) -> BookKeeper:
-        return BookKeeper(self.store, transport=SimTransport(self.net, name), **TIMEOUTS)
+        store = GatedStore(self.store, self.net, name) if name == "writer" else self.store
+        return BookKeeper(store, transport=SimTransport(self.net, name), **TIMEOUTS)
 
     def phase(self, name: str) -> None:
         self.trace(f"PHASE {name}")
@@ -99,7 +112,8 @@ class _Run:
         plan = self.plan
         writer = await self.bk("writer").create_ledger(
             plan.ensemble, plan.write_quorum, plan.ack_quorum, password=PASSWORD)
-        self.ledger_id = writer.ledger_id
+        self.ledger_id, self.writer = writer.ledger_id, writer
+        self.side.start()
         if plan.gc_grace is not None:
             for bookie_id in plan.bookies:
                 gc = BookieGc(self.net.bookies[bookie_id], self.store, self.ur, plan.gc_grace,
@@ -112,14 +126,19 @@ class _Run:
         if probe is not None:
             self.processes.kill("reader#0")
         self.phase("r1")
+        self.side.schedule_deletes()
         await self._r1()
+        if not plan.zombie_late:
+            await self.zombie.resume(self.driver)
         self.phase("between")
         self.faults.heal_lasting()
         await asyncio.sleep(0.25)  # noqa: sleep-ok (virtual time: the plan's gap)
         self.phase("r2")
+        if plan.intruder == "r2":
+            self.processes.spawn("intruder", self.intruder.act(self.ledger_id))
         await self._r2()
         for attempt in range(3):
-            if (await self.store.read(self.ledger_id)).closed:
+            if (await self.store.harness_read(self.ledger_id)).closed:
                 break
             self.trace("HEAL everything, then retry recovery")
             self.faults.heal_all()
@@ -129,17 +148,20 @@ class _Run:
             await self._worker_after()
         self.faults.heal_all()
         await asyncio.sleep(5.0)  # noqa: sleep-ok (virtual: messages on the wire land)
+        await self.side.recover_open()
         if plan.returns:
             await self._return()
+        if plan.intruder == "late":
+            await self.processes.spawn("intruder", self.intruder.act(self.ledger_id))
+        await self.zombie.resume(self.driver)
         await self._repair()
-        if self.gcs:
-            await asyncio.sleep(3.0)  # noqa: sleep-ok (virtual: GC runs on the final state)
+        await asyncio.sleep(self.final_gc_s())  # noqa: sleep-ok (virtual: GC on the final state)
         await self._final()
 
     # -- the writer ------------------------------------------------------------------------
 
     async def _write_phase(self, writer) -> None:
-        driver = self.processes.spawn("writer", self._write(writer))
+        self.driver = driver = self.processes.spawn("writer", self._write(writer))
         if self.plan.kill_after is None:
             try:
                 await asyncio.wait_for(asyncio.shield(driver), WRITE_PHASE_MAX_S)
@@ -158,6 +180,9 @@ class _Run:
                 self.trace("writer: stalled (its faults outlast it); killed at the deadline")
                 break
         await asyncio.sleep(self.plan.kill_delay)  # noqa: sleep-ok (virtual: the plan's delay)
+        if self.plan.zombie:
+            self.zombie.pause()
+            return
         killed = self.processes.kill("writer")
         self.trace(f"writer: KILLED ({killed} tasks cancelled)")
 
@@ -179,6 +204,9 @@ class _Run:
         for i in range(plan.entries):
             await window.acquire()
             appends.append(asyncio.ensure_future(one(i)))
+        if plan.zombie:  # ZW2: it never closes; what it appends after resuming is checked
+            await asyncio.gather(*appends)
+            return
         if plan.close_race:
             closing = asyncio.ensure_future(writer.close())
             await asyncio.sleep(0)  # noqa: sleep-ok (one turn: close starts before the append)
@@ -221,7 +249,7 @@ class _Run:
         self.recoveries += 1
         self.trace(f"{name}: starts")
         try:
-            before = await self.store.read(self.ledger_id)
+            before = await self.store.harness_read(self.ledger_id)
             reader = await self.bk(name).open_ledger(self.ledger_id, PASSWORD)
             if before.closed:  # nothing to recover: it only sees the end
                 self.checker.sees_end(name, reader.metadata.last_entry_id)
@@ -257,16 +285,16 @@ class _Run:
             await self._worker_run("worker")
         finally:
             self.ur.leaving = set()
-        metadata = await self.store.read(self.ledger_id)
+        metadata = await self.store.harness_read(self.ledger_id)
         if metadata.closed:
             self.checker.closed("worker", metadata.last_entry_id)
 
-    async def _worker_run(self, name: str) -> None:
-        """One ReplicationWorker round over the run's markers (a fresh worker, on the
-        loop's virtual clock)."""
-        worker = ReplicationWorker(self.bk(name), self.ur, grace_s=0.0, throttle=Throttle(0),
-                                   wake=asyncio.Event(),
-                                   clock=asyncio.get_running_loop().time)
+    async def _worker_run(self, name: str, worker=None) -> None:
+        """One ReplicationWorker round over the run's markers (a fresh worker unless
+        given, on the loop's virtual clock)."""
+        worker = worker or ReplicationWorker(
+            self.bk(name), self.ur, grace_s=0.0, throttle=Throttle(0), wake=asyncio.Event(),
+            clock=asyncio.get_running_loop().time)
         self.recoveries += 1
         try:
             await asyncio.wait_for(worker.run_once(), 120)
@@ -276,94 +304,16 @@ class _Run:
 
     async def _worker_open(self) -> None:
         """The worker finds an open ledger on a bookie being decommissioned: it recovers it."""
-        metadata = await self.store.read(self.ledger_id)
+        metadata = await self.store.harness_read(self.ledger_id)
         leaving = self.rng.choice(metadata.ensembles[-1][1])
         self.trace(f"worker: {leaving} is being decommissioned")
         await self._worker_pass({leaving}, [leaving])
 
     async def _worker_after(self) -> None:
-        metadata = await self.store.read(self.ledger_id)
+        metadata = await self.store.harness_read(self.ledger_id)
         bookies = sorted({b for _, members in metadata.ensembles for b in members})
         lost = self.rng.choice(bookies)
         await self.processes.spawn("worker", self._worker_pass(set(), [lost]))
-
-    # -- a bookie back with its old id (GM2, W5) ----------------------------------------
-
-    async def _return(self) -> None:
-        plan = self.plan
-        metadata = await self.store.read(self.ledger_id)
-        if not metadata.closed:
-            return
-        named = sorted(referenced_bookies(metadata))
-        returning = named[plan.return_pick % len(named)]
-        bookie = self.net.bookies[returning]
-        self.trace(f"RETURN crash {returning}: a worker replaces it while it is down")
-        bookie.crash()
-        self.ur.mark(self.ledger_id, [returning])  # the auditor saw it go
-        await self.processes.spawn("worker#return", self._worker_run("worker#return"))
-        bookie.restart()
-        metadata = await self.store.read(self.ledger_id)
-        replaced = returning not in referenced_bookies(metadata)
-        self.returns += replaced
-        self.trace(f"RETURN restart {returning} with its old id and data "
-                   f"({'replaced: its copy is over-replicated' if replaced else 'still named'})")
-        await asyncio.sleep(plan.return_wait)  # noqa: sleep-ok (virtual time: the plan's wait)
-        metadata = await self.store.read(self.ledger_id)
-        others = sorted(b for b in referenced_bookies(metadata) if b != returning)
-        if not others:
-            return
-        lost = others[plan.lose_pick % len(others)]
-        self.trace(f"LOSE {lost} for good")
-        self.net.bookies[lost].crash()
-        self.lost.add(lost)
-        self.ur.mark(self.ledger_id, [lost])
-        await self.processes.spawn("worker#lose", self._worker_run("worker#lose"))
-
-    async def _repair(self) -> None:
-        """Workers take what is still marked, a few rounds apart (LIVE: no wedge)."""
-        for attempt in range(4):
-            if self.ur.marker(self.ledger_id) is None:
-                return
-            name = f"worker#repair{attempt}"
-            await self.processes.spawn(name, self._worker_run(name))
-            await asyncio.sleep(1.0)  # noqa: sleep-ok (virtual time between repair rounds)
-
-    # -- the end -------------------------------------------------------------------------
-
-    async def _final(self) -> None:
-        metadata = await self.store.read(self.ledger_id)
-        replicas = {bookie_id: dict(bookie.memory[self.ledger_id].entries)
-                    for bookie_id, bookie in self.net.bookies.items()
-                    if self.ledger_id in bookie.memory}
-        reads = {}
-        if metadata.closed:
-            for name in ("reader#1", "reader#2"):
-                reads[name] = await self._read_all(name, metadata.last_entry_id)
-        self.checker.final(metadata, replicas, reads)
-        up = {b for b, bookie in self.net.bookies.items() if not bookie.down}
-        copies = {b: (bookie.memory[self.ledger_id].deleted,
-                      set(bookie.memory[self.ledger_id].entries))
-                  for b, bookie in self.net.bookies.items() if self.ledger_id in bookie.memory}
-        deleted = {b: gc.deleted.get(self.ledger_id, set()) for b, gc in self.gcs.items()}
-        self.checker.gc_kept_named_copies(metadata, copies, deleted, up)
-        self.checker.not_wedged(metadata, self.ur.marker(self.ledger_id), up)
-
-    async def _read_all(self, name: str, last: int) -> dict[int, bytes | None]:
-        reader = await self.bk(name).open_ledger(self.ledger_id, PASSWORD)
-        seen: dict[int, bytes | None] = {}
-        if name == "reader#2" and last >= 0:  # the batched read (RD3), as far as it goes
-            try:
-                async for entry in reader.read_range(0, last):
-                    seen[entry.entry_id] = entry.payload
-            except CLIENT_ERRORS:
-                pass
-        for entry_id in range(len(seen), last + 1):
-            try:
-                seen[entry_id] = (await reader.read_entry(entry_id)).payload
-            except CLIENT_ERRORS:
-                seen[entry_id] = None
-        return seen
-
 
 def _quiet() -> None:
     for name in ("api", "asyncio"):
@@ -395,7 +345,10 @@ def run_plan(plan: Plan) -> Outcome:
     return Outcome(plan, run.trace, run.checker.violations, len(run.checker.acked),
                    run.recoveries, run.faults.counts,
                    gc_deletes=sum(gc.deletes for gc in run.gcs.values()), returns=run.returns,
-                   revived=sum(b.revived for b in run.net.bookies.values()))
+                   revived=sum(b.revived for b in run.net.bookies.values()),
+                   zombies=int(plan.zombie), wrong_password_refusals=run.intruder.refused,
+                   deletes=run.side.deletes, reframed=run.net.reframed,
+                   zk_errors=run.store.zk_errors)
 
 
 def run_seed(seed: int, faults=None) -> Outcome:
