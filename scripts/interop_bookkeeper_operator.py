@@ -22,6 +22,9 @@ checked, not just the exit code:
      running (ours on an all-ours cluster, BookKeeper's on a mixed one) and the delay still
      3600 s (decommissionbookie's own triggeraudit is what moves the copies): it returns,
      no ledger names the bookie, its cookie is gone, every copy is on its write set.
+  6. ``updateBookieInLedger -sb OLD -db NEW``: one of ours restarted on a new address with
+     its data (a re-IP); every ledger that named the old id names the new one, and every
+     copy is on its write set (read from the bookie at its new address).
 Prints a line per check and "ok" or "FAILED: why"; exit 0 only if every check held. Every
 process it starts is stopped by PID; everything lives under --dir.
 """
@@ -45,6 +48,8 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from drill_bookkeeper_recovery import (JAVA, Drill, held_on_write_sets, read_acks,  # noqa: E402
                                        repair, wait_for_acks)
 from interop_bookkeeper import Failed, check, say  # noqa: E402
+
+from api.cluster.local_zookeeper import free_port  # noqa: E402
 
 LEDGERS = 4
 
@@ -192,7 +197,7 @@ def step_decommission(run: Drill, uri: str, conf: str, leaving: dict, mixed: boo
     try:
         # decommissionbookie gives up at once when no auditor is elected yet
         wait_for("an auditor elected", lambda: re.search(
-            r"Auditor.*127\.0\.0\.1:\d+", run.bk("shell", "-conf", conf, "whoisauditor",
+            r"Current auditor \{auditor=\S+\}", run.bk("shell", "-conf", conf, "whoisauditor",
                                                    check_rc=False)), 120)
         run.stop(leaving["proc"])
         started = time.monotonic()
@@ -216,6 +221,27 @@ def step_decommission(run: Drill, uri: str, conf: str, leaving: dict, mixed: boo
     check(leaving["id"] not in cookies, f"its cookie is gone (cookies left: {sorted(cookies)})")
 
 
+def step_update_bookie_in_ledger(run: Drill, uri: str, conf: str, moving: dict,
+                                 mixed: bool) -> None:
+    """A bookie of ours comes back on a new address with its data (a re-IP, here a new
+    port): BookKeeper's ``updateBookieInLedger`` points the metadata at its new id."""
+    old_id = moving["id"]
+    expected = naming(run, uri, old_id)
+    check(bool(expected), f"{old_id} (to move) is named by ledgers {expected}")
+    run.stop(moving["proc"])
+    port = str(free_port())
+    argv = list(moving["argv"])
+    argv[argv.index("--port") + 1] = port
+    moving.update(argv=argv, id=f"127.0.0.1:{port}")
+    run.restart(moving)
+    run.wait_registered(uri, [moving["id"]])
+    shell(run, conf, "updateBookieInLedger", "-sb", old_id, "-db", moving["id"], "-s", "100",
+          timeout_s=600)
+    check(naming(run, uri, old_id) == [] and naming(run, uri, moving["id"]) == expected,
+          f"updateBookieInLedger {old_id} -> {moving['id']}: ledgers {expected} name the new "
+          f"id, none the old")
+
+
 def one_cluster(run: Drill, kind: str) -> None:
     say(f"cluster {kind}: " + ("5 of our bookies" if kind == "ours"
                                else "3 of ours and 2 of BookKeeper's"))
@@ -233,6 +259,9 @@ def one_cluster(run: Drill, kind: str) -> None:
     leaving = max((b for b in ours if b is not victim),
                   key=lambda b: len(naming(run, uri, b["id"])))
     step_decommission(run, uri, conf, leaving, mixed)
+    moving = max((b for b in ours if b is not victim and b is not leaving),
+                 key=lambda b: len(naming(run, uri, b["id"])))
+    step_update_bookie_in_ledger(run, uri, conf, moving, mixed)
     all_on_write_sets(run, uri, mixed, "at the end")
 
 
