@@ -18,6 +18,9 @@ Each round, seeded:
      round's ledgers, each bounded by ``--recover-timeout`` (30 s).
   4. After a loss: autorecovery runs until no ledger's metadata names the lost bookie
      (bounded, 300 s); a new bookie of ours takes its place in the pool (or it returns).
+  5. Once checked, the round's ledgers are deleted by BookKeeper's client (deleteLedger),
+     as a topic's retention would: every round starts from a cluster of the same size, and
+     the bookies' GC from metadata runs under the drill.
 Checks, each ledger: recovery returned in time; it closed at or above the last acknowledged
 entry; every entry up to the close reads back byte for byte (payloads are a function of
 ledger and entry, so every acknowledged one is checked); every entry is on every bookie of
@@ -221,6 +224,12 @@ def one_round(drill: Drill, args, uri: str, bookies: list[dict], rng: random.Ran
             repaired = missing
             held_problems = repair(drill, uri, checked, args.mixed, number)
         problems += held_problems
+    if not problems:  # checked: deleted, as a topic's retention would, so rounds stay alike
+        out = subprocess.run([drill.launcher, "class", JAVA, "delete", uri,
+                              *map(str, checked)], cwd=drill.dir, capture_output=True,
+                             text=True, timeout=300).stdout
+        problems += [f"deleteLedger: {line}" for line in out.splitlines()
+                     if line.startswith("D ") and " ok" not in line]
     return {"fault": kind, "repaired": repaired, "ledgers": len(created), "acked": sum(a + 1 for a in acked.values()),
             "add_errors": len(errors), "problems": problems,
             "recover_ms_max": max(closes, default=0),

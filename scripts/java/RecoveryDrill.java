@@ -20,6 +20,9 @@
 //       protocol and compares the payload byte for byte. Prints
 //       "H <ledger> <copies checked> <missing> <differing>", and "W <ledger> <entry>
 //       <bookie> <why>" for the first few bad copies.
+//   delete ZK_URI LEDGER...
+//       deletes each ledger (BookKeeper's deleteLedger: the metadata goes, bookies' GC
+//       drops the copies); prints "D <ledger> ok" or "D <ledger> FAILED <why>".
 //
 // Payloads are a function of (ledger, entry), so the reader needs no copy of what was sent.
 
@@ -71,11 +74,21 @@ public class RecoveryDrill {
             write(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]), args[4]);
         } else if (args.length >= 4 && args[0].equals("recover")) {
             recover(args[1], Integer.parseInt(args[2]), Arrays.copyOfRange(args, 3, args.length));
+        } else if (args.length >= 3 && args[0].equals("delete")) {
+            BookKeeper bk = client(args[1]);
+            for (String id : Arrays.copyOfRange(args, 2, args.length)) {
+                try {
+                    bk.deleteLedger(Long.parseLong(id));
+                    System.out.println("D " + id + " ok");
+                } catch (Exception e) {
+                    System.out.println("D " + id + " FAILED " + e.toString().replace(' ', '_'));
+                }
+            }
         } else if (args.length >= 3 && args[0].equals("held")) {
             held(args[1], Arrays.copyOfRange(args, 2, args.length));
         } else {
             System.err.println("usage: write ZK_URI LEDGERS IN_FLIGHT ACK_FILE | "
-                    + "recover ZK_URI TIMEOUT_S LEDGER... | held ZK_URI LEDGER...");
+                    + "recover ZK_URI TIMEOUT_S LEDGER... | held ZK_URI LEDGER... | delete ZK_URI LEDGER...");
             System.exit(2);
         }
         System.exit(0);
