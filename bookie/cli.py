@@ -227,8 +227,17 @@ async def _run_until_stopped(bookie, stop: asyncio.Event, notifier: Notifier,
         return 1
     report = bookie.replay_report.to_json() if bookie.replay_report else None
     log.info("bookie ready in %.2fs: %s", time.monotonic() - started, json.dumps(report))
-    for hook in before_ready:
-        await hook()
+    try:
+        for hook in before_ready:  # joining the cluster: registration, autorecovery
+            await hook()
+    except Exception as exc:  # noqa: BLE001 - e.g. ZooKeeper gone mid-join (issue 35)
+        # Stop as a refused start does, but the bookie is running: close it, or its threads
+        # keep the process alive after the loop ends.
+        log.error("bookie could not join its cluster, stopping: %s", exc)
+        notifier.status(f"could not join its cluster: {exc}")
+        stopper.cancel()
+        await bookie.close()
+        return 1
     notifier.send(ready=1, status=f"serving on {address}; {replay_summary(report)}")
     await stopper
     log.info("SIGTERM: draining, checkpointing and stopping")

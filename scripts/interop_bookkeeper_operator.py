@@ -92,6 +92,20 @@ def under_replicated(run: Drill, conf: str) -> dict[int, list[str]]:
     return found
 
 
+def cookie_ids(uri: str) -> list[str]:
+    """The bookie ids with a cookie under the cluster's ``cookies/``."""
+    from kazoo.client import KazooClient  # noqa: PLC0415
+
+    hosts, root = uri.split("//", 1)[1].split("/", 1)
+    zk = KazooClient(hosts=hosts)
+    zk.start(timeout=15)
+    try:
+        return sorted(zk.get_children(f"/{root}/cookies"))
+    finally:
+        zk.stop()
+        zk.close()
+
+
 def wait_for(what: str, condition, timeout_s: float = 120):
     deadline = time.monotonic() + timeout_s
     while True:
@@ -122,8 +136,9 @@ def step_simpletest(run: Drill, conf: str) -> None:
 
 
 def step_recovery(run: Drill, uri: str, conf: str, mixed: bool) -> None:
-    acks = os.path.join(run.dir, "acks.txt")
-    with open(os.path.join(run.dir, "writer.log"), "wb") as log:
+    kind = "mixed" if mixed else "ours"  # each cluster its own files
+    acks = os.path.join(run.dir, f"acks-{kind}.txt")
+    with open(os.path.join(run.dir, f"writer-{kind}.log"), "wb") as log:
         writer = run.java("write", uri, str(LEDGERS), "1000", acks, stdout=log,
                           stderr=subprocess.STDOUT)
     try:
@@ -155,7 +170,7 @@ def step_triggeraudit_and_recover(run: Drill, uri: str, conf: str, victim: dict)
     shell(run, conf, "lostbookierecoverydelay", "-set", "3600")
     auditor = run.spawn([sys.executable, "-m", "bookie", "autorecovery",
                          "--metadata-service-uri", uri, "--without-worker"],
-                        os.path.join(run.dir, "auditor.log"))
+                        os.path.join(run.dir, f"auditor-{victim['kind']}-{victim['rpc']}.log"))
     try:
         expected = naming(run, uri, victim["id"])
         check(bool(expected), f"{victim['id']} is named by ledgers {expected}")
@@ -179,7 +194,7 @@ def step_triggeraudit_and_recover(run: Drill, uri: str, conf: str, victim: dict)
           f"recover {victim['id']}: no ledger names it any more "
           f"({len(out.splitlines())} lines of output)")
     worker = run.spawn([sys.executable, "-m", "bookie", "autorecovery",
-                        "--metadata-service-uri", uri], os.path.join(run.dir, "worker.log"))
+                        "--metadata-service-uri", uri], os.path.join(run.dir, f"worker-{victim['rpc']}.log"))
     try:
         wait_for("our worker clearing the markers", lambda: under_replicated(run, conf) == {})
         check(True, "listunderreplicated empty once our worker found every copy in place")
@@ -209,15 +224,7 @@ def step_decommission(run: Drill, uri: str, conf: str, leaving: dict, mixed: boo
     check(naming(run, uri, leaving["id"]) == [],
           f"decommissionbookie {leaving['id']} returned in {seconds:.0f} s; no ledger names "
           f"it ({len(out.splitlines())} lines of output)")
-    from kazoo.client import KazooClient  # noqa: PLC0415
-
-    zk = KazooClient(hosts=uri.split("//", 1)[1].split("/", 1)[0])
-    zk.start(timeout=15)
-    try:
-        cookies = zk.get_children("/ledgers/cookies")
-    finally:
-        zk.stop()
-        zk.close()
+    cookies = cookie_ids(uri)
     check(leaving["id"] not in cookies, f"its cookie is gone (cookies left: {sorted(cookies)})")
 
 

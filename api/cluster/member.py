@@ -34,6 +34,7 @@ import os
 
 from api.client.metadata_format import (MetadataFormatError, decode_cookie, encode_cookie,
                                        encode_service_info)
+from api.client.metadata import MetadataError
 from api.client.zookeeper import ZkMetadataStore
 from api.cluster.gc_metadata import MetadataGc
 from api.cluster.underreplication import Underreplication
@@ -250,6 +251,9 @@ class ClusterMember:
             counter.cancel()
         try:
             await asyncio.to_thread(self.registration.unregister)
+        except MetadataError as exc:  # ZooKeeper gone: stopping must not wait on it
+            log.warning("could not unregister from ZooKeeper (%s); the registration is "
+                        "ephemeral and goes with the session. Stopping anyway", exc)
         finally:
             await asyncio.to_thread(self.registration.stop)
 

@@ -126,3 +126,48 @@ def test_a_cli_says_zookeeper_did_not_answer_without_a_traceback(server):
         assert code != 0, (name, out, err)
         assert err.strip().endswith(said), (name, err)
         assert len(err.strip().splitlines()) == 1, (name, err)  # no traceback, no log
+
+
+def test_a_bookie_stops_on_sigterm_with_zookeeper_gone(tmp_path):
+    """Issue 35 (H, found by the recovery drill): with ZooKeeper stopped, SIGTERM's
+    unregister failed (ZkUnavailable), the exception ended the event loop with a traceback,
+    and the bookie's own threads kept the process alive, checkpointing, for ever: a bookie
+    that could not be stopped. It warns, goes on draining, checkpoints and exits 0 (its
+    registration is ephemeral: it goes with the session)."""
+    from tests.support.servers import Daemon  # noqa: PLC0415
+
+    zk = ZooKeeperServer(str(tmp_path / "zk")).start()
+    daemon = Daemon(str(tmp_path / "b" / "data"), "--metadata-service-uri",
+                    f"zk://{zk.hosts}/ledgers", "--autorecovery-daemon-enabled", "false")
+    daemon.start()  # ready: registered, and no autorecovery still starting
+    try:
+        zk.stop()
+        code = daemon.terminate(OUTER_S + zookeeper_module.ZK_ANSWER_S)
+    finally:
+        if daemon.proc.poll() is None:
+            daemon.kill9()
+    log = daemon.log_text()
+    assert code == 0, log[-2000:]
+    assert "Traceback" not in log
+    assert "could not unregister from ZooKeeper" in log
+
+
+async def test_a_bookie_that_cannot_join_its_cluster_closes_and_exits_1(tmp_path, bookie_config):
+    """The other half (seen in the same test's first runs): ZooKeeper gone while the bookie
+    joined its cluster after replay (the autorecovery's own ZooKeeper client could not
+    connect). The error escaped, with a traceback, and the running bookie's threads kept
+    the process alive. Now: logged, the bookie closed (its journal drained and checkpointed)
+    and exit 1, as a refused start."""
+    import bookie.cli as cli  # noqa: PLC0415
+    from bookie.node import Bookie, BookieState  # noqa: PLC0415
+
+    node = Bookie(bookie_config)
+
+    async def joining():
+        raise ZkUnavailable("127.0.0.1:1")
+
+    code = await asyncio.wait_for(cli._run_until_stopped(
+        node, asyncio.Event(), cli.Notifier(), before_ready=(joining,)), OUTER_S)
+    assert code == 1
+    assert node.state is BookieState.STOPPING
+    assert not node.journal._thread.is_alive()  # the non-daemon thread that kept it alive
