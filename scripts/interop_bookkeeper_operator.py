@@ -282,16 +282,26 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--dir", default=None, help="work dir (default: a temp dir, removed "
                                                     "when every check held)")
     args = parser.parse_args(argv)
-    if not args.launcher:
-        parser.error("BookKeeper's launcher: --launcher or $BOOKKEEPER_LAUNCHER")
-    workdir = args.dir or tempfile.mkdtemp(prefix="bk-operator-")
-    run = Drill(os.path.abspath(args.launcher), workdir, 0)
-    failed = None
-    try:
+
+    def every_cluster(run: Drill) -> None:
         for kind in args.clusters.split(","):
             one_cluster(run, kind)
             run.stop_all()
             run.ours.clear()
+    return run_checked(parser, args, "bk-operator-", every_cluster)
+
+
+def run_checked(parser, args, prefix: str, body) -> int:
+    """These scripts' common frame: BookKeeper's launcher required; ``body(run)`` in a work
+    dir that is kept when a check failed (removed when all held, unless --dir named it);
+    every process started stopped by PID however it ends. Exit 0 only if all held."""
+    if not args.launcher:
+        parser.error("BookKeeper's launcher: --launcher or $BOOKKEEPER_LAUNCHER")
+    workdir = args.dir or tempfile.mkdtemp(prefix=prefix)
+    run = Drill(os.path.abspath(args.launcher), workdir, 0)
+    failed = None
+    try:
+        body(run)
     except (Failed, subprocess.TimeoutExpired) as exc:
         failed = exc
         say(f"FAILED: {exc} (kept {workdir})")
@@ -302,7 +312,6 @@ def main(argv: list[str]) -> int:
         if args.dir is None:
             shutil.rmtree(workdir, ignore_errors=True)
     return 1 if failed else 0
-
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
