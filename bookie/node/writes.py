@@ -247,7 +247,17 @@ class LedgerWrites:
         ``master_key`` None: BookKeeper's FORCE_LEDGER, which carries no key (a force
         changes nothing, so BookKeeper checks none); HTTP always names one."""
         self._check_serving()
-        state = self._existing_state(ledger_id)
+        try:
+            state = self._existing_state(ledger_id)
+        except NoLedger:
+            if master_key is not None:
+                raise
+            # FL1: BookKeeper's bookie forces its journal and answers EOK whether or not it
+            # holds the ledger. Its client forces every bookie of the ensemble, and in a
+            # striped ledger one may hold no entry yet (issue 36, item 4).
+            self._node_state.check_not_failed_io()
+            await asyncio.shield(self._submit(None, ledger_id))
+            return -1
         if master_key is not None:
             self._check_key(ledger_id, state, master_key)
         self._node_state.check_not_failed_io()

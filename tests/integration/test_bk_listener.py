@@ -17,6 +17,7 @@ from api.client import BookieClient
 from api.server.bk_listener import BkListener, bk_serving
 from bookie.entry import (DigestType, entry_digest_ok, entry_ids, frame_entry, frame_lac,
                           mac_key, master_key)
+from bookie.errors import NoLedger
 from tests.support.bk_client import BkClient
 from tests.support.servers import running_bookie
 
@@ -518,3 +519,16 @@ async def test_adds_while_the_bookie_replays_are_refused_readonly_then_stored(bo
             finally:
                 bookie.begin_shutdown()
                 await bookie.close()
+
+
+async def test_force_of_a_ledger_this_bookie_holds_nothing_of_is_eok(bk):
+    """FL1 (issue 36, item 4): BookKeeper's client sends FORCE_LEDGER to every bookie of the
+    ensemble; in a striped deferred-sync ledger one may hold no entry yet. BookKeeper's
+    bookie forces its journal and answers EOK; ours answered ENOLEDGER, so force() failed
+    with BKNoSuchLedgerExistsException. HTTP's force of an unknown ledger stays 404."""
+    async with BkClient.connect(bk.port) as client:
+        forced = await client.call(client.request("FORCE_LEDGER", ledgerId=77))
+        assert forced.status == S["EOK"] and forced.forceLedgerResponse.ledgerId == 77
+    assert bk.bookie.storage.ledgers.get(77) is None  # the force created nothing
+    with pytest.raises(NoLedger):
+        await bk.bookie.force(77, KEY)
