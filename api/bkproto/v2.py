@@ -53,7 +53,7 @@ _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _IDS = struct.Struct(">qq")
 _BATCH = struct.Struct(">qqqiq")
-_RESPONSE = struct.Struct(">iiqq")  # header, rc, ledgerId, entryId
+_RESPONSE = struct.Struct(">Iiqq")  # header (unsigned: any version byte), rc, ledgerId, entryId
 RESPONSE_HEADERS_SIZE = _RESPONSE.size  # 24, BookKeeper's own name and value
 
 

@@ -48,12 +48,12 @@ class PlainAdd(NamedTuple):
 _V9, _V4 = rb"[\x80-\xff]{0,8}[\x00-\x7f]", rb"[\x80-\xff]{0,3}[\x00-\x7f]"
 _INT32 = re.compile(rb"[\x80-\xff]{0,3}[\x00-\x7f]|[\x80-\xff]{4}[\x00-\x07]", re.DOTALL)
 #: A plain add up to its body, in the order protobuf writes it: header (length < 128:
-#: version 1..3, operation ADD_ENTRY, txnId, optional priority), then addRequest (field
+#: version 3 (others take protobuf's path, which refuses them, BK6), operation ADD_ENTRY, txnId, optional priority), then addRequest (field
 #: 101: length, ledgerId, entryId, a 20-byte masterKey as BookKeeper's always is, the
 #: body's length). Matching is C; what it cannot say (lengths agree, the optional tail) is
 #: checked after it.
 _PLAIN_ADD = re.compile(
-    rb"\x0a([\x00-\x7f])(\x08[\x01-\x03]\x10\x02\x18" + _V9 + rb"(?:\x20" + _V4 + rb")?)"
+    rb"\x0a([\x00-\x7f])(\x08\x03\x10\x02\x18" + _V9 + rb"(?:\x20" + _V4 + rb")?)"
     rb"\xaa\x06(" + _V9 + rb")\x08(" + _V9 + rb")\x10(" + _V9 + rb")\x1a\x14(.{20})"
     rb"\x22(" + _V4 + rb")", re.DOTALL)
 

@@ -172,7 +172,10 @@ class BkConnection(asyncio.Protocol):
         except ProtocolError as exc:
             self._refuse(str(exc))
             return False
-        if request.opcode == v2.ADDENTRY:
+        refused = self.ops.v2_version_refused(request, self.peer)  # BK6
+        if refused is not None:
+            self._send(refused)
+        elif request.opcode == v2.ADDENTRY:
             self._v2_add(request)
         else:
             self._start(self.ops.v2(request, self.peer))
@@ -180,6 +183,11 @@ class BkConnection(asyncio.Protocol):
 
     def _v3_add(self, request) -> None:
         add = request.addRequest
+        if request.header.version != 3:  # BK6: stored nothing
+            self.ops.refusals.refused(("ADD_ENTRY", "EBADVERSION"),
+                                      f"protocol version {request.header.version}", self.peer)
+            self._send(v3.frame(self.ops.v3_response(request, v3.STATUS["EBADVERSION"])))
+            return
         if not request.HasField("addRequest"):
             self.ops.refused("ADD_ENTRY", BadRequest("ADD_ENTRY without its addRequest"),
                              self.peer)

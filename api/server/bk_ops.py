@@ -22,6 +22,9 @@ processors answer (read there, written here):
          checking (Apache BookKeeper checks no digest at all). docs/bookkeeper-protocol.md §4.
          BK4a: the index it looks in is open only once replay ends; before, an add is
          answered EREADONLY ("replaying"), as the add itself would be.
+    BK6. A request of a protocol version BookKeeper's bookie does not serve (v3: a header
+         other than VERSION_THREE, adds too; v2: above version 2) is EBADVERSION and does
+         nothing, as BookKeeper's ``isVersionCompatible``.
     BK5. An add that needs no read first (the ledger's runtime loaded, a new id) is begun
          in the listener's own callback and answered from its journal future's, with no
          task: ``Bookie.try_add_now``, the same admission, cache and journal steps as
@@ -299,6 +302,21 @@ class BkOperations:
         return self.v3_response(request, v3_status(error)), error
 
     # -- v2 ----------------------------------------------------------------------------
+
+    def v2_version_refused(self, request: v2.Request, peer=None) -> bytes | None:
+        """BK6: a v2 request of a protocol version BookKeeper's bookie does not serve
+        (above CURRENT_PROTOCOL_VERSION, 2; its signed byte makes 0x80-0xFF negative, so
+        those too) is answered EBADVERSION and does nothing; None when it is served."""
+        if request.version <= v2.CURRENT_PROTOCOL_VERSION or request.opcode == v2.AUTH:
+            return None
+        name = _V2_NAMES.get(request.opcode, "ADD_ENTRY")
+        self.refusals.refused((name, "EBADVERSION"), f"protocol version {request.version}",
+                              peer)
+        if request.opcode == v2.BATCH_READ_ENTRY:
+            return v2.encode_batch_response(request.version, v2.EBADVERSION, request.ledger_id,
+                                            request.entry_id, request.request_id, ())
+        return v2.encode_response(request.version, request.opcode, v2.EBADVERSION,
+                                  request.ledger_id, request.entry_id)
 
     async def v2(self, request: v2.Request, peer=None) -> bytes:
         """The framed answer to one v2 request (BK1); adds go as in ``v3``."""

@@ -532,3 +532,34 @@ async def test_force_of_a_ledger_this_bookie_holds_nothing_of_is_eok(bk):
     assert bk.bookie.storage.ledgers.get(77) is None  # the force created nothing
     with pytest.raises(NoLedger):
         await bk.bookie.force(77, KEY)
+
+
+@pytest.mark.parametrize("version", [3, 0x7F, 0x80, 0xFF])
+async def test_v2_requests_of_a_version_bookkeeper_does_not_serve_are_ebadversion(bk, version):
+    """BK6 (issue 36, item 5): BookKeeper's bookie serves v2 versions 0-2 (its signed byte
+    makes 0x80-0xFF negative) and answers EBADVERSION to others, storing nothing. Ours
+    stored version-3 adds; a version byte of 0x80 or more broke the answer's encoder, so
+    the add was stored but never answered, and the adds behind it in the same slice were
+    neither answered nor stored."""
+    async with BkClient.connect(bk.port) as client:
+        await client.send(v2.encode_add(30, 0, KEY, entry(30, 0), version=version)
+                          + v2.encode_read(30, 0, version=version)
+                          + v2.encode_add(30, 1, KEY, entry(30, 1)))
+        answers = [v2.decode_response(await client.read_frame()) for _ in range(3)]
+    assert [(a.opcode, a.rc) for a in answers] == [
+        (v2.ADDENTRY, v2.EBADVERSION), (v2.READENTRY, v2.EBADVERSION), (v2.ADDENTRY, v2.EOK)]
+    assert await bk.bookie.entry_id_ranges(30) == [[1, 1]]  # only the served add
+    assert bk.bookie.stats.bk_refused[("ADD_ENTRY", "EBADVERSION")] == 1
+
+
+async def test_v3_adds_of_another_header_version_are_ebadversion(bk):
+    """BK6: a v3 add whose header says VERSION_ONE or VERSION_TWO was stored (the add path
+    skipped the version check every other v3 request has); BookKeeper answers EBADVERSION."""
+    async with BkClient.connect(bk.port) as client:
+        for version in (1, 2):
+            request = client.request("ADD_ENTRY", ledgerId=31, entryId=0, masterKey=KEY,
+                                     body=entry(31, 0))
+            request.header.version = version
+            assert (await client.call(request)).status == S["EBADVERSION"]
+        assert (await client.add(31, 1, KEY, entry(31, 1))).status == S["EOK"]
+    assert await bk.bookie.entry_id_ranges(31) == [[1, 1]]
