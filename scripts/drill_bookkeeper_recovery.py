@@ -215,7 +215,8 @@ def one_round(drill: Drill, args, uri: str, bookies: list[dict], rng: random.Ran
     closes = [int(r[2]) for r in results.values() if r and r[0] == "ok"]
     moved_s, checked = None, list(created)
     if lost is not None and not problems:
-        moved, moved_s = replace_lost(drill, uri, bookies, lost, kind, number, problems)
+        moved, moved_s = replace_lost(drill, uri, bookies, lost, kind, number, problems,
+                                      args.mixed)
         checked = sorted(set(created) | moved)
     repaired = 0
     if not problems:
@@ -237,14 +238,18 @@ def one_round(drill: Drill, args, uri: str, bookies: list[dict], rng: random.Ran
 
 
 def replace_lost(drill: Drill, uri: str, bookies: list[dict], lost: dict, kind: str,
-                 number: int, problems: list[str]) -> tuple[set[int], float | None]:
+                 number: int, problems: list[str],
+                 mixed: bool = False) -> tuple[set[int], float | None]:
     """Autorecovery (ours or BookKeeper's, LOSSES[kind]) moves every copy the lost bookie
     held; then it returns with its old id and data ("return"), or a new bookie of ours takes
-    its place in the pool. The ledgers that named it, and how long the move took."""
+    its place in the pool. The ledgers that named it, and how long the move took. On a
+    mixed cluster it is always BookKeeper's: ours reads bookies over HTTP, which
+    BookKeeper's bookies do not serve (docs/bookkeeper-protocol.md §7)."""
+    recovery_kind = "BookKeeper" if mixed else LOSSES[kind]
     named = {i for i, m in drill.ledgers(uri).items()
              if any(lost["id"] in members for _first, members in m.ensembles)}
     started = time.monotonic()
-    recovery = drill.autorecovery(LOSSES[kind], uri, number)
+    recovery = drill.autorecovery(recovery_kind, uri, number)
     try:
         while True:
             left = [i for i, m in drill.ledgers(uri).items()
@@ -252,7 +257,7 @@ def replace_lost(drill: Drill, uri: str, bookies: list[dict], lost: dict, kind: 
             if not left:
                 break
             if time.monotonic() - started > 300 or recovery.poll() is not None:
-                problems.append(f"{LOSSES[kind]} autorecovery: ledgers {left} still name "
+                problems.append(f"{recovery_kind} autorecovery: ledgers {left} still name "
                                 f"the lost bookie {lost['id']} after "
                                 f"{time.monotonic() - started:.0f} s")
                 return named, None
