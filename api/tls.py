@@ -11,7 +11,8 @@ Invariants:
     TL2. ``reload_server_context`` loads the new chain into the same context: connections
          already open keep theirs, new handshakes get the new one, the listener never
          closes. A chain that does not load leaves the old one in place (the error is
-         raised for the caller to log).
+         raised for the caller to log): it is loaded into a context of its own first, since
+         OpenSSL swaps a certificate in before it refuses a key that does not match it.
     TL3. A secret (the key's password) is passed to OpenSSL and kept nowhere else.
 """
 
@@ -43,20 +44,49 @@ def server_context(cert_file: str, key_file: str, ca_file: str | None = None,
 
 def reload_server_context(context: ssl.SSLContext, cert_file: str, key_file: str,
                           key_password: str | None = None) -> None:
-    """TL2: the new certificate chain for new handshakes."""
-    load_chain(context, cert_file, key_file, key_password)
+    """TL2: the new certificate chain for new handshakes. OpenSSL puts a certificate into
+    the context before it checks the key against it, so a chain is first loaded into a
+    context of its own; the live one is touched only once that worked, from the same bytes
+    (each file read once, held in memory: a file replaced meanwhile cannot slip in)."""
+    data = [_read(path, what) for what, path in (("certificate", cert_file), ("key", key_file))]
+    with _in_memory(data[0]) as cert_copy, _in_memory(data[1]) as key_copy:
+        for target in (ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), context):
+            load_chain(target, cert_copy, key_copy, key_password, (cert_file, key_file))
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise TlsSetupError(f"TLS {what} file {path} does not read: {exc.strerror}") from None
+
+
+@contextlib.contextmanager
+def _in_memory(data: bytes):
+    """A path OpenSSL can open for ``data`` that is on no disk (a Linux memfd): a key is
+    never copied to a file."""
+    fd = os.memfd_create("bookie-tls", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, data)
+        yield f"/proc/self/fd/{fd}"
+    finally:
+        os.close(fd)
 
 
 def load_chain(context: ssl.SSLContext, cert_file: str, key_file: str,
-               key_password: str | None) -> None:
-    for what, path in (("certificate", cert_file), ("key", key_file)):
+               key_password: str | None, names: tuple[str, str] | None = None) -> None:
+    """``names``: the files to name in errors when the paths are in-memory copies."""
+    cert_name, key_name = names or (cert_file, key_file)
+    for what, path, name in (("certificate", cert_file, cert_name), ("key", key_file,
+                                                                      key_name)):
         if not os.path.isfile(path):  # OpenSSL's own error does not name the file
-            raise TlsSetupError(f"TLS {what} file not found: {path}")
+            raise TlsSetupError(f"TLS {what} file not found: {name}")
     try:
         context.load_cert_chain(cert_file, key_file, password=key_password)
     except (ssl.SSLError, OSError) as exc:
         # The reason only: never the password, which OpenSSL does not echo either.
-        raise TlsSetupError(f"TLS certificate {cert_file} with key {key_file} does not "
+        raise TlsSetupError(f"TLS certificate {cert_name} with key {key_name} does not "
                             f"load: {getattr(exc, 'reason', None) or exc}") from None
 
 
