@@ -129,8 +129,8 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    if ssl_context is not None:
-        loop.add_signal_handler(signal.SIGHUP, _reload_certificate, config, ssl_context)
+    # SIGHUP reloads the certificate; without TLS it must not kill the bookie (its default).
+    loop.add_signal_handler(signal.SIGHUP, _reload_certificate, config, ssl_context)
     watchdog = asyncio.create_task(_watchdog(notifier), name="sd-watchdog")
     member = None
     scheme = "https" if ssl_context is not None else "http"
@@ -192,6 +192,9 @@ def _reload_certificate(config: BookieConfig, context) -> None:
     chain that does not load is logged and the old one kept."""
     from api.tls import TlsSetupError, reload_server_context  # noqa: PLC0415
 
+    if context is None:
+        log.info("SIGHUP: no TLS configured, nothing to reload")
+        return
     try:
         reload_server_context(context, config.tls_cert_file, config.tls_key_file,
                               config.tls_key_password)

@@ -197,3 +197,17 @@ def test_an_encrypted_key_with_its_password_in_the_environment(tmp_path, pki):
         daemon.terminate()
     for text in (*seen, daemon.log_text()):
         assert secret not in text
+
+
+def test_sighup_on_a_bookie_without_tls_does_not_stop_it(tmp_path):
+    """Issue 36: SIGHUP's handler was installed only with TLS, so on a plain bookie
+    SIGHUP's default action killed it (a `systemctl reload`, a terminal closing)."""
+    daemon = Daemon(str(tmp_path / "data")).start()
+    try:
+        daemon.proc.send_signal(signal.SIGHUP)
+        _wait_for_log(daemon, "SIGHUP: no TLS configured, nothing to reload")
+        assert daemon.proc.poll() is None
+        assert daemon.terminate() == 0
+    finally:
+        if daemon.proc.poll() is None:
+            daemon.kill9()
