@@ -30,7 +30,8 @@ BookKeeper's client itself left off a write set (apache/bookkeeper#3005: an add 
 by the replaced bookie's ack is never sent to its replacement) are counted as "repaired"
 when autorecovery's replica check puts them back within 300 s; a copy that differs, or one
 still missing then, fails the round. ``--mixed``: 2 of BookKeeper's
-bookies beside 3 of ours, so every ensemble of 3 mixes both kinds.
+bookies beside 3 of ours, so every ensemble of 3 mixes both kinds; there every loss and
+repair is BookKeeper's autorecovery's (ours reads bookies over HTTP only).
 
 Prints one line a round and a summary; exit 0 only if every check held. Every process it
 starts is stopped by PID; everything lives under --dir.
@@ -344,7 +345,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--recover-timeout", type=int, default=30,
                         help="seconds openLedger may take, per ledger (30)")
     parser.add_argument("--mixed", action="store_true",
-                        help="2 of BookKeeper's bookies beside 3 of ours")
+                        help="2 of BookKeeper's bookies beside 3 of ours (losses moved "
+                             "by BookKeeper's autorecovery)")
     parser.add_argument("--dir", default=None, help="work dir (default: a temp dir, removed)")
     args = parser.parse_args(argv)
     if not args.launcher:
