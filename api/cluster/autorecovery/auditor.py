@@ -105,11 +105,9 @@ class Auditor:
             if bookie_id not in alive:
                 self.gone_since.setdefault(bookie_id, now)
 
-    async def _triggered(self) -> None:
-        """AU4: a trigger makes the gone bookies lost for good (until they come back)."""
-        if not await asyncio.to_thread(self.ur.enabled):
-            return  # the rewrite stays unseen until autorecovery is enabled again
-        written = await asyncio.to_thread(self.ur.lost_bookie_delay_written)
+    def _triggered(self, written: tuple[int, int] | None) -> None:
+        """AU4: a trigger makes the gone bookies lost for good (until they come back).
+        Called only while autorecovery is enabled: a rewrite stays unseen until then."""
         before, self._delay_written = self._delay_written, written
         if before is None or written is None or written[1] == before[1]:
             return
@@ -143,11 +141,14 @@ class Auditor:
             self.gone_since.setdefault(bookie_id, now)
         self.known |= alive
         decommissioning = await asyncio.to_thread(self.ur.decommissioning)
-        delay = await asyncio.to_thread(self.ur.lost_bookie_delay_s)
-        await self._triggered()
+        enabled = await asyncio.to_thread(self.ur.enabled)
+        written = await asyncio.to_thread(self.ur.lost_bookie_delay_written)
+        delay = written[0] if written is not None else 0
+        if enabled:
+            self._triggered(written)
         lost = {b for b, since in self.gone_since.items() if now - since >= delay}
         lost |= decommissioning
-        if not lost or not await asyncio.to_thread(self.ur.enabled):  # AU2
+        if not lost or not enabled:  # AU2
             return 0
         if lost == self._lost_scanned and now - self._last_scan < RESCAN_INTERVAL_S:
             return 0
