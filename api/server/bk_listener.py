@@ -183,10 +183,9 @@ class BkConnection(asyncio.Protocol):
 
     def _v3_add(self, request) -> None:
         add = request.addRequest
-        if request.header.version != 3:  # BK6: stored nothing
-            self.ops.refusals.refused(("ADD_ENTRY", "EBADVERSION"),
-                                      f"protocol version {request.header.version}", self.peer)
-            self._send(v3.frame(self.ops.v3_response(request, v3.STATUS["EBADVERSION"])))
+        refused = self.ops.v3_version_refused(request, "ADD_ENTRY", self.peer)  # BK6
+        if refused is not None:
+            self._send(refused)
             return
         if not request.HasField("addRequest"):
             self.ops.refused("ADD_ENTRY", BadRequest("ADD_ENTRY without its addRequest"),

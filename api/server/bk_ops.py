@@ -125,15 +125,21 @@ class BkOperations:
             # UNKNOWN, not the number: a client's numbers must not make label values.
             self.refused(name or "UNKNOWN", BadRequest(why), peer)
             return v3.frame(self.v3_response(request, v3.STATUS["EBADREQ"]))
-        if header.version != v3.PROTOCOL_VERSIONS["VERSION_THREE"]:
-            self.refusals.refused((name, "EBADVERSION"), f"protocol version {header.version}",
-                                  peer)
-            # The status alone: a client reads the body's only when this one is EOK.
-            return v3.frame(self.v3_response(request, v3.STATUS["EBADVERSION"]))
+        refused = self.v3_version_refused(request, name, peer)
+        if refused is not None:
+            return refused
         response, error = await handler(self, request)
         if error is not None:
             self.refused(name, error, peer)
         return v3.frame(response)
+
+    def v3_version_refused(self, request, name: str, peer=None) -> bytes | None:
+        """BK6, v3 and adds too: EBADVERSION (the status alone, a client reads the body's
+        only on EOK) and nothing done; None when the version is served."""
+        if (version := request.header.version) == v3.PROTOCOL_VERSIONS["VERSION_THREE"]:
+            return None
+        self.refusals.refused((name, "EBADVERSION"), f"protocol version {version}", peer)
+        return v3.frame(self.v3_response(request, v3.STATUS["EBADVERSION"]))
 
     def begin_add(self, ledger_id: int, entry_id: int, data, master_key: bytes,
                   recovery: bool = False, deferred_sync: bool = False):
