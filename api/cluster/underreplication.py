@@ -116,10 +116,8 @@ class Underreplication:
                         makepath=True)
             except NodeExistsError:
                 pass
-        try:
-            return int(zk_read(self.client.get_async, path)[0].decode().strip())
-        except NoNodeError:
-            return int(default or 0)
+        written = self.lost_bookie_delay_written()
+        return written[0] if written is not None else int(default or 0)
 
     def lost_bookie_delay_written(self) -> tuple[int, int] | None:
         """(seconds, znode version) of the stored delay, None if there is none: a new
