@@ -1,0 +1,127 @@
+"""The listener's add path (issue 28 BK5, split from bk_listener.py): adds arrive decoded
+from a slice of frames, are begun together after it, and each is answered in the protocol it
+came in, from its journal future's callback.
+
+Invariants (bk_listener.py BL1, bk_ops.py BK1/BK5):
+    AP1. An add is answered exactly once: EOK once its record is durable (or queued, for
+         deferred sync), else the status of the error that refused it; every non-EOK answer
+         is counted as a refusal.
+    AP2. Adds beyond ``max_pending_adds`` on a connection are answered ETOOMANYREQUESTS
+         at once and store nothing (BL1's bound on adds in flight).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from api.bkproto import v2, v3, v3_add
+from api.bkproto.status import v2_code, v3_status
+from api.server.bk_ops import DEFERRED_SYNC, unexpected
+from bookie.errors import IOFailure, TooManyRequests
+from bookie.node import NOT_NOW
+
+_V3_OK = v3.STATUS["EOK"]
+
+
+class AddPath:
+    """The add half of ``bk_listener.BkConnection`` (a mixin: the hot path calls its
+    methods on the connection itself, with no extra hop). Uses the connection's ``ops``,
+    ``listener``, ``peer``, ``arrived``, ``pending_adds``, ``in_flight``, ``idle``,
+    ``_send``, ``_send_all``, ``_flow`` and ``_finished``."""
+
+    # An arrived add is a plain tuple (one per add on the hot path): ledger id, entry id,
+    # entry, master key, recovery, deferred sync, and whom to answer: the v3 request's
+    # header bytes, or the v2 request's protocol version (an int). See _reply.
+
+    def _v3_plain_add(self, add: v3_add.PlainAdd) -> None:
+        header, ledger_id, entry_id, key, body, write_flags, recovery = add
+        self.arrived.append((ledger_id, entry_id, body, key, recovery,
+                             bool(write_flags & DEFERRED_SYNC), header))
+
+    def _v2_add(self, request: v2.Request) -> None:
+        self.arrived.append((request.ledger_id, request.entry_id, request.body,
+                             request.master_key, request.recovery, False, request.version))
+
+    @staticmethod
+    def _reply(add: tuple, error: Exception | None) -> bytes:
+        """The answer to an arrived add, in the protocol it came in."""
+        reply_to = add[6]
+        if reply_to.__class__ is bytes:  # v3: the request's header
+            return v3_add.encode_add_response(
+                reply_to, _V3_OK if error is None else v3_status(error), add[0], add[1])
+        return v2.encode_response(reply_to, v2.ADDENTRY, v2_code(error), add[0], add[1])
+
+    def _begin_arrived(self) -> None:
+        """BK5: the adds of one decoded slice, begun together: those of one ledger (same
+        key and flags) as one run, one admission and one journal item; recovery adds, lone
+        adds and runs that must go one by one each alone. Every add keeps its own answer."""
+        arrived, self.arrived = self.arrived, []
+        runs: dict[tuple, list] = {}
+        for add in arrived:
+            if add[4]:  # recovery
+                self._add_one(add)
+            else:
+                runs.setdefault((add[0], add[3], add[5]), []).append(add)
+        for (ledger_id, key, deferred), adds in runs.items():
+            if len(adds) == 1 or \
+                    self.pending_adds + len(adds) > self.listener.max_pending_adds:
+                for add in adds:
+                    self._add_one(add)
+                continue
+            try:
+                outcome = self.ops.begin_add_run(ledger_id, [(a[1], a[2]) for a in adds], key,
+                                                 deferred)
+            except Exception:  # noqa: BLE001 - refused whole, stored nothing: one by one
+                outcome = NOT_NOW
+            if outcome is NOT_NOW:
+                for add in adds:
+                    self._add_one(add)
+            elif outcome is None:  # deferred sync: acknowledged once queued
+                for add in adds:
+                    self._send(self._reply(add, None))
+            else:
+                self._track(outcome, adds)
+
+    def _add_one(self, add) -> None:
+        """BL1 and BK5 for one add: refuse beyond the pending bound, else begin it and
+        answer from its durable future's callback (a task only when it must read first)."""
+        ledger_id, entry_id, data, key, recovery, deferred, _ = add
+        if self.pending_adds >= self.listener.max_pending_adds:
+            error = TooManyRequests("too many adds in flight on this connection")
+            self.ops.refused("ADD_ENTRY", error, self.peer)
+            self._send(self._reply(add, error))
+            return
+        try:
+            outcome = self.ops.begin_add(ledger_id, entry_id, data, key, recovery, deferred)
+        except Exception as exc:  # noqa: BLE001 - a refused add is an answer (BK1)
+            unexpected("add", exc)
+            self.ops.refused("ADD_ENTRY", exc, self.peer)
+            self._send(self._reply(add, exc))
+            return
+        if outcome is None:  # deferred sync: acknowledged once queued
+            self._send(self._reply(add, None))
+            return
+        if not isinstance(outcome, asyncio.Future):
+            outcome = asyncio.ensure_future(outcome)
+        self._track(outcome, [add])
+
+    def _track(self, future: asyncio.Future, adds: list) -> None:
+        self.in_flight += len(adds)
+        self.pending_adds += len(adds)
+        self.idle.clear()
+        future.add_done_callback(lambda done: self._added(done, adds))
+        self._flow()
+
+    def _added(self, done: asyncio.Future, adds: list) -> None:
+        error = None
+        if done.cancelled():
+            error = IOFailure("the add was cancelled (shutting down)")
+        elif done.exception() is not None:
+            error = done.exception()
+            unexpected("add", error)
+        if error is not None:  # one test per run: EOK runs pay nothing more (BK1)
+            self.ops.refused("ADD_ENTRY", error, self.peer, len(adds))
+        self.pending_adds -= len(adds)
+        reply = self._reply
+        self._send_all([reply(add, error) for add in adds])
+        self._finished(None, len(adds))
