@@ -26,6 +26,7 @@ class LedgerRuntime:
     journaled_key: bytes | None = None  # the key of this process's last LEDGER_KEY record
     journaled_digest: int = 0      # and the digest type it carried (journal/format.py J4)
     waiters: list = dataclasses.field(default_factory=list)  # (gt, future) long polls
+    fence_record: object = None    # FN1: the future of this process's fence record, if any
 
 
 class LedgerRuntimes:

@@ -212,10 +212,18 @@ class LedgerWrites:
         old = self.storage.ledgers.get(ledger_id)
         state = self._ledger_for_write(ledger_id, master_key, None, default_digest=None)
         runtime = self._runtime_of(ledger_id)
+        if state is old and old.fenced:
+            # FN1: fenced already, and the key checked: only the first fence is journaled
+            # (as BookKeeper logs only the first). A later one answers once that record is
+            # durable; one fenced before this process started was replayed, so is durable.
+            if runtime.fence_record is not None:
+                await asyncio.shield(runtime.fence_record)
+            return runtime.lac, runtime.last_entry_id
         self._admit(16)
         self._store_state(ledger_id, old, dataclasses.replace(state, fenced=True))  # N3
         self._journal_key_once(ledger_id, runtime, state)
-        await asyncio.shield(self._submit(jformat.encode_fence(ledger_id), ledger_id))
+        record = runtime.fence_record = self._submit(jformat.encode_fence(ledger_id), ledger_id)
+        await asyncio.shield(record)
         return runtime.lac, runtime.last_entry_id
 
     async def write_lac(self, ledger_id: int, master_key: bytes, body: bytes) -> int:
