@@ -74,6 +74,13 @@ class BookieConfig:
     entrylog_cache_keep_bytes: int = 256 * MiB
     bookie_port: int | None = None
     bookie_max_pending_adds: int = 10_000
+    bookie_max_reads_per_connection: int = 100
+    bookie_max_reads_in_progress: int = 1_000
+    bookie_connection_buffer_bytes: int = 4 * MiB
+    bookie_answer_bytes_max: int = 256 * MiB
+    bookie_request_bytes_max: int = 256 * MiB
+    bookie_frame_timeout_ms: int = 30_000
+    bookie_long_polls_per_connection: int = 2_500
     event_loop: str = "uvloop"
     zk_digest: str | None = None
     zk_digest_file: str | None = None

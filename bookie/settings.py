@@ -125,6 +125,28 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("bookie_max_pending_adds", int, 10_000,
             "adds in flight on one BookKeeper-protocol connection before more are answered "
             "ETOOMANYREQUESTS (BookKeeper's maxPendingAddRequestsPerThread)", 1, 1_000_000),
+    Setting("bookie_max_reads_per_connection", int, 100,
+            "requests other than adds one BookKeeper-protocol connection may have begun and "
+            "not yet answered; more wait, the connection not reading (docs/"
+            "bookkeeper-protocol.md §8)", 1, 1_000_000),
+    Setting("bookie_max_reads_in_progress", int, 1_000,
+            "the same, for every connection of the port together (BookKeeper's "
+            "maxReadsInProgressLimit)", 1, 10_000_000),
+    Setting("bookie_connection_buffer_bytes", int, 4 * MiB,
+            "answers a BookKeeper-protocol client may leave unread before its connection "
+            "stops reading and begins no read", 64 * KiB, 1 * GiB),
+    Setting("bookie_answer_bytes_max", int, 256 * MiB,
+            "answers unread by every BookKeeper-protocol client together before no "
+            "connection begins a read", 1 * MiB, 1 << 40),
+    Setting("bookie_request_bytes_max", int, 256 * MiB,
+            "bytes of BookKeeper-protocol requests held at once: read ahead of decoding, "
+            "and frames not yet whole (their announced length)", 1 * MiB, 1 << 40),
+    Setting("bookie_frame_timeout_ms", int, 30_000,
+            "a BookKeeper-protocol frame must come whole within this of its start, else "
+            "its connection is closed", 100, 3_600_000),
+    Setting("bookie_long_polls_per_connection", int, 2_500,
+            "LAC long polls one BookKeeper-protocol connection may hold of max_lac_waiters; "
+            "more are answered ETOOMANYREQUESTS", 1, 10_000_000),
     Setting("event_loop", str, "uvloop",
             "the daemon's event loop: uvloop where it is installed (asyncio's own otherwise)",
             choices=("uvloop", "asyncio")),

@@ -13,25 +13,31 @@ Invariants:
          ``max_pending_adds`` are answered ETOOMANYREQUESTS at once; with twice that many
          requests in flight, more than INBOX_HIGH bytes read but not yet decoded, or the
          client not reading its answers (the transport's write buffer past
-         WRITE_BUFFER_HIGH), the connection stops reading until they drain.
+         bookie_connection_buffer_bytes, bk_budget.py PB2), the connection stops reading
+         until they drain.
     BL2. A frame neither protocol can take closes the connection (logged with the peer):
          after garbage no later frame boundary can be trusted. Nothing of it was admitted,
          so nothing is half written.
     BL3. No request outlives the listener unanswered: on close the listener stops
-         accepting, waits (bounded) for the requests in flight, then closes connections.
+         accepting and stops reading (a request read but not yet decoded is dropped, none
+         is begun: a shutting-down bookie takes no new add in its idle wait), waits
+         (bounded) for the requests in flight, then closes connections.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import struct
 
 from api.bkproto import v2, v3, v3_add
 from api.bkproto.v2 import ProtocolError
 from api.server.bk_adds import AddPath
+from api.server.bk_budget import Limits, PortBudget
 from api.server.bk_ops import ADD_FLAG_RECOVERY, BkOperations
+from api.server.bk_requests import RequestPath, v2_kind, v3_kind
 from bookie.errors import BadRequest
 
 log = logging.getLogger("bookie.bkproto")
@@ -39,19 +45,16 @@ log = logging.getLogger("bookie.bkproto")
 _I32 = struct.Struct(">i")
 #: Room for a request's own fields around the largest entry (master key, ids, protobuf).
 FRAME_OVERHEAD = 4096
-#: BL1's "the client is not reading": answers buffered past this. asyncio's 64 KiB default
-#: paused reading whenever a busy Java client fell a few thousand answers behind (each ~35
-#: bytes), which cost v3 runs ~10% (scripts/bench_bookkeeper.py, docs/bookkeeper-protocol.md).
-WRITE_BUFFER_HIGH = 4 << 20
 #: BL1's "read ahead of decoding": requests read but not yet decoded, past which the
 #: connection stops reading until decoding catches up.
 INBOX_HIGH = 32 << 20
 #: Bytes decoded per loop turn before the loop reads its sockets again (~250 1 KiB adds).
 DECODE_SLICE = 256 << 10
 _ADD_V3 = v3.OPERATIONS["ADD_ENTRY"]
+_TOO_MANY = v3.STATUS["ETOOMANYREQUESTS"]
 
 
-class BkConnection(AddPath, asyncio.Protocol):
+class BkConnection(AddPath, RequestPath, asyncio.Protocol):
     """One client connection: framing, protocol choice, pipelining and back-pressure."""
 
     def __init__(self, listener: "BkListener") -> None:
@@ -70,16 +73,32 @@ class BkConnection(AddPath, asyncio.Protocol):
         self.writing_paused = False
         self.idle = asyncio.Event()
         self.idle.set()
+        self.budget = listener.budget
+        self._init_requests()
+        self.frame_reserved = 0  # PB3: the reservation of the frame being collected
+        self.frame_waiting = False  # PB3: its reservation did not fit; not reading
+        self.frame_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport) -> None:
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
         transport.set_write_buffer_limits(high=self.listener.write_buffer_high)
         self.listener.connections.add(self)
+        if self.listener.closing:
+            self.stop_reading()
 
     def connection_lost(self, exc) -> None:
         self.listener.connections.discard(self)
         self.buffer.clear()
+        budget = self.budget
+        budget.forget(self)
+        budget.release(self.inbox_bytes + self.frame_reserved)  # PB3
+        self.inbox.clear()
+        self.inbox_bytes = self.frame_reserved = 0
+        self._stop_frame_timer()
+        self._drop_requests()  # PB5
+        if budget.waiting:
+            budget.wake()
 
     def pause_writing(self) -> None:
         self.writing_paused = True
@@ -87,6 +106,19 @@ class BkConnection(AddPath, asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.writing_paused = False
+        self.budget.charge_answers(self, self.transport.get_write_buffer_size())  # PB2
+        if self.deferred:
+            self._begin_deferred()
+        self._flow()
+
+    def budget_freed(self) -> None:
+        """PortBudget.wake: slots or bytes were freed; try what waits for them again."""
+        if self.transport is None or self.transport.is_closing():
+            return
+        if self.frame_waiting:
+            self._reserve_frame()
+        if self.deferred:
+            self._begin_deferred()
         self._flow()
 
     def data_received(self, data: bytes) -> None:
@@ -100,15 +132,18 @@ class BkConnection(AddPath, asyncio.Protocol):
             self.idle.clear()  # BL3: not idle until decoded
         self.inbox.append(data)
         self.inbox_bytes += len(data)
-        if self.inbox_bytes > self.listener.inbox_high:
-            self._flow()  # BL1
+        self.budget.hold(len(data))  # PB3
+        if self.inbox_bytes > self.listener.inbox_high or self.budget.requests_over:
+            self._flow()  # BL1, PB3
 
     def _decode_slice(self) -> None:
         inbox = self.inbox
-        if self.transport.is_closing():
-            # Refused (BL2), shut down or gone: no answer can reach the client, so what is
-            # left is not decoded and nothing of it begun.
+        if self.transport.is_closing() or self.listener.closing:
+            # Refused (BL2), shut down or gone: no answer can reach the client (BL3: a
+            # listener shutting down begins nothing more), so what is left is not decoded
+            # and nothing of it begun.
             inbox.clear()
+            self.budget.release(self.inbox_bytes)
             self.inbox_bytes = 0
         else:
             taken, size = 0, 0
@@ -118,6 +153,7 @@ class BkConnection(AddPath, asyncio.Protocol):
             chunks = inbox[:taken]
             del inbox[:taken]
             self.inbox_bytes -= size
+            self.budget.release(size)
             self._decode(chunks[0] if taken == 1 else b"".join(chunks))
         if inbox:
             asyncio.get_running_loop().call_soon(self._decode_slice)
@@ -146,7 +182,46 @@ class BkConnection(AddPath, asyncio.Protocol):
                 return
         if at < size:
             self.buffer += view[at:]  # a frame's start: kept until the rest comes
+        self._frame_collected(at > 0)
         self._begin_arrived()
+
+    def _frame_collected(self, new_frame: bool) -> None:
+        """PB3 after a decode: the reservation and the clock of the frame being collected
+        (``new_frame``: the frames decoded ended the one that was being collected)."""
+        if new_frame or not self.buffer:
+            self.budget.release(self.frame_reserved)
+            self.frame_reserved = 0
+            self._stop_frame_timer()
+        if self.buffer and not self.frame_reserved:
+            self._reserve_frame()
+
+    def _reserve_frame(self) -> None:
+        size = len(self.buffer)
+        if size >= 4:
+            size = max(size, 4 + _I32.unpack_from(self.buffer, 0)[0])  # BL1 checked it
+        if not self.budget.reserve(size):
+            self.frame_waiting = True
+            self.budget.wait(self)
+            self._flow()
+            return
+        self.frame_reserved = size
+        if self.frame_waiting:
+            self.frame_waiting = False
+            self._flow()
+        if self.frame_timer is None:
+            self.frame_timer = asyncio.get_running_loop().call_later(
+                self.budget.limits.frame_timeout_s, self._frame_late)
+
+    def _frame_late(self) -> None:
+        self.frame_timer = None
+        if self.buffer and self.transport is not None and not self.transport.is_closing():
+            self._refuse(f"a frame did not come whole within "
+                         f"{self.budget.limits.frame_timeout_s:g} s")
+
+    def _stop_frame_timer(self) -> None:
+        if self.frame_timer is not None:
+            self.frame_timer.cancel()
+            self.frame_timer = None
 
     def _dispatch(self, packet: bytes) -> bool:
         if self.v3:
@@ -163,7 +238,9 @@ class BkConnection(AddPath, asyncio.Protocol):
                 if request.header.operation == _ADD_V3:
                     self._v3_add(request)
                 else:
-                    self._start(self.ops.v3(request, self.peer))
+                    self._request(v3_kind(request), functools.partial(self.ops.v3, request,
+                                                                      self.peer),
+                                  functools.partial(self._poll_refused, request))
                 return True
         try:
             request = v2.decode_request(packet)
@@ -176,7 +253,8 @@ class BkConnection(AddPath, asyncio.Protocol):
         elif request.opcode == v2.ADDENTRY:
             self._v2_add(request)
         else:
-            self._start(self.ops.v2(request, self.peer))
+            self._request(v2_kind(request), functools.partial(self.ops.v2, request, self.peer),
+                          None)
         return True
 
     def _v3_add(self, request) -> None:
@@ -193,23 +271,6 @@ class BkConnection(AddPath, asyncio.Protocol):
         self._v3_plain_add(v3_add.PlainAdd(
             request.header.SerializeToString(), add.ledgerId, add.entryId, add.masterKey,
             add.body, add.writeFlags, add.HasField("flag") and add.flag == ADD_FLAG_RECOVERY))
-
-    def _start(self, answer) -> None:
-        self.in_flight += 1
-        self.idle.clear()
-        task = asyncio.get_running_loop().create_task(answer)
-        task.add_done_callback(self._answered)
-        self._flow()
-
-    def _answered(self, task: asyncio.Task) -> None:
-        data = None
-        if not task.cancelled():
-            if task.exception() is not None:  # bk_ops answers every outcome: a bug here
-                log.error("BookKeeper-protocol request from %s failed: %r", self.peer,
-                          task.exception())
-            else:
-                data = task.result()
-        self._finished(data)
 
     def _finished(self, data: bytes | None, count: int = 1) -> None:
         self.in_flight -= count
@@ -234,14 +295,32 @@ class BkConnection(AddPath, asyncio.Protocol):
     def _flush(self) -> None:
         if self.outbox and self.transport is not None and not self.transport.is_closing():
             self.transport.write(b"".join(self.outbox))
+            self.budget.charge_answers(self, self.transport.get_write_buffer_size())  # PB2
         self.outbox.clear()
+
+    def _poll_refused(self, request) -> bytes:
+        """PB4's answer to a long poll over the connection's share."""
+        response = self.ops.v3_response(request, _TOO_MANY)
+        body = response.readResponse
+        body.ledgerId, body.entryId = request.readRequest.ledgerId, request.readRequest.entryId
+        body.status = _TOO_MANY
+        return v3.frame(response)
+
+    def stop_reading(self) -> None:
+        """BL3: for good (the listener is closing); ``_flow`` never resumes it."""
+        if self.transport is not None and not self.transport.is_closing() \
+                and not self.reading_stopped.is_set():
+            self.transport.pause_reading()
+            self.reading_stopped.set()
 
     def _flow(self) -> None:
         """BL1: read while the client reads its answers and requests in flight are bounded."""
-        if self.transport is None or self.transport.is_closing():
+        if self.transport is None or self.transport.is_closing() or self.listener.closing:
             return
         busy = (self.writing_paused or self.inbox_bytes > self.listener.inbox_high
-                or self.in_flight >= 2 * self.listener.max_pending_adds)
+                or self.in_flight >= 2 * self.listener.max_pending_adds
+                or self.deferred or self.frame_waiting  # PB1-PB3
+                or (self.inbox_bytes and self.budget.requests_over))
         paused = self.reading_stopped.is_set()
         if busy and not paused:
             self.transport.pause_reading()
@@ -261,37 +340,53 @@ class BkConnection(AddPath, asyncio.Protocol):
 
 class BkListener:
     def __init__(self, bookie, max_pending_adds: int,
-                 write_buffer_high: int = WRITE_BUFFER_HIGH,
-                 inbox_high: int = INBOX_HIGH) -> None:
+                 write_buffer_high: int | None = None,
+                 inbox_high: int = INBOX_HIGH, limits: Limits | None = None) -> None:
         self.ops = BkOperations(bookie)
         self.max_frame = bookie.config.max_entry_size + FRAME_OVERHEAD
         self.max_pending_adds = max_pending_adds
-        self.write_buffer_high = write_buffer_high
+        self.budget = PortBudget(limits or Limits())
+        self.write_buffer_high = self.budget.limits.connection_buffer \
+            if write_buffer_high is None else write_buffer_high
         self.inbox_high = inbox_high
         self.connections: set[BkConnection] = set()
+        self.closing = False  # BL3: shutting down, no more requests read
 
     def protocol(self) -> BkConnection:
         return BkConnection(self)
+
+    def close(self) -> None:
+        """BL3's first half: no connection reads another request (what was read and not yet
+        decoded is dropped, nothing of it begun); requests in flight are still answered."""
+        self.closing = True
+        for connection in self.connections:
+            connection.stop_reading()
+
+    async def drained(self, timeout_s: float) -> None:
+        """BL3's second half: wait (bounded) for the requests in flight, then close."""
+        connections = list(self.connections)
+        waits = [asyncio.create_task(c.idle.wait()) for c in connections]
+        if waits:
+            _done, late = await asyncio.wait(waits, timeout=timeout_s)
+            for task in late:
+                task.cancel()
+        for connection in connections:
+            if connection.transport is not None:
+                connection.transport.close()
 
 
 @contextlib.asynccontextmanager
 async def bk_serving(bookie, host: str, port: int, shutdown_timeout_s: float = 30.0):
     """Serve BookKeeper's protocol for ``bookie`` on host:port (0 picks a free port); yields
     the bound port. On exit: BL3."""
-    listener = BkListener(bookie, bookie.config.bookie_max_pending_adds)
+    listener = BkListener(bookie, bookie.config.bookie_max_pending_adds,
+                          limits=Limits.of(bookie.config))
     server = await asyncio.get_running_loop().create_server(
         listener.protocol, host, port, reuse_address=True)
     try:
         yield server.sockets[0].getsockname()[1]
     finally:
         server.close()
-        connections = list(listener.connections)
-        waits = [asyncio.create_task(c.idle.wait()) for c in connections]
-        if waits:
-            _done, late = await asyncio.wait(waits, timeout=shutdown_timeout_s)
-            for task in late:
-                task.cancel()
-        for connection in connections:
-            if connection.transport is not None:
-                connection.transport.close()
+        listener.close()
+        await listener.drained(shutdown_timeout_s)
         await server.wait_closed()

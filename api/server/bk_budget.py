@@ -1,0 +1,150 @@
+"""The binary port's resource budget (issue 36): what one connection and the whole port may
+hold, as the HTTP side's request_bodies_max_bytes and request_body_timeout_ms bound it
+(api/server/body_budget.py). docs/bookkeeper-protocol.md §8 states the budget and its
+settings; the listener (bk_listener.py, bk_requests.py) applies it.
+
+Invariants:
+    PB1. Requests in progress: a connection has at most ``per_connection`` requests other
+         than adds begun and not yet answered, the port at most ``max_in_progress``
+         (BookKeeper's maxReadsInProgressLimit). A request past either waits, decoded and
+         not begun, while its connection stops reading, until a slot frees (BookKeeper turns
+         the channel's autoread off likewise). Long polls are PB4's, not counted here.
+    PB2. Answer bytes: a connection whose client leaves more than ``connection_buffer``
+         bytes of answers unread stops reading and begins no read (BL1); while the port's
+         connections hold more than ``answers_max`` bytes of answers, no connection that
+         holds unread answers of its own begins a read (one whose client reads is still
+         served). Reads already begun still answer, so the port holds at most answers_max
+         plus what its requests in progress (PB1) make.
+    PB3. Request bytes: bytes read ahead of decoding and the announced length of every
+         frame not yet whole are reserved from ``requests_max``; a frame whose reservation
+         does not fit waits, its connection not reading, until bytes are freed (first come,
+         first served). A frame must come whole within ``frame_timeout_s`` of its start,
+         or its connection is closed (refused FRAME CLOSED), freeing its reservation.
+    PB4. Long polls: a connection holds at most ``polls_per_connection`` of the bookie's
+         max_lac_waiters; more are answered ETOOMANYREQUESTS at once.
+    PB5. A lost connection's reads and long polls are cancelled at once (no answer can
+         reach it); its adds, fences, LAC writes and forces finish, so that what they
+         change is whole, and their answers are dropped.
+
+Thread-safety: event loop only.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """The budget's settings (bookie/settings.py: the ``bookie_*`` names in brackets)."""
+
+    per_connection: int = 100           # bookie_max_reads_per_connection
+    max_in_progress: int = 1_000        # bookie_max_reads_in_progress
+    #: BL1's "the client is not reading": answers buffered past this. asyncio's 64 KiB
+    #: default paused reading whenever a busy Java client fell a few thousand answers
+    #: behind (each ~35 bytes), which cost v3 runs ~10% (scripts/bench_bookkeeper.py).
+    connection_buffer: int = 4 << 20    # bookie_connection_buffer_bytes
+    answers_max: int = 256 << 20        # bookie_answer_bytes_max
+    requests_max: int = 256 << 20       # bookie_request_bytes_max
+    frame_timeout_s: float = 30.0       # bookie_frame_timeout_ms
+    polls_per_connection: int = 2_500   # bookie_long_polls_per_connection
+
+    @classmethod
+    def of(cls, config) -> "Limits":
+        return cls(config.bookie_max_reads_per_connection, config.bookie_max_reads_in_progress,
+                   config.bookie_connection_buffer_bytes, config.bookie_answer_bytes_max,
+                   config.bookie_request_bytes_max, config.bookie_frame_timeout_ms / 1000,
+                   config.bookie_long_polls_per_connection)
+
+
+class PortBudget:
+    """What the whole port holds, and the connections waiting for some of it back."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.in_progress = 0      # PB1: requests begun, not yet answered (long polls aside)
+        self.answer_bytes = 0     # PB2: the sum of every connection's ``charged_answers``
+        self.request_bytes = 0    # PB3: read ahead plus reserved partial frames
+        self.waiting: collections.OrderedDict = collections.OrderedDict()  # connection -> None
+        self.peak_request_bytes = 0
+        self.peak_answer_bytes = 0
+        self.deferred_total = 0   # requests that had to wait for PB1/PB2 (a metric)
+        self.recheck = None       # the timer of recheck_answers
+
+    # -- PB1/PB2 -------------------------------------------------------------------------
+
+    def may_begin(self, connection) -> bool:
+        """Whether ``connection`` may begin one more request now (PB1, PB2)."""
+        limits = self.limits
+        if connection.requests_in_progress >= limits.per_connection \
+                or self.in_progress >= limits.max_in_progress or connection.writing_paused:
+            return False
+        unread = connection.unread_answers()
+        if unread > limits.connection_buffer:
+            return False
+        self.charge_answers(connection, unread)
+        if self.answer_bytes > limits.answers_max and unread:
+            self.recount_answers(connection.listener.connections)  # charges lag drains
+            return self.answer_bytes <= limits.answers_max
+        return True
+
+    def charge_answers(self, connection, queued: int) -> None:
+        """``connection`` now holds ``queued`` bytes of answers its client has not read."""
+        self.answer_bytes += queued - connection.charged_answers
+        connection.charged_answers = queued
+        if self.answer_bytes > self.peak_answer_bytes:
+            self.peak_answer_bytes = self.answer_bytes
+
+    def recount_answers(self, connections) -> None:
+        for connection in connections:
+            self.charge_answers(connection, connection.unread_answers())
+
+    # -- PB3 -----------------------------------------------------------------------------
+
+    def reserve(self, size: int) -> bool:
+        if size > 0 and self.request_bytes + size > self.limits.requests_max:
+            return False
+        self.request_bytes += size
+        if self.request_bytes > self.peak_request_bytes:
+            self.peak_request_bytes = self.request_bytes
+        return True
+
+    def hold(self, size: int) -> None:
+        """Bytes already read (read ahead of decoding): held whether or not they fit; past
+        the budget their connection stops reading until it has decoded them."""
+        self.request_bytes += size
+        if self.request_bytes > self.peak_request_bytes:
+            self.peak_request_bytes = self.request_bytes
+
+    def release(self, size: int) -> None:
+        self.request_bytes -= size
+
+    @property
+    def requests_over(self) -> bool:
+        return self.request_bytes > self.limits.requests_max
+
+    # -- waiting connections -------------------------------------------------------------
+
+    def wait(self, connection) -> None:
+        self.waiting[connection] = None
+
+    def recheck_answers(self, loop, after_s: float) -> None:
+        """PB2's bound has no event of its own (a client that reads its answers drains a
+        socket buffer silently): one timer for every connection waiting on it."""
+        if self.recheck is None:
+            self.recheck = loop.call_later(after_s, self._recheck)
+
+    def _recheck(self) -> None:
+        self.recheck = None
+        self.wake()
+
+    def forget(self, connection) -> None:
+        self.waiting.pop(connection, None)
+
+    def wake(self) -> None:
+        """Something was freed: let the waiting connections try again, oldest first; each
+        that still cannot go waits again (at the back)."""
+        for connection in list(self.waiting):
+            self.waiting.pop(connection, None)
+            connection.budget_freed()

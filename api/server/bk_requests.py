@@ -1,0 +1,142 @@
+"""The listener's requests other than adds (issue 36): each is a kind, begun when the port's
+budget has room for it (api/server/bk_budget.py PB1, PB2, PB4), answered from its task, and
+cancelled with its connection when it changes nothing (PB5).
+
+Kinds:
+    READ    reads that change nothing: entries, batches, READ_LAC, the entry list, the
+            bookie's info. Counted in PB1; cancelled when the connection is lost.
+    CHANGE  requests whose effect must be whole once begun: fencing reads, WRITE_LAC,
+            FORCE_LEDGER, AUTH, START_TLS. Counted in PB1; never cancelled.
+    POLL    long polls (a READ_ENTRY with previousLAC and a timeout). Counted in PB4 only:
+            a tailing client holds one per ledger for up to its timeout, which must not
+            take the slots of its reads. Cancelled when the connection is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import functools
+import logging
+
+from api.bkproto import v2, v3
+from bookie.errors import TooManyRequests
+
+log = logging.getLogger("bookie.bkproto")
+
+READ, CHANGE, POLL = "read", "change", "poll"
+_OP = v3.OPERATIONS
+_READ_ONLY_V3 = {_OP["READ_LAC"], _OP["GET_BOOKIE_INFO"], _OP["GET_LIST_OF_ENTRIES_OF_LEDGER"]}
+_FENCE = 1  # ReadRequest.Flag.FENCE_LEDGER
+#: How often connections waiting on PB2's bound for the whole port look again.
+ANSWERS_RECHECK_S = 0.05
+
+
+def v3_kind(request) -> str:
+    operation = request.header.operation
+    if operation == _OP["READ_ENTRY"] and request.HasField("readRequest"):
+        read = request.readRequest
+        if read.HasField("flag") and read.flag == _FENCE:
+            return CHANGE
+        if read.HasField("previousLAC") and read.HasField("timeOut") and read.timeOut > 0:
+            return POLL
+        return READ
+    return READ if operation in _READ_ONLY_V3 else CHANGE
+
+
+def v2_kind(request: v2.Request) -> str:
+    return CHANGE if request.fencing or request.opcode == v2.AUTH else READ
+
+
+class RequestPath:
+    """The non-add half of ``bk_listener.BkConnection`` (a mixin, as ``bk_adds.AddPath``).
+    Uses the connection's ``budget``, ``ops``, ``peer``, ``transport``, ``in_flight``,
+    ``idle``, ``writing_paused``, ``_send``, ``_flow`` and ``_finished``."""
+
+    def _init_requests(self) -> None:
+        self.deferred: collections.deque = collections.deque()  # (kind, make): PB1/PB2
+        self.requests_in_progress = 0
+        self.polls = 0
+        self.cancellable: set[asyncio.Task] = set()
+        self.charged_answers = 0  # PB2: this connection's part of budget.answer_bytes
+
+    def _request(self, kind: str, make, refuse_poll) -> None:
+        """Begin the request ``make()`` makes when the budget has room, else keep it (PB1,
+        PB2); ``refuse_poll()`` is the ETOOMANYREQUESTS answer of a long poll over PB4."""
+        if kind == POLL:
+            if self.polls >= self.budget.limits.polls_per_connection:
+                self.ops.refused("READ_ENTRY", TooManyRequests(
+                    f"{self.polls} long polls wait on this connection already"), self.peer)
+                self._send(refuse_poll())
+            else:
+                self._begin(kind, make)
+            return
+        if self.deferred or not self.budget.may_begin(self):
+            self.deferred.append((kind, make))
+            self.budget.deferred_total += 1
+            self._wait_for_budget()
+            return
+        self._begin(kind, make)
+
+    def _begin(self, kind: str, make) -> None:
+        self.in_flight += 1
+        self.idle.clear()
+        if kind == POLL:
+            self.polls += 1
+        else:
+            self.requests_in_progress += 1
+            self.budget.in_progress += 1
+        task = asyncio.get_running_loop().create_task(make())
+        if kind != CHANGE:
+            self.cancellable.add(task)
+        task.add_done_callback(functools.partial(self._answered, kind))
+        self._flow()
+
+    def _answered(self, kind: str, task: asyncio.Task) -> None:
+        self.cancellable.discard(task)
+        if kind == POLL:
+            self.polls -= 1
+        else:
+            self.requests_in_progress -= 1
+            self.budget.in_progress -= 1
+        data = None
+        if not task.cancelled():
+            if task.exception() is not None:  # bk_ops answers every outcome: a bug here
+                log.error("BookKeeper-protocol request from %s failed: %r", self.peer,
+                          task.exception())
+            else:
+                data = task.result()
+        self._finished(data)
+        if self.deferred:
+            self._begin_deferred()
+        if kind != POLL and self.budget.waiting:
+            self.budget.wake()
+
+    def _begin_deferred(self) -> None:
+        budget = self.budget
+        while self.deferred and budget.may_begin(self):
+            self._begin(*self.deferred.popleft())
+        if self.deferred:
+            self._wait_for_budget()
+        self._flow()
+
+    def _wait_for_budget(self) -> None:
+        budget = self.budget
+        budget.wait(self)
+        if budget.answer_bytes > budget.limits.answers_max:
+            budget.recheck_answers(asyncio.get_running_loop(), ANSWERS_RECHECK_S)
+
+    def unread_answers(self) -> int:
+        """PB2: answers made and not yet read by the client (the loop turn's too, which
+        leave in one write at its end)."""
+        transport = self.transport
+        queued = 0 if transport is None or transport.is_closing() \
+            else transport.get_write_buffer_size()
+        return queued + sum(map(len, self.outbox))
+
+    def _drop_requests(self) -> None:
+        """PB5: the connection is gone; no answer can reach it."""
+        self.deferred.clear()
+        for task in list(self.cancellable):
+            task.cancel()
+        self.budget.charge_answers(self, 0)

@@ -1,0 +1,198 @@
+"""Issue 36 on ``bookie_port``: a hostile or careless client gets bounded memory, its
+share of the bookie and clear answers, and others are served meanwhile
+(api/server/bk_listener.py BL1/BL3, api/server/bk_budget.py PB1-PB5, docs/
+bookkeeper-protocol.md §8). Real TCP on 127.0.0.1 to a real bookie."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+
+from api.bkproto import v2, v3
+from api.server.bk_budget import Limits
+from api.server.bk_listener import BkListener
+from bookie.errors import NoEntry
+from tests.integration.test_bk_listener import KEY, entry
+from tests.support.bk_client import BkClient
+from tests.support.conditions import until
+from tests.support.servers import running_bookie
+
+S = v3.STATUS
+
+
+@contextlib.asynccontextmanager
+async def listener_of(bookie, **limits):
+    """A BkListener over ``bookie`` served on a free port: (listener, port)."""
+    listener = BkListener(bookie, bookie.config.bookie_max_pending_adds, **limits)
+    server = await asyncio.get_running_loop().create_server(listener.protocol, "127.0.0.1", 0)
+    try:
+        yield listener, server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+        listener.close()
+        await listener.drained(5)
+        await server.wait_closed()
+
+
+async def test_a_closing_listener_begins_no_add_while_it_waits_for_requests_in_flight(
+        bookie_config):
+    """BL3 (issue 36 item 8): shutdown waits up to 30 s for requests in flight; an add sent
+    meanwhile on another connection is not read, not stored and not answered."""
+    async with running_bookie(bookie_config) as running:
+        bookie = running.bookie
+        async with listener_of(bookie) as (listener, port), \
+                BkClient.connect(port) as poller, BkClient.connect(port) as writer:
+            assert (await writer.add(4, 0, KEY, entry(4, 0))).status == S["EOK"]
+            await poller.send(v3.frame(poller.request(
+                "READ_ENTRY", ledgerId=4, entryId=-1, previousLAC=0, timeOut=60_000, flag=2)))
+            await until(lambda: bookie._lac_waiters == 1, "the long poll waits")
+            listener.close()
+            draining = asyncio.ensure_future(listener.drained(30))
+            await writer.send(v3.frame(writer.request(
+                "ADD_ENTRY", ledgerId=4, entryId=1, masterKey=KEY, body=entry(4, 1))))
+            # The long poll ends when the LAC passes 0: an add through the bookie itself.
+            await bookie.add_entry(4, 2, entry(4, 2, lac=1), KEY)
+            await draining
+            answer = v3.decode_response(await poller.read_frame())
+            assert answer.status == S["EOK"] and answer.readResponse.maxLAC == 1
+            try:  # closed, the add never answered (a reset: it was never read)
+                assert await writer.closed_by_peer()
+            except ConnectionResetError:
+                pass
+        try:
+            await bookie.read_entry(4, 1)
+        except NoEntry:
+            pass
+        else:
+            raise AssertionError("an add sent after the listener closed was stored")
+
+
+BIG = entry(20, 0, payload=b"r" * (256 << 10))  # one 256 KiB entry, read over and over
+
+
+async def open_client(port: int) -> BkClient:
+    """A connection the test closes itself (``BkClient.connect`` closes at its block's end)."""
+    return BkClient(*await asyncio.open_connection("127.0.0.1", port))
+
+
+def unread_answers(listener) -> list[int]:
+    """Bytes of answers each connection's client left unread, as the bookie holds them."""
+    return [c.transport.get_write_buffer_size() for c in listener.connections
+            if c.transport is not None and not c.transport.is_closing()]
+
+
+async def hold_unread_reads(port: int, count: int):
+    """A client that asks for ``count`` reads of BIG and reads none of the answers."""
+    client = await open_client(port)
+    await client.send(b"".join(v2.encode_read(20, 0) for _ in range(count)))
+    return client
+
+
+async def test_a_client_that_reads_no_answers_holds_a_bounded_share(bookie_config):
+    """PB1/PB2 (issue 36 item 1): 400 reads of a 256 KiB entry, answers unread. Before, each
+    was begun and its answer queued (100 MiB here; 610 MiB RSS with 1 MiB answers in the
+    review); now a connection begins at most its share of reads and stops once its client
+    leaves connection_buffer bytes unread. Another client is served all along."""
+    limits = Limits(per_connection=8, connection_buffer=1 << 20)
+    async with running_bookie(bookie_config) as running, \
+            listener_of(running.bookie, limits=limits) as (listener, port):
+        await running.bookie.add_entry(20, 0, BIG, KEY)
+        hostile = await hold_unread_reads(port, 400)
+        try:
+            await until(lambda: listener.budget.deferred_total > 0, "reads wait (PB1/PB2)")
+            async with BkClient.connect(port) as other:
+                for i in range(20):  # served while the hostile connection waits
+                    read = await other.call_v2(v2.encode_read(20, 0))
+                    assert (read.rc, read.data) == (v2.EOK, BIG)
+                    added = await other.call_v2(v2.encode_add(21, i, KEY, entry(21, i)))
+                    assert added.rc == v2.EOK
+            held = max(unread_answers(listener))
+            assert held <= limits.connection_buffer + limits.per_connection * (len(BIG) + 64)
+            assert listener.budget.in_progress <= limits.per_connection
+        finally:
+            await hostile.close()
+
+
+async def test_the_port_stops_beginning_reads_for_clients_that_hold_its_answer_budget(
+        bookie_config):
+    """PB2, the whole port: three clients that read nothing hold at most answers_max (plus
+    the reads they had begun) between them; a client that reads its answers is served."""
+    limits = Limits(per_connection=4, connection_buffer=8 << 20, answers_max=2 << 20)
+    async with running_bookie(bookie_config) as running, \
+            listener_of(running.bookie, limits=limits) as (listener, port):
+        await running.bookie.add_entry(20, 0, BIG, KEY)
+        hostile = [await hold_unread_reads(port, 200) for _ in range(3)]
+        try:
+            await until(lambda: listener.budget.deferred_total > 0
+                        and listener.budget.in_progress == 0, "every hostile read waits")
+            async with BkClient.connect(port) as other:
+                for _ in range(10):
+                    read = await other.call_v2(v2.encode_read(20, 0))
+                    assert (read.rc, read.data) == (v2.EOK, BIG)
+            held = sum(unread_answers(listener))
+            assert held <= limits.answers_max + 3 * limits.per_connection * (len(BIG) + 64)
+        finally:
+            for client in hostile:
+                await client.close()
+
+
+async def test_a_frame_that_never_comes_whole_is_closed_and_its_bytes_freed(bookie_config):
+    """PB3 (issue 36 item 7): half-sent frames are reserved from requests_max; a frame not
+    whole within frame_timeout closes its connection; one whose reservation does not fit
+    waits; small requests of other clients are served meanwhile."""
+    limits = Limits(requests_max=3 * ((1 << 20) + 4), frame_timeout_s=0.5)
+    async with running_bookie(bookie_config) as running, \
+            listener_of(running.bookie, limits=limits) as (listener, port):
+        half = struct.pack(">i", 1 << 20) + b"\0" * 1000  # announces 1 MiB, sends 1 KB
+        stalled = [await open_client(port) for _ in range(4)]
+        try:
+            for client in stalled:
+                await client.send(half)
+            await until(lambda: sum(bool(c.frame_reserved) for c in listener.connections) == 3
+                        and any(c.frame_waiting for c in listener.connections),
+                        "three frames reserved, the fourth waiting")
+            assert listener.budget.request_bytes <= limits.requests_max
+            async with BkClient.connect(port) as other:
+                assert (await other.add(22, 0, KEY, entry(22, 0))).status == S["EOK"]
+            for client in stalled:  # each is closed in its turn, none left holding bytes
+                try:
+                    assert await client.closed_by_peer(timeout_s=10)
+                except ConnectionResetError:
+                    pass
+            await until(lambda: listener.budget.request_bytes == 0, "every reservation freed")
+            assert running.bookie.stats.bk_refused[("FRAME", "CLOSED")] == 4
+        finally:
+            for client in stalled:
+                await client.close()
+
+
+async def test_long_polls_have_a_share_per_connection_and_die_with_it(bookie_config):
+    """PB4/PB5 (issue 36 item 6): one connection takes at most its share of the bookie's
+    long-poll slots (more are ETOOMANYREQUESTS, another connection still polls), and the
+    polls of a connection that goes away are cancelled at once, not after their timeout."""
+    limits = Limits(polls_per_connection=3)
+    async with running_bookie(bookie_config) as running, \
+            listener_of(running.bookie, limits=limits) as (listener, port):
+        bookie = running.bookie
+        await bookie.add_entry(23, 0, entry(23, 0), KEY)
+        greedy = await open_client(port)
+        polls = [greedy.request("READ_ENTRY", ledgerId=23, entryId=-1, previousLAC=0,
+                                timeOut=600_000, flag=2) for _ in range(4)]
+        await greedy.send(b"".join(v3.frame(r) for r in polls))
+        refused = v3.decode_response(await greedy.read_frame())
+        assert refused.header.txnId == polls[3].header.txnId
+        assert refused.status == S["ETOOMANYREQUESTS"]
+        assert refused.readResponse.status == S["ETOOMANYREQUESTS"]
+        await until(lambda: bookie._lac_waiters == 3, "three polls wait")
+        async with BkClient.connect(port) as other:
+            await other.send(v3.frame(other.request(
+                "READ_ENTRY", ledgerId=23, entryId=-1, previousLAC=0, timeOut=600_000,
+                flag=2)))
+            await until(lambda: bookie._lac_waiters == 4, "another connection still polls")
+            await greedy.close()
+            await until(lambda: bookie._lac_waiters == 1, "the lost connection's polls end")
+            for entry_id in (1, 2):  # entry 2 carries LAC 1, past the poll's previousLAC 0
+                await bookie.add_entry(23, entry_id, entry(23, entry_id), KEY)
+            answer = v3.decode_response(await other.read_frame())
+            assert answer.status == S["EOK"] and answer.readResponse.maxLAC == 1
