@@ -64,13 +64,14 @@ class Daemon:
     def __init__(self, data_dir: str, *extra: str, env: dict | None = None,
                  crash_at: tuple[int, str] | None = None,
                  crash_events: tuple[str, ...] | None = None,
-                 prefix: tuple[str, ...] = (), client_ssl=None) -> None:
+                 prefix: tuple[str, ...] = (), client_ssl=None, cwd: str = ROOT) -> None:
         """``crash_at`` (k, glob): SIGKILL at the k-th matching event of ``crash_events``
         (default ``crashing_disk.EVENTS``; ``ALL_EVENTS`` adds unlinks). ``prefix``: argv
         before python, e.g. ("ip", "netns", "exec", NS) to run it in a test network (it
         execs, so the PID stays the bookie's). ``client_ssl``: the client TLS context its
         readiness poll uses on an https bookie (api/tls.py)."""
         self.prefix = tuple(prefix)
+        self.cwd = cwd  # another checkout's (scripts/fuzz_bookie_port.py --repo)
         self.client_ssl = client_ssl
         self.data_dir = data_dir
         self.crash_at = crash_at
@@ -82,7 +83,7 @@ class Daemon:
         self.log_path = os.path.join(os.path.dirname(data_dir.rstrip("/")), "daemon.log")
 
     def start(self, timeout_s: float = 60.0, wait_ready: bool = True) -> "Daemon":
-        env = dict(os.environ, PYTHONPATH=ROOT, **(self.env or {}))
+        env = {**os.environ, "PYTHONPATH": self.cwd, **(self.env or {})}
         os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
         log = open(self.log_path, "ab")
         entry = ["-m", "bookie"] if self.crash_at is None else [
@@ -91,7 +92,7 @@ class Daemon:
         self.proc = subprocess.Popen(
             [*self.prefix, sys.executable, *entry, "serve", "--data-dir", self.data_dir,
              "--host", "127.0.0.1", "--port", "0", *self.extra],
-            stdout=subprocess.PIPE, stderr=log, env=env, cwd=ROOT)
+            stdout=subprocess.PIPE, stderr=log, env=env, cwd=self.cwd)
         line = self.proc.stdout.readline().decode()
         if "listening on" not in line:
             raise RuntimeError(f"daemon did not start: {line!r}; log {self.log_path}")
