@@ -77,6 +77,8 @@ class BookieConfig:
     event_loop: str = "uvloop"
     zk_digest: str | None = None
     zk_digest_file: str | None = None
+    zk_sasl: str | None = None
+    zk_sasl_file: str | None = None
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     tls_key_password: str | None = None
@@ -181,6 +183,10 @@ def validated(config: BookieConfig) -> BookieConfig:
         raise ConfigError("settings tls_ca_file and tls_key_password need tls_cert_file and "
                           "tls_key_file (a process that only connects to TLS bookies sets "
                           "tls_trust_file)")
+    if (config.zk_digest or config.zk_digest_file) and (config.zk_sasl or config.zk_sasl_file):
+        # ZA3 (api/client/zk_auth.py): one identity owns the tree, under one scheme
+        raise ConfigError("settings zk_digest/zk_digest_file and zk_sasl/zk_sasl_file "
+                          "exclude each other: ZooKeeper digest or SASL credentials, not both")
     return config
 
 
