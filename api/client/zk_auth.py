@@ -33,20 +33,18 @@ Invariants:
     ZA3. Digest and SASL credentials exclude each other (settings: ConfigError; the
          environment: CredentialsError naming both variables): the two schemes' ACLs are
          different identities, and a tree with both would be half unreadable to each.
-    ZA4. A SASL login ZooKeeper refuses is an error naming the user and the hosts, never a
-         session that goes on unauthenticated (``login_refused``; api/client/zookeeper.py's
-         ``zk_start`` waits for the login's outcome).
+    ZA4. A SASL login ZooKeeper refuses is an error naming the user and the hosts
+         (``login_refused``), never a session that goes on unauthenticated: kazoo then
+         fails the session (AUTH_FAILED) and every request queued or made on it with
+         AuthFailedError, which api/client/zookeeper.py's bounded calls turn into that error.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import time
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import AuthFailedError
-from kazoo.protocol.states import KeeperState
 from kazoo.security import ACL, Id, Permissions, make_digest_acl
 
 from api.client.metadata import MetadataError
@@ -142,11 +140,6 @@ def acl(credentials: Credentials) -> list[ACL]:
     return [make_digest_acl(credentials.user, credentials.password, all=True)]
 
 
-class SaslClient(KazooClient):
-    """A kazoo client whose session starts with a SASL login. kazoo reports it connected
-    before the login's outcome, so ``zk_start`` waits for that (ZA4)."""
-
-
 def new_client(hosts: str, timeout: float = 10.0, **kwargs) -> KazooClient:
     """A kazoo client authenticated with this process's credentials (if any), creating
     every znode with their ACL alone (ZA2: the root too, by ``ensure_path``)."""
@@ -156,35 +149,15 @@ def new_client(hosts: str, timeout: float = 10.0, **kwargs) -> KazooClient:
                                   "username": credentials.user,
                                   "password": credentials.password}
         kwargs["default_acl"] = acl(credentials)
-        return SaslClient(hosts=hosts, timeout=timeout, **kwargs)
-    if credentials is not None:
+    elif credentials is not None:
         kwargs["auth_data"] = [("digest", f"{credentials.user}:{credentials.password}")]
         kwargs["default_acl"] = acl(credentials)
     return KazooClient(hosts=hosts, timeout=timeout, **kwargs)
 
 
-def await_login(client: SaslClient, hosts: str, timeout_s: float) -> bool:
-    """ZA4: True once the session's SASL login is accepted; False if there is no outcome
-    within ``timeout_s`` (or the connection went); ``login_refused`` if it was refused.
-    kazoo says "connected" before its login ends, and a refused login leaves the session
-    AUTH_FAILED with the requests queued meanwhile dropped unanswered: so a first request
-    (exists needs no permission) is awaited while the state is watched, and a refusal is
-    reported at once instead of after the whole bound."""
-    probe = client.exists_async("/")
-    deadline = time.monotonic() + timeout_s
-    while not probe.wait(0.05):  # bounded by the deadline
-        if client.client_state == KeeperState.AUTH_FAILED:
-            raise login_refused(hosts)
-        if time.monotonic() >= deadline:
-            return False
-    if isinstance(probe.exception, AuthFailedError):
-        raise login_refused(hosts)
-    return probe.successful()
-
-
 def login_refused(hosts: str) -> MetadataError:
-    """ZA4: the error for a SASL login ZooKeeper refused (kazoo's AuthFailedError): the
-    hosts and the user, never the password (ZA1)."""
+    """ZA4: the error for a SASL login ZooKeeper refused (kazoo's AuthFailedError on any
+    request of the session): the hosts and the user, never the password (ZA1)."""
     credentials = current()
     who = "no credentials" if credentials is None else credentials.who
     return MetadataError(f"ZooKeeper at {hosts} refused the login of {who} "

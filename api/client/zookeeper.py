@@ -53,8 +53,7 @@ __all__ = ["ZK_ANSWER_S", "ZkUnavailable", "zk_call", "zk_read", "zk_start", "zk
 from api.client import metadata_format
 from api.client.metadata import BadVersion, LedgerExists, LedgerMetadata, MetadataError
 from api.client.metadata_paths import is_level, ledger_id_of, ledger_path
-from api.client.zk_auth import (SaslClient, await_login, login_refused, new_client,
-                                 refused)
+from api.client.zk_auth import login_refused, new_client, refused
 from bookie.errors import NoLedger
 
 LAYOUT = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1\n"
@@ -91,7 +90,7 @@ def _answer(async_method, args, kwargs, timeout_s: float):
         return async_method(*args, **kwargs).get(timeout=max(timeout_s, 0.0))
     except KazooTimeoutError:
         raise ZkUnavailable(_hosts(async_method)) from None
-    except AuthFailedError:  # ZA4: the session's SASL login was refused
+    except AuthFailedError:  # ZA4 (api/client/zk_auth.py): the SASL login was refused
         raise login_refused(_hosts(async_method)) from None
 
 
@@ -133,14 +132,9 @@ def zk_watch(client: KazooClient, recipe: str, path: str, func):
 
 def zk_start(client: KazooClient) -> None:
     """ZK5: connect (if not connected), waiting ZK_ANSWER_S at most. On ZkUnavailable the
-    client keeps trying in the background until its owner stops it. A SASL client's login
-    is awaited too (ZA4, api/client/zk_auth.py): a refused one is login_refused's error."""
-    if client.state == KazooState.CONNECTED:
-        return
-    if not client.start_async().wait(timeout=ZK_ANSWER_S):
-        raise ZkUnavailable(_hosts(client))
-    if isinstance(client, SaslClient) and \
-            not await_login(client, _hosts(client), ZK_ANSWER_S):  # ZA4
+    client keeps trying in the background until its owner stops it."""
+    if client.state != KazooState.CONNECTED and \
+            not client.start_async().wait(timeout=ZK_ANSWER_S):
         raise ZkUnavailable(_hosts(client))
 
 
