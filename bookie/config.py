@@ -23,6 +23,9 @@ from bookie.settings import SETTINGS, SETTINGS_BY_NAME, GiB, KiB, MiB, Setting
 
 #: The process exit code for a configuration that does not validate (sysexits EX_CONFIG).
 EXIT_BAD_CONFIG = 78
+#: ZooKeeper credentials refused as flags (docs/operations.md §7): their ``_file`` twins
+#: and the environment are the ways in.
+PASSWORDS_NOT_FLAGS = ("zk_digest", "zk_sasl")
 
 
 class ConfigError(ValueError):
@@ -242,6 +245,11 @@ def load_config(config_file: str | None = None, flags: Mapping[str, Any] | None 
         for name, raw in layer.items():
             values[name] = coerce(SETTINGS_BY_NAME[name], raw)
             sources[name] = source
+    for name in PASSWORDS_NOT_FLAGS:  # a command line is visible to every local user
+        if sources[name] == "flag":
+            raise ConfigError(f"setting {name} holds a password: give it as BOOKIE_"
+                              f"{name.upper()} or in the TOML file, or use {name}_file; "
+                              f"never as a flag")
     return validated(BookieConfig(**values)), sources
 
 

@@ -228,3 +228,13 @@ def test_digest_and_sasl_credentials_together_are_refused(tmp_path, monkeypatch)
          str(tmp_path / "zk-sasl")], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert result.returncode == 78 and "zk_sasl" in result.stderr and \
         "zk_digest" in result.stderr and PASSWORD not in result.stderr
+
+
+def test_a_zookeeper_password_is_never_taken_as_a_flag():
+    for name in ("zk_sasl", "zk_digest"):
+        with pytest.raises(ConfigError) as flag:
+            load_config(None, flags={name: f"{USER}:{PASSWORD}"}, environ={})
+        assert f"setting {name} holds a password" in str(flag.value)
+        assert PASSWORD not in str(flag.value)
+    config, _ = load_config(None, environ={"BOOKIE_ZK_SASL": f"{USER}:{PASSWORD}"})
+    assert config.zk_sasl == f"{USER}:{PASSWORD}"  # the environment is a way in
