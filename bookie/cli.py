@@ -101,7 +101,8 @@ def _load(args: argparse.Namespace) -> BookieConfig | None:
         from api.client import zk_auth  # noqa: PLC0415 (a cluster bookie only)
 
         try:  # every ZooKeeper session of this process authenticates with these
-            zk_auth.use(zk_auth.resolve(config.zk_digest, config.zk_digest_file))
+            zk_auth.use(zk_auth.resolve(config.zk_digest, config.zk_digest_file,
+                                        config.zk_sasl, config.zk_sasl_file))
         except zk_auth.CredentialsError as exc:
             print(f"bookie: bad configuration: {exc}", file=sys.stderr)
             return None

@@ -23,6 +23,9 @@ from bookie.settings import SETTINGS, SETTINGS_BY_NAME, GiB, KiB, MiB, Setting
 
 #: The process exit code for a configuration that does not validate (sysexits EX_CONFIG).
 EXIT_BAD_CONFIG = 78
+#: ZooKeeper credentials refused as flags (docs/operations.md §7): their ``_file`` twins
+#: and the environment are the ways in.
+PASSWORDS_NOT_FLAGS = ("zk_digest", "zk_sasl")
 
 
 class ConfigError(ValueError):
@@ -84,6 +87,8 @@ class BookieConfig:
     event_loop: str = "uvloop"
     zk_digest: str | None = None
     zk_digest_file: str | None = None
+    zk_sasl: str | None = None
+    zk_sasl_file: str | None = None
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     tls_key_password: str | None = None
@@ -188,6 +193,10 @@ def validated(config: BookieConfig) -> BookieConfig:
         raise ConfigError("settings tls_ca_file and tls_key_password need tls_cert_file and "
                           "tls_key_file (a process that only connects to TLS bookies sets "
                           "tls_trust_file)")
+    if (config.zk_digest or config.zk_digest_file) and (config.zk_sasl or config.zk_sasl_file):
+        # ZA3 (api/client/zk_auth.py): one identity owns the tree, under one scheme
+        raise ConfigError("settings zk_digest/zk_digest_file and zk_sasl/zk_sasl_file "
+                          "exclude each other: ZooKeeper digest or SASL credentials, not both")
     return config
 
 
@@ -243,6 +252,11 @@ def load_config(config_file: str | None = None, flags: Mapping[str, Any] | None 
         for name, raw in layer.items():
             values[name] = coerce(SETTINGS_BY_NAME[name], raw)
             sources[name] = source
+    for name in PASSWORDS_NOT_FLAGS:  # a command line is visible to every local user
+        if sources[name] == "flag":
+            raise ConfigError(f"setting {name} holds a password: give it as BOOKIE_"
+                              f"{name.upper()} or in the TOML file, or use {name}_file; "
+                              f"never as a flag")
     return validated(BookieConfig(**values)), sources
 
 

@@ -156,6 +156,13 @@ SETTINGS: tuple[Setting, ...] = (
             "it in the environment (BOOKIE_ZK_DIGEST) or the TOML file, not as a flag",
             secret=True),
     Setting("zk_digest_file", str, None, "a file holding the ZooKeeper user:password"),
+    Setting("zk_sasl", str, None,
+            "ZooKeeper SASL (DIGEST-MD5) credentials user:password, a user of ZooKeeper's JAAS "
+            "Server section: the session logs in and every znode it creates is sasl:user's "
+            "alone, the ACL of BookKeeper's zkEnableSecurity tools (docs/operations.md §7); "
+            "not with zk_digest; give it in the environment (BOOKIE_ZK_SASL) or the TOML "
+            "file, not as a flag", secret=True),
+    Setting("zk_sasl_file", str, None, "a file holding the ZooKeeper SASL user:password"),
     Setting("tls_cert_file", str, None,
             "PEM certificate chain of the HTTPS listener; set with tls_key_file, the bookie "
             "serves HTTPS only (docs/operations.md, \"TLS\"); unset: plain HTTP"),

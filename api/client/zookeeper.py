@@ -40,8 +40,8 @@ import urllib.parse
 from typing import Callable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import (BadVersionError, ConnectionLoss, NoAuthError, NodeExistsError,
-                              NoNodeError, SessionExpiredError)
+from kazoo.exceptions import (AuthFailedError, BadVersionError, ConnectionLoss, NoAuthError,
+                              NodeExistsError, NoNodeError, SessionExpiredError)
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
@@ -53,7 +53,7 @@ __all__ = ["ZK_ANSWER_S", "ZkUnavailable", "zk_call", "zk_read", "zk_start", "zk
 from api.client import metadata_format
 from api.client.metadata import BadVersion, LedgerExists, LedgerMetadata, MetadataError
 from api.client.metadata_paths import is_level, ledger_id_of, ledger_path
-from api.client.zk_auth import new_client, refused
+from api.client.zk_auth import login_refused, new_client, refused
 from bookie.errors import NoLedger
 
 LAYOUT = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1\n"
@@ -90,6 +90,8 @@ def _answer(async_method, args, kwargs, timeout_s: float):
         return async_method(*args, **kwargs).get(timeout=max(timeout_s, 0.0))
     except KazooTimeoutError:
         raise ZkUnavailable(_hosts(async_method)) from None
+    except AuthFailedError:  # ZA4 (api/client/zk_auth.py): the SASL login was refused
+        raise login_refused(_hosts(async_method)) from None
 
 
 def zk_call(async_method, *args, **kwargs):

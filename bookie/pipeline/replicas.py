@@ -9,9 +9,10 @@ check), and marks the ledgers that miss copies in BookKeeper's ``underreplicatio
 (unless ``--dry-run``). Rows come back only for missing copies, so the driver holds little.
 
 A TLS cluster or one with ZooKeeper ACLs (docs/operations.md §6, §7): the driver's
-``BOOKIE_TLS_TRUST_FILE``, ``BOOKIE_TLS_CLIENT_CERT_FILE``, ``BOOKIE_TLS_CLIENT_KEY_FILE`` and
-``BOOKIE_ZK_DIGEST_FILE`` go to every task (paths: the files must be readable where the
-executors run); a password itself (``BOOKIE_ZK_DIGEST``) is never shipped in a task.
+``BOOKIE_TLS_TRUST_FILE``, ``BOOKIE_TLS_CLIENT_CERT_FILE``, ``BOOKIE_TLS_CLIENT_KEY_FILE``,
+``BOOKIE_ZK_DIGEST_FILE`` and ``BOOKIE_ZK_SASL_FILE`` go to every task (paths: the files must
+be readable where the executors run); a password itself (``BOOKIE_ZK_DIGEST``,
+``BOOKIE_ZK_SASL``) is never shipped in a task.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import time
 from pyspark.sql import SparkSession
 
 from api.client.ensemble import BookKeeper
-from api.client.zk_auth import DIGEST_FILE_ENV
+from api.client.zk_auth import DIGEST_FILE_ENV, SASL_FILE_ENV
 from api.client.zookeeper import ZkMetadataStore, alive_bookies
 from api.cluster.autorecovery.replica_check import check_ledgers
 from api.cluster.underreplication import Underreplication
@@ -31,7 +32,7 @@ from api.tls import CLIENT_CERT_ENV, CLIENT_KEY_ENV, TRUST_ENV
 from bookie.pipeline.jobs import JobResult
 
 #: Environment a task needs to reach a secured cluster: file paths only, never a secret.
-CARRIED_ENV = (TRUST_ENV, CLIENT_CERT_ENV, CLIENT_KEY_ENV, DIGEST_FILE_ENV)
+CARRIED_ENV = (TRUST_ENV, CLIENT_CERT_ENV, CLIENT_KEY_ENV, DIGEST_FILE_ENV, SASL_FILE_ENV)
 
 MISSING_SHOWN = 10
 
