@@ -81,6 +81,7 @@ class BookieConfig:
     tls_key_file: str | None = None
     tls_key_password: str | None = None
     tls_ca_file: str | None = None
+    tls_authorized_roles: str | None = None
     tls_trust_file: str | None = None
     tls_client_cert_file: str | None = None
     tls_client_key_file: str | None = None
@@ -181,6 +182,9 @@ def validated(config: BookieConfig) -> BookieConfig:
         raise ConfigError("settings tls_ca_file and tls_key_password need tls_cert_file and "
                           "tls_key_file (a process that only connects to TLS bookies sets "
                           "tls_trust_file)")
+    if config.tls_authorized_roles is not None and not config.tls_ca_file:
+        raise ConfigError("setting tls_authorized_roles needs tls_ca_file: a role is read "
+                          "from the client certificate mutual TLS asks for")
     return config
 
 

@@ -145,6 +145,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("tls_ca_file", str, None,
             "PEM CA bundle: when set, every client must present a certificate it signed "
             "(mutual TLS)"),
+    Setting("tls_authorized_roles", str, None,
+            "comma-separated roles, one of which a client certificate must carry on "
+            "bookie_port (its OU's 0:<role>, as BookKeeper's BookieAuthZFactory and "
+            "authorizedRoles); needs tls_ca_file; unset: any certificate of the CA"),
     Setting("tls_trust_file", str, None,
             "PEM CA bundle that signed the other bookies' certificates, for this process's "
             "own connections to them (autorecovery); default tls_ca_file"),

@@ -32,6 +32,7 @@ from api.bkproto import v2, v3, v3_add
 from api.bkproto.v2 import ProtocolError
 from api.server.bk_adds import AddPath
 from api.server.bk_ops import ADD_FLAG_RECOVERY, BkOperations
+from api.server.bk_tls import SESSION_V3, ListenerTls, TlsSession, auth_v2
 from bookie.errors import BadRequest
 
 log = logging.getLogger("bookie.bkproto")
@@ -51,7 +52,7 @@ DECODE_SLICE = 256 << 10
 _ADD_V3 = v3.OPERATIONS["ADD_ENTRY"]
 
 
-class BkConnection(AddPath, asyncio.Protocol):
+class BkConnection(AddPath, TlsSession, asyncio.Protocol):
     """One client connection: framing, protocol choice, pipelining and back-pressure."""
 
     def __init__(self, listener: "BkListener") -> None:
@@ -70,6 +71,7 @@ class BkConnection(AddPath, asyncio.Protocol):
         self.writing_paused = False
         self.idle = asyncio.Event()
         self.idle.set()
+        self.gated = listener.tls.mutual  # bk_tls.py TS4
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -133,7 +135,7 @@ class BkConnection(AddPath, asyncio.Protocol):
         at, size = 0, len(data)
         limit = self.listener.max_frame
         view = memoryview(data)
-        while size - at >= 4:
+        while size - at >= 4 and not self.upgrading:  # bk_tls.py TS1
             length = _I32.unpack_from(data, at)[0]
             if not 0 < length <= limit:
                 self._refuse(f"frame length {length} is not within 1..{limit}")
@@ -149,6 +151,8 @@ class BkConnection(AddPath, asyncio.Protocol):
         self._begin_arrived()
 
     def _dispatch(self, packet: bytes) -> bool:
+        if self.gated:
+            return self._gated_dispatch(packet)
         if self.v3:
             add = v3_add.parse_add(packet)
             if add is not None:
@@ -162,6 +166,8 @@ class BkConnection(AddPath, asyncio.Protocol):
             else:
                 if request.header.operation == _ADD_V3:
                     self._v3_add(request)
+                elif request.header.operation in SESSION_V3:
+                    return self._session_v3(request)
                 else:
                     self._start(self.ops.v3(request, self.peer))
                 return True
@@ -175,6 +181,8 @@ class BkConnection(AddPath, asyncio.Protocol):
             self._send(refused)
         elif request.opcode == v2.ADDENTRY:
             self._v2_add(request)
+        elif request.opcode == v2.AUTH:
+            self._send(auth_v2(request))
         else:
             self._start(self.ops.v2(request, self.peer))
         return True
@@ -232,13 +240,15 @@ class BkConnection(AddPath, asyncio.Protocol):
         self.outbox.extend(datas)
 
     def _flush(self) -> None:
+        if self.upgrading:
+            return  # bk_tls.py TS1: kept for the TLS transport
         if self.outbox and self.transport is not None and not self.transport.is_closing():
             self.transport.write(b"".join(self.outbox))
         self.outbox.clear()
 
     def _flow(self) -> None:
         """BL1: read while the client reads its answers and requests in flight are bounded."""
-        if self.transport is None or self.transport.is_closing():
+        if self.transport is None or self.transport.is_closing() or self.upgrading:
             return
         busy = (self.writing_paused or self.inbox_bytes > self.listener.inbox_high
                 or self.in_flight >= 2 * self.listener.max_pending_adds)
@@ -250,11 +260,12 @@ class BkConnection(AddPath, asyncio.Protocol):
             self.reading_stopped.clear()
             self.transport.resume_reading()
 
-    def _refuse(self, why: str) -> None:
+    def _refuse(self, why: str, what: str = "FRAME") -> None:
         """BL2: the adds that came whole before the bad frame are still begun."""
         self._begin_arrived()
-        # No status answers it: counted and logged as the refusal of a FRAME, CLOSED.
-        self.ops.refusals.refused(("FRAME", "CLOSED"), f"{why}; connection closed", self.peer)
+        # No status answers it: counted and logged as the refusal of a FRAME (or of
+        # START_TLS, bk_tls.py TS2/TS3), CLOSED.
+        self.ops.refusals.refused((what, "CLOSED"), f"{why}; connection closed", self.peer)
         self.buffer.clear()
         self.transport.close()
 
@@ -262,8 +273,9 @@ class BkConnection(AddPath, asyncio.Protocol):
 class BkListener:
     def __init__(self, bookie, max_pending_adds: int,
                  write_buffer_high: int = WRITE_BUFFER_HIGH,
-                 inbox_high: int = INBOX_HIGH) -> None:
+                 inbox_high: int = INBOX_HIGH, ssl_context=None) -> None:
         self.ops = BkOperations(bookie)
+        self.tls = ListenerTls(ssl_context, bookie.config.tls_authorized_roles)
         self.max_frame = bookie.config.max_entry_size + FRAME_OVERHEAD
         self.max_pending_adds = max_pending_adds
         self.write_buffer_high = write_buffer_high
@@ -275,10 +287,12 @@ class BkListener:
 
 
 @contextlib.asynccontextmanager
-async def bk_serving(bookie, host: str, port: int, shutdown_timeout_s: float = 30.0):
+async def bk_serving(bookie, host: str, port: int, shutdown_timeout_s: float = 30.0,
+                     ssl_context=None):
     """Serve BookKeeper's protocol for ``bookie`` on host:port (0 picks a free port); yields
-    the bound port. On exit: BL3."""
-    listener = BkListener(bookie, bookie.config.bookie_max_pending_adds)
+    the bound port. On exit: BL3. ``ssl_context``: START_TLS's (bk_tls.py), None for none."""
+    listener = BkListener(bookie, bookie.config.bookie_max_pending_adds,
+                          ssl_context=ssl_context)
     server = await asyncio.get_running_loop().create_server(
         listener.protocol, host, port, reuse_address=True)
     try:
