@@ -138,7 +138,7 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
     try:
         async with serving(bookie, config.host, config.port,
                            ssl_context=ssl_context) as port, \
-                _bk_listener(bookie, config) as bk_port:
+                _bk_listener(bookie, config, ssl_context) as bk_port:
             print(f"bookie listening on {scheme}://{config.host}:{port}", file=ready_line,
                   flush=True)
             if bk_port is not None:
@@ -164,15 +164,17 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
 
 
 @contextlib.asynccontextmanager
-async def _bk_listener(bookie, config: BookieConfig):
+async def _bk_listener(bookie, config: BookieConfig, ssl_context=None):
     """BookKeeper's protocol on ``bookie_port`` when it is set (yields its bound port),
-    else nothing (yields None)."""
+    else nothing (yields None). ``ssl_context`` is the HTTPS listener's own object, for
+    START_TLS: one SIGHUP reload serves both (api/server/bk_tls.py TS5)."""
     if config.bookie_port is None:
         yield None
         return
     from api.server.bk_listener import bk_serving  # noqa: PLC0415 (only when it is on)
 
-    async with bk_serving(bookie, config.host, config.bookie_port) as port:
+    async with bk_serving(bookie, config.host, config.bookie_port,
+                          ssl_context=ssl_context) as port:
         yield port
 
 

@@ -93,6 +93,7 @@ class BookieConfig:
     tls_key_file: str | None = None
     tls_key_password: str | None = None
     tls_ca_file: str | None = None
+    tls_authorized_roles: str | None = None
     tls_trust_file: str | None = None
     tls_client_cert_file: str | None = None
     tls_client_key_file: str | None = None
@@ -197,6 +198,9 @@ def validated(config: BookieConfig) -> BookieConfig:
         # ZA3 (api/client/zk_auth.py): one identity owns the tree, under one scheme
         raise ConfigError("settings zk_digest/zk_digest_file and zk_sasl/zk_sasl_file "
                           "exclude each other: ZooKeeper digest or SASL credentials, not both")
+    if config.tls_authorized_roles is not None and not config.tls_ca_file:
+        raise ConfigError("setting tls_authorized_roles needs tls_ca_file: a role is read "
+                          "from the client certificate mutual TLS asks for")
     return config
 
 

@@ -120,7 +120,7 @@ SETTINGS: tuple[Setting, ...] = (
             0, 2**62),
     Setting("bookie_port", int, None,
             "port of the second listener, Apache BookKeeper's own binary protocol (v2 and "
-            "v3 on one port, plain TCP; docs/bookkeeper-protocol.md); BookKeeper's default "
+            "v3 on one port; START_TLS when tls_cert_file is set; docs/bookkeeper-protocol.md); BookKeeper's default "
             "is 3181; unset: off; 0 picks a free one", 0, 65535),
     Setting("bookie_max_pending_adds", int, 10_000,
             "adds in flight on one BookKeeper-protocol connection before more are answered "
@@ -174,6 +174,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("tls_ca_file", str, None,
             "PEM CA bundle: when set, every client must present a certificate it signed "
             "(mutual TLS)"),
+    Setting("tls_authorized_roles", str, None,
+            "comma-separated roles, one of which a client certificate must carry on "
+            "bookie_port (its OU's 0:<role>, as BookKeeper's BookieAuthZFactory and "
+            "authorizedRoles); needs tls_ca_file; unset: any certificate of the CA"),
     Setting("tls_trust_file", str, None,
             "PEM CA bundle that signed the other bookies' certificates, for this process's "
             "own connections to them (autorecovery); default tls_ca_file"),

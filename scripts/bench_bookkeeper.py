@@ -5,7 +5,12 @@ benchmark client to core 1, the same throttle (outstanding adds) for both. Print
 entries/s, p95/p99 and the ratio ours / BookKeeper's.
 
     BOOKKEEPER_LAUNCHER=/opt/bookkeeper/bin/bookkeeper .venv/bin/python scripts/bench_bookkeeper.py \\
-        [--seconds 20] [--throttle 1000] [--runs 1]
+        [--seconds 20] [--throttle 1000] [--runs 1] [--tls]
+
+``--tls``: each bookie also once with mutual TLS (ours: scripts/bk_tls_peer.py's flags;
+BookKeeper's: TLSContextFactory with tlsClientAuthentication and BookieAuthZFactory), the
+benchmark given the client keys as system properties (START_TLS on every connection):
+plain and TLS measured in the same run, with the same pinning and throttle.
 
 Each bookie gets a ZooKeeper and data dirs of its own under a temp dir; every process is
 stopped by PID at the end. Our HTTP single-add rate comes from scripts/bench_http.py.
@@ -25,6 +30,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from scripts.bk_tls_peer import ROLE, TLS_CONNECTED, TlsPeer  # noqa: E402
 from scripts.interop_bookkeeper import BENCH_CLASS, Interop  # noqa: E402
 
 
@@ -32,7 +38,8 @@ def pinned(core: int, argv: list[str]) -> list[str]:
     return ["taskset", "-c", str(core), *argv]
 
 
-def run_bench(run: Interop, uri: str, seconds: int, throttle: int, v2: bool = False) -> dict:
+def run_bench(run: Interop, uri: str, seconds: int, throttle: int, v2: bool = False,
+              tls: TlsPeer | None = None) -> dict:
     zk = uri.split("//", 1)[1].split("/", 1)[0]
     launcher = ([run.launcher, "class", BENCH_CLASS] if os.path.basename(run.launcher) == "bk"
                 else [run.launcher, BENCH_CLASS])
@@ -41,8 +48,10 @@ def run_bench(run: Interop, uri: str, seconds: int, throttle: int, v2: bool = Fa
                       "-warmupMessages", "20000", "-zookeeper", zk,
                       *(["-useV2"] if v2 else [])])
     out = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 300,
-                         cwd=run.dir)
+                         cwd=run.dir, env=None if tls is None else tls.env())
     text = out.stdout + out.stderr
+    if tls is not None and TLS_CONNECTED not in text:
+        raise RuntimeError("BenchThroughputLatency did not connect over TLS:\n" + text[-3000:])
     done = re.search(r"Benchmark complete \{completions=(\d+), durationMs=(\d+), "
                      r"opsPerSec=(\d+)", text)
     if done is None:
@@ -54,23 +63,36 @@ def run_bench(run: Interop, uri: str, seconds: int, throttle: int, v2: bool = Fa
 
 def one_side(launcher: str, base: str, kind: str, seconds: int, throttle: int,
              v2: bool = False) -> dict:
-    run = Interop(launcher, os.path.join(base, kind), seconds)
+    """``kind``: "ours" or "BookKeeper", with " TLS" for the bookie's mutual TLS."""
+    run = Interop(launcher, os.path.join(base, kind.replace(" ", "-")), seconds)
     os.makedirs(run.dir, exist_ok=True)
+    tls = TlsPeer(os.path.join(run.dir, "pki")) if kind.endswith(" TLS") else None
     try:
         uri = run.start_zookeeper("zk")
-        if kind == "ours":
+        if kind.startswith("ours"):
             # The same pending-add bound as BookKeeper's bookie below.
-            bookie = run.start_ours("bookie", uri, "--bookie-max-pending-adds", "100000")
+            bookie = run.start_ours("bookie", uri, "--bookie-max-pending-adds", "100000",
+                                    *(tls.bookie_flags() if tls else ()))
             _pin(bookie["proc"].pid)
         else:
             run.bk("shell", "-conf", run.shell_conf(uri), "initnewcluster")  # a fresh tree
             # BookKeeper's README: raise the pending-add limit for throughput runs.
-            bookie = run.start_theirs("bookie", uri, "maxPendingAddRequestsPerThread=100000\n")
+            bookie = run.start_theirs("bookie", uri, "maxPendingAddRequestsPerThread=100000\n"
+                                      + (_their_tls(tls) if tls else ""))
             _pin(bookie["proc"].pid)
         run.wait_registered(uri, [bookie["id"]])
-        return run_bench(run, uri, seconds, throttle, v2)
+        return run_bench(run, uri, seconds, throttle, v2, tls)
     finally:
         run.stop_all()
+
+
+def _their_tls(tls: TlsPeer) -> str:
+    """BookKeeper's bookie with the same mutual TLS and role check as ours (its README)."""
+    keys = {**tls.client_keys(), "tlsKeyStore": tls.bookie.key_file,
+            "tlsCertificatePath": tls.bookie.cert_file,
+            "bookieAuthProviderFactoryClass": "org.apache.bookkeeper.tls.BookieAuthZFactory",
+            "authorizedRoles": ROLE}
+    return "".join(f"{key}={value}\n" for key, value in keys.items())
 
 
 def _pin(pid: int) -> None:
@@ -88,15 +110,18 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--runs", type=int, default=1, help="runs per side; medians printed")
     parser.add_argument("--v2", action="store_true",
                         help="the benchmark speaks v2 (-useV2, Pulsar's default) to both bookies")
+    parser.add_argument("--tls", action="store_true",
+                        help="also each bookie with mutual TLS, the benchmark through START_TLS")
     args = parser.parse_args(argv)
     if not args.launcher:
         print("no BookKeeper launcher: pass --launcher or set BOOKKEEPER_LAUNCHER")
         return 2
     base = tempfile.mkdtemp(prefix="bench-bk-")
-    results = {"ours": [], "BookKeeper": []}
+    kinds = ("BookKeeper", "ours") + (("BookKeeper TLS", "ours TLS") if args.tls else ())
+    results = {kind: [] for kind in kinds}
     try:
         for index in range(args.runs):
-            for kind in ("BookKeeper", "ours"):
+            for kind in kinds:
                 result = one_side(os.path.abspath(args.launcher),
                                   os.path.join(base, str(index)), kind, args.seconds,
                                   args.throttle, args.v2)
@@ -104,9 +129,10 @@ def main(argv: list[str]) -> int:
                 # Each run starts on a quiet disk: the last run's GBs are deleted and what
                 # is still dirty is written back now, not during the next run (which used
                 # to share the disk with it: docs/bookkeeper-protocol.md §6).
-                shutil.rmtree(os.path.join(base, str(index), kind), ignore_errors=True)
+                shutil.rmtree(os.path.join(base, str(index), kind.replace(" ", "-")),
+                              ignore_errors=True)
                 os.sync()
-                print(f"run {index + 1} {kind:>10}: {result['ops']:>7,} entries/s  p95 "
+                print(f"run {index + 1} {kind:>14}: {result['ops']:>7,} entries/s  p95 "
                       f"{result['p95']:.1f} ms  p99 {result['p99']:.1f} ms", flush=True)
     finally:  # each side's data is GBs: never left behind
         shutil.rmtree(base, ignore_errors=True)
@@ -115,11 +141,17 @@ def main(argv: list[str]) -> int:
     print(f"BenchThroughputLatency {'v2' if args.v2 else 'v3'}, 1 KiB, ensemble 1, "
           f"throttle {args.throttle}, "
           f"{args.seconds} s, medians of {args.runs}:")
-    for kind in ("BookKeeper", "ours"):
+    for kind in kinds:
         row = median[kind]
-        print(f"  {kind:>10} bookie: {row['ops']:>9,.0f} entries/s  p95 {row['p95']:.1f} ms  "
+        print(f"  {kind:>14} bookie: {row['ops']:>9,.0f} entries/s  p95 {row['p95']:.1f} ms  "
               f"p99 {row['p99']:.1f} ms")
     print(f"  ours / BookKeeper: {median['ours']['ops'] / median['BookKeeper']['ops']:.2f}x")
+    if args.tls:
+        for side in ("BookKeeper", "ours"):
+            print(f"  {side} TLS / plain: "
+                  f"{median[side + ' TLS']['ops'] / median[side]['ops']:.2f}x")
+        print(f"  ours / BookKeeper over TLS: "
+              f"{median['ours TLS']['ops'] / median['BookKeeper TLS']['ops']:.2f}x")
     return 0
 
 

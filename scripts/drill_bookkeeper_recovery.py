@@ -2,7 +2,7 @@
 CI, as scripts/interop_bookkeeper.py is.
 
     BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/drill_bookkeeper_recovery.py \
-        --rounds 10 --seed 1 [--mixed]
+        --rounds 10 --seed 1 [--mixed | --tls]
 
 Each round, seeded:
   1. BookKeeper's Java client (scripts/java/RecoveryDrill.java, compiled at run time by
@@ -31,7 +31,9 @@ by the replaced bookie's ack is never sent to its replacement) are counted as "r
 when autorecovery's replica check puts them back within 300 s; a copy that differs, or one
 still missing then, fails the round. ``--mixed``: 2 of BookKeeper's
 bookies beside 3 of ours, so every ensemble of 3 mixes both kinds; there every loss and
-repair is BookKeeper's autorecovery's (ours reads bookies over HTTP only).
+repair is BookKeeper's autorecovery's (ours reads bookies over HTTP only). ``--tls``: our
+bookies with mutual TLS on both ports (scripts/bk_tls_peer.py); BookKeeper's client does
+START_TLS, and a client without TLS keys must get BKUnauthorizedAccessException.
 
 Prints one line a round and a summary; exit 0 only if every check held. Every process it
 starts is stopped by PID; everything lives under --dir.
@@ -54,6 +56,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
+from bk_tls_peer import TlsPeer, connected_over_tls, plain_client_refused  # noqa: E402
 from interop_bookkeeper import Failed, Interop, say  # noqa: E402
 
 from api.cluster.local_zookeeper import free_port  # noqa: E402
@@ -347,10 +350,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--mixed", action="store_true",
                         help="2 of BookKeeper's bookies beside 3 of ours (losses moved "
                              "by BookKeeper's autorecovery)")
+    parser.add_argument("--tls", action="store_true", help="mutual TLS on our bookies' "
+                        "ports, BookKeeper's client through START_TLS (not with --mixed)")
     parser.add_argument("--dir", default=None, help="work dir (default: a temp dir, removed)")
     args = parser.parse_args(argv)
-    if not args.launcher:
-        parser.error("BookKeeper's launcher: --launcher or $BOOKKEEPER_LAUNCHER")
+    if not args.launcher or (args.tls and args.mixed):
+        parser.error("BookKeeper's launcher: --launcher or $BOOKKEEPER_LAUNCHER; --tls is "
+                     "for our bookies only, not --mixed")
     seed = random.SystemRandom().randrange(2**31) if args.seed is None else args.seed
     rng = random.Random(seed)
     workdir = args.dir or tempfile.mkdtemp(prefix="bk-recovery-drill-")
@@ -359,8 +365,14 @@ def main(argv: list[str]) -> int:
     failures = []
     try:
         uri = drill.start_zookeeper("cluster")
-        ours = [drill.start_ours(f"ours-{i}", uri) for i in range(3 if args.mixed else 4)]
+        tls = TlsPeer(os.path.join(workdir, "pki")) if args.tls else None
+        if tls is not None:  # every client from here on, BookKeeper's and ours, uses TLS
+            os.environ.update(tls.env())
+        ours = [drill.start_ours(f"ours-{i}", uri, *(tls.bookie_flags() if tls else ()))
+                for i in range(3 if args.mixed else 4)]
         drill.wait_registered(uri, [b["id"] for b in ours])
+        if tls is not None:
+            say(f"PASS plain client refused: {plain_client_refused(args.launcher, workdir, uri)}")
         theirs = [drill.start_theirs(f"bk-{i}", uri) for i in range(2)] if args.mixed else []
         drill.wait_registered(uri, [b["id"] for b in ours + theirs])
         for number in range(args.rounds):
@@ -380,7 +392,9 @@ def main(argv: list[str]) -> int:
             for problem in result["problems"]:
                 say(f"  {problem}")
             failures += result["problems"]
-    except Failed as error:
+        if tls is not None and not connected_over_tls(os.path.join(workdir, "writer-0.log")):
+            raise Failed("BookKeeper's writer did not log a TLS connection")
+    except (Failed, RuntimeError) as error:
         failures.append(str(error))
         say(f"FAILED: {error}")
     finally:
@@ -388,7 +402,7 @@ def main(argv: list[str]) -> int:
         if args.dir is None and not failures:
             shutil.rmtree(workdir, ignore_errors=True)
     faults = ",".join(f"{k[6:]}:{v}" for k, v in sorted(totals.items()) if k.startswith("fault_"))
-    say(f"rounds={args.rounds} mixed={args.mixed} ledgers={totals['ledgers']} "
+    say(f"rounds={args.rounds} mixed={args.mixed} tls={args.tls} ledgers={totals['ledgers']} "
         f"acked={totals['acked']} not_recovered={totals['problems']} faults={faults} "
         f"recover_ms_max={totals['recover_ms_max']} moved_s_max={totals['moved_s_max']} "
         f"repaired={totals['repaired']} seed={seed}"

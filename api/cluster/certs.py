@@ -47,7 +47,9 @@ def make_ca(directory: str, name: str = "bookie test CA") -> Issued:
 
 
 def make_cert(ca: Issued, directory: str, name: str, hosts=("127.0.0.1", "localhost"),
-              password: bytes | None = None) -> Issued:
+              password: bytes | None = None, role: str | None = None) -> Issued:
+    """A leaf certificate of ``ca`` for ``hosts``; ``role``: its OU is ``0:<role>``, the
+    role BookKeeper's BookieAuthZFactory (and tls_authorized_roles) reads."""
     with open(ca.cert_file, "rb") as handle:
         ca_cert = x509.load_pem_x509_certificate(handle.read())
     with open(ca.key_file, "rb") as handle:
@@ -61,7 +63,9 @@ def make_cert(ca: Issued, directory: str, name: str, hosts=("127.0.0.1", "localh
             names.append(x509.DNSName(host))
     now = datetime.datetime.now(datetime.timezone.utc)
     cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)] + (
+                [] if role is None else
+                [x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, f"0:{role}")])))
             .issuer_name(ca_cert.subject).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))

@@ -69,8 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the first bookie's HTTP port; the others follow (default 3181)")
     up.add_argument("--tls", action="store_true",
                     help="make a private CA in DIR/pki and a certificate per bookie; the "
-                         "bookies serve HTTPS only, with mutual TLS (docs/operations.md §6); "
-                         "prints the variables a client sets to use them")
+                         "bookies serve HTTPS only, with mutual TLS (docs/operations.md §6), "
+                         "and with --rpc-base-port their bookie_port takes BookKeeper's "
+                         "START_TLS and refuses plain requests (EUA); prints the variables a "
+                         "client sets to use them")
     up.add_argument("--rpc-base-port", type=int, default=None,
                     help="also serve Apache BookKeeper's own protocol (the bookie_port "
                          "setting, docs/bookkeeper-protocol.md): the first bookie on this "
@@ -225,7 +227,11 @@ def add(args) -> int:
 
 def _rpc_text(bookie: dict) -> str:
     port = bookie.get("rpcPort")
-    return "" if port is None else f", bookie-rpc 127.0.0.1:{port}"
+    if port is None:
+        return ""
+    # A TLS bookie's bookie_port has the same certificate and CA (api/server/bk_tls.py).
+    tls = " (START_TLS, mutual TLS)" if bookie.get("url", "").startswith("https") else ""
+    return f", bookie-rpc 127.0.0.1:{port}{tls}"
 
 
 def _next_free(port: int, avoid: int | None = None) -> int:

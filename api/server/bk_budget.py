@@ -31,8 +31,12 @@ Thread-safety: event loop only.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import dataclasses
+import struct
+
+_I32 = struct.Struct(">i")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,3 +152,47 @@ class PortBudget:
         for connection in list(self.waiting):
             self.waiting.pop(connection, None)
             connection.budget_freed()
+
+
+class FramePath:
+    """PB3 for one connection (a mixin of ``bk_listener.BkConnection``, as bk_adds.AddPath):
+    the reservation and the clock of the frame being collected. Uses the connection's
+    ``budget``, ``buffer``, ``transport``, ``frame_*`` fields, ``_flow`` and ``_refuse``."""
+
+    def _frame_collected(self, new_frame: bool) -> None:
+        """PB3 after a decode: the reservation and the clock of the frame being collected
+        (``new_frame``: the frames decoded ended the one that was being collected)."""
+        if new_frame or not self.buffer:
+            self.budget.release(self.frame_reserved)
+            self.frame_reserved = 0
+            self._stop_frame_timer()
+        if self.buffer and not self.frame_reserved:
+            self._reserve_frame()
+
+    def _reserve_frame(self) -> None:
+        size = len(self.buffer)
+        if size >= 4:
+            size = max(size, 4 + _I32.unpack_from(self.buffer, 0)[0])  # BL1 checked it
+        if not self.budget.reserve(size):
+            self.frame_waiting = True
+            self.budget.wait(self)
+            self._flow()
+            return
+        self.frame_reserved = size
+        if self.frame_waiting:
+            self.frame_waiting = False
+            self._flow()
+        if self.frame_timer is None:
+            self.frame_timer = asyncio.get_running_loop().call_later(
+                self.budget.limits.frame_timeout_s, self._frame_late)
+
+    def _frame_late(self) -> None:
+        self.frame_timer = None
+        if self.buffer and self.transport is not None and not self.transport.is_closing():
+            self._refuse(f"a frame did not come whole within "
+                         f"{self.budget.limits.frame_timeout_s:g} s")
+
+    def _stop_frame_timer(self) -> None:
+        if self.frame_timer is not None:
+            self.frame_timer.cancel()
+            self.frame_timer = None

@@ -35,9 +35,10 @@ import struct
 from api.bkproto import v2, v3, v3_add
 from api.bkproto.v2 import ProtocolError
 from api.server.bk_adds import AddPath
-from api.server.bk_budget import Limits, PortBudget
+from api.server.bk_budget import FramePath, Limits, PortBudget
 from api.server.bk_ops import ADD_FLAG_RECOVERY, BkOperations
 from api.server.bk_requests import RequestPath, v2_kind, v3_kind
+from api.server.bk_tls import SESSION_V3, ListenerTls, TlsSession, auth_v2
 from bookie.errors import BadRequest
 
 log = logging.getLogger("bookie.bkproto")
@@ -51,10 +52,9 @@ INBOX_HIGH = 32 << 20
 #: Bytes decoded per loop turn before the loop reads its sockets again (~250 1 KiB adds).
 DECODE_SLICE = 256 << 10
 _ADD_V3 = v3.OPERATIONS["ADD_ENTRY"]
-_TOO_MANY = v3.STATUS["ETOOMANYREQUESTS"]
 
 
-class BkConnection(AddPath, RequestPath, asyncio.Protocol):
+class BkConnection(AddPath, RequestPath, FramePath, TlsSession, asyncio.Protocol):
     """One client connection: framing, protocol choice, pipelining and back-pressure."""
 
     def __init__(self, listener: "BkListener") -> None:
@@ -78,6 +78,7 @@ class BkConnection(AddPath, RequestPath, asyncio.Protocol):
         self.frame_reserved = 0  # PB3: the reservation of the frame being collected
         self.frame_waiting = False  # PB3: its reservation did not fit; not reading
         self.frame_timer: asyncio.TimerHandle | None = None
+        self.gated = listener.tls.mutual  # bk_tls.py TS4
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -169,7 +170,7 @@ class BkConnection(AddPath, RequestPath, asyncio.Protocol):
         at, size = 0, len(data)
         limit = self.listener.max_frame
         view = memoryview(data)
-        while size - at >= 4:
+        while size - at >= 4 and not self.upgrading:  # bk_tls.py TS1
             length = _I32.unpack_from(data, at)[0]
             if not 0 < length <= limit:
                 self._refuse(f"frame length {length} is not within 1..{limit}")
@@ -185,45 +186,9 @@ class BkConnection(AddPath, RequestPath, asyncio.Protocol):
         self._frame_collected(at > 0)
         self._begin_arrived()
 
-    def _frame_collected(self, new_frame: bool) -> None:
-        """PB3 after a decode: the reservation and the clock of the frame being collected
-        (``new_frame``: the frames decoded ended the one that was being collected)."""
-        if new_frame or not self.buffer:
-            self.budget.release(self.frame_reserved)
-            self.frame_reserved = 0
-            self._stop_frame_timer()
-        if self.buffer and not self.frame_reserved:
-            self._reserve_frame()
-
-    def _reserve_frame(self) -> None:
-        size = len(self.buffer)
-        if size >= 4:
-            size = max(size, 4 + _I32.unpack_from(self.buffer, 0)[0])  # BL1 checked it
-        if not self.budget.reserve(size):
-            self.frame_waiting = True
-            self.budget.wait(self)
-            self._flow()
-            return
-        self.frame_reserved = size
-        if self.frame_waiting:
-            self.frame_waiting = False
-            self._flow()
-        if self.frame_timer is None:
-            self.frame_timer = asyncio.get_running_loop().call_later(
-                self.budget.limits.frame_timeout_s, self._frame_late)
-
-    def _frame_late(self) -> None:
-        self.frame_timer = None
-        if self.buffer and self.transport is not None and not self.transport.is_closing():
-            self._refuse(f"a frame did not come whole within "
-                         f"{self.budget.limits.frame_timeout_s:g} s")
-
-    def _stop_frame_timer(self) -> None:
-        if self.frame_timer is not None:
-            self.frame_timer.cancel()
-            self.frame_timer = None
-
     def _dispatch(self, packet: bytes) -> bool:
+        if self.gated:
+            return self._gated_dispatch(packet)
         if self.v3:
             add = v3_add.parse_add(packet)
             if add is not None:
@@ -237,6 +202,8 @@ class BkConnection(AddPath, RequestPath, asyncio.Protocol):
             else:
                 if request.header.operation == _ADD_V3:
                     self._v3_add(request)
+                elif request.header.operation in SESSION_V3:
+                    return self._session_v3(request)
                 else:
                     self._request(v3_kind(request), functools.partial(self.ops.v3, request,
                                                                       self.peer),
@@ -252,6 +219,8 @@ class BkConnection(AddPath, RequestPath, asyncio.Protocol):
             self._send(refused)
         elif request.opcode == v2.ADDENTRY:
             self._v2_add(request)
+        elif request.opcode == v2.AUTH:
+            self._send(auth_v2(request))
         else:
             self._request(v2_kind(request), functools.partial(self.ops.v2, request, self.peer),
                           None)
@@ -293,18 +262,12 @@ class BkConnection(AddPath, RequestPath, asyncio.Protocol):
         self.outbox.extend(datas)
 
     def _flush(self) -> None:
+        if self.upgrading:
+            return  # bk_tls.py TS1: kept for the TLS transport
         if self.outbox and self.transport is not None and not self.transport.is_closing():
             self.transport.write(b"".join(self.outbox))
             self.budget.charge_answers(self, self.transport.get_write_buffer_size())  # PB2
         self.outbox.clear()
-
-    def _poll_refused(self, request) -> bytes:
-        """PB4's answer to a long poll over the connection's share."""
-        response = self.ops.v3_response(request, _TOO_MANY)
-        body = response.readResponse
-        body.ledgerId, body.entryId = request.readRequest.ledgerId, request.readRequest.entryId
-        body.status = _TOO_MANY
-        return v3.frame(response)
 
     def stop_reading(self) -> None:
         """BL3: for good (the listener is closing); ``_flow`` never resumes it."""
@@ -315,7 +278,8 @@ class BkConnection(AddPath, RequestPath, asyncio.Protocol):
 
     def _flow(self) -> None:
         """BL1: read while the client reads its answers and requests in flight are bounded."""
-        if self.transport is None or self.transport.is_closing() or self.listener.closing:
+        if self.transport is None or self.transport.is_closing() or self.listener.closing \
+                or self.upgrading:  # bk_tls.py TS1
             return
         busy = (self.writing_paused or self.inbox_bytes > self.listener.inbox_high
                 or self.in_flight >= 2 * self.listener.max_pending_adds
@@ -329,20 +293,22 @@ class BkConnection(AddPath, RequestPath, asyncio.Protocol):
             self.reading_stopped.clear()
             self.transport.resume_reading()
 
-    def _refuse(self, why: str) -> None:
+    def _refuse(self, why: str, what: str = "FRAME") -> None:
         """BL2: the adds that came whole before the bad frame are still begun."""
         self._begin_arrived()
-        # No status answers it: counted and logged as the refusal of a FRAME, CLOSED.
-        self.ops.refusals.refused(("FRAME", "CLOSED"), f"{why}; connection closed", self.peer)
+        # No status answers it: counted and logged as the refusal of a FRAME (or of
+        # START_TLS, bk_tls.py TS2/TS3), CLOSED.
+        self.ops.refusals.refused((what, "CLOSED"), f"{why}; connection closed", self.peer)
         self.buffer.clear()
         self.transport.close()
 
 
 class BkListener:
     def __init__(self, bookie, max_pending_adds: int,
-                 write_buffer_high: int | None = None,
-                 inbox_high: int = INBOX_HIGH, limits: Limits | None = None) -> None:
+                 write_buffer_high: int | None = None, inbox_high: int = INBOX_HIGH,
+                 limits: Limits | None = None, ssl_context=None) -> None:
         self.ops = BkOperations(bookie)
+        self.tls = ListenerTls(ssl_context, bookie.config.tls_authorized_roles)
         self.max_frame = bookie.config.max_entry_size + FRAME_OVERHEAD
         self.max_pending_adds = max_pending_adds
         self.budget = PortBudget(limits or Limits())
@@ -376,11 +342,12 @@ class BkListener:
 
 
 @contextlib.asynccontextmanager
-async def bk_serving(bookie, host: str, port: int, shutdown_timeout_s: float = 30.0):
+async def bk_serving(bookie, host: str, port: int, shutdown_timeout_s: float = 30.0,
+                     ssl_context=None):
     """Serve BookKeeper's protocol for ``bookie`` on host:port (0 picks a free port); yields
-    the bound port. On exit: BL3."""
+    the bound port. On exit: BL3. ``ssl_context``: START_TLS's (bk_tls.py), None for none."""
     listener = BkListener(bookie, bookie.config.bookie_max_pending_adds,
-                          limits=Limits.of(bookie.config))
+                          limits=Limits.of(bookie.config), ssl_context=ssl_context)
     server = await asyncio.get_running_loop().create_server(
         listener.protocol, host, port, reuse_address=True)
     try:

@@ -50,7 +50,6 @@ log = logging.getLogger("bookie.bkproto")
 _OP = v3.OPERATIONS
 _OK = v3.STATUS["EOK"]
 DEFERRED_SYNC = 0x1  # WriteFlag.DEFERRED_SYNC
-AUTH_DISABLED_PLUGIN = "AuthDisabledPlugin"  # AuthProviderFactoryFactory's name
 READ_FLAG_FENCE, READ_FLAG_PIGGYBACK = 1, 2
 ADD_FLAG_RECOVERY = 1
 GET_INFO_TOTAL, GET_INFO_FREE = 1, 2
@@ -296,17 +295,6 @@ class BkOperations:
         body.status = response.status = v3_status(error)
         return response, error
 
-    async def _auth_v3(self, request):
-        response = self.v3_response(request, _OK)
-        response.authResponse.authPluginName = AUTH_DISABLED_PLUGIN
-        response.authResponse.payload = b""
-        return response, None
-
-    async def _start_tls_v3(self, request):
-        # This listener has no TLS: BookKeeper answers EBADREQ when TLS is not configured.
-        error = BadRequest("START_TLS: this listener has no TLS")
-        return self.v3_response(request, v3_status(error)), error
-
     # -- v2 ----------------------------------------------------------------------------
 
     def v2_version_refused(self, request: v2.Request, peer=None) -> bytes | None:
@@ -327,8 +315,6 @@ class BkOperations:
     async def v2(self, request: v2.Request, peer=None) -> bytes:
         """The framed answer to one v2 request (BK1); adds go as in ``v3``."""
         opcode, version = request.opcode, request.version
-        if opcode == v2.AUTH:
-            return v2.encode_auth_response(version, _auth_message())
         error, data, entries = None, b"", ()
         try:
             if opcode == v2.READENTRY:
@@ -382,13 +368,6 @@ def _check_key(master_key) -> None:
         raise BadRequest(f"a master key is {v2.MASTER_KEY_LENGTH} bytes")
 
 
-def _auth_message() -> bytes:
-    message = v3.AuthMessage()
-    message.authPluginName = AUTH_DISABLED_PLUGIN
-    message.payload = b""
-    return message.SerializeToString()
-
-
 _OPERATION_NAMES = {number: name for name, number in _OP.items()}
 #: BookKeeper's names of the v2 requests answered here (BookieProtocol's opcodes).
 _V2_NAMES = {v2.READENTRY: "READ_ENTRY", v2.BATCH_READ_ENTRY: "BATCH_READ_ENTRY"}
@@ -396,5 +375,5 @@ _V3_HANDLERS = {"READ_ENTRY": BkOperations._read_v3,
                 "READ_LAC": BkOperations._read_lac_v3, "WRITE_LAC": BkOperations._write_lac_v3,
                 "FORCE_LEDGER": BkOperations._force_v3,
                 "GET_BOOKIE_INFO": BkOperations._bookie_info_v3,
-                "GET_LIST_OF_ENTRIES_OF_LEDGER": BkOperations._list_entries_v3,
-                "AUTH": BkOperations._auth_v3, "START_TLS": BkOperations._start_tls_v3}
+                "GET_LIST_OF_ENTRIES_OF_LEDGER": BkOperations._list_entries_v3}
+# AUTH and START_TLS change the connection, not the bookie: bk_tls.py answers them.

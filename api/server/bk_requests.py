@@ -28,6 +28,7 @@ READ, CHANGE, POLL = "read", "change", "poll"
 _OP = v3.OPERATIONS
 _READ_ONLY_V3 = {_OP["READ_LAC"], _OP["GET_BOOKIE_INFO"], _OP["GET_LIST_OF_ENTRIES_OF_LEDGER"]}
 _FENCE = 1  # ReadRequest.Flag.FENCE_LEDGER
+_TOO_MANY = v3.STATUS["ETOOMANYREQUESTS"]
 #: How often connections waiting on PB2's bound for the whole port look again.
 ANSWERS_RECHECK_S = 0.05
 
@@ -133,6 +134,14 @@ class RequestPath:
         queued = 0 if transport is None or transport.is_closing() \
             else transport.get_write_buffer_size()
         return queued + sum(map(len, self.outbox))
+
+    def _poll_refused(self, request) -> bytes:
+        """PB4's answer to a long poll over the connection's share."""
+        response = self.ops.v3_response(request, _TOO_MANY)
+        body = response.readResponse
+        body.ledgerId, body.entryId = request.readRequest.ledgerId, request.readRequest.entryId
+        body.status = _TOO_MANY
+        return v3.frame(response)
 
     def _drop_requests(self) -> None:
         """PB5: the connection is gone; no answer can reach it."""

@@ -6,14 +6,21 @@ Real daemons, a real ZooKeeper, certificates of a private CA made at test time."
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 
 import aiohttp
 import pytest
 
+from api.bkproto import v3
 from api.client.ensemble import BookKeeper
 from api.client.zookeeper import bookie_scheme
+from api.tls import client_context
+from bookie.entry import frame_entry, master_key
 from tests.cluster.test_autorecovery import (FLAGS, PASSWORD, bookie_id, fully_replicated,
                                              naming, wait_until, write_ledgers)
+from tests.cluster.test_cluster_cli import bookie, consecutive_free_ports
+from tests.support.bk_client import BkClient
 from tests.support.tls import pki_under
 
 
@@ -61,3 +68,32 @@ async def test_a_tls_cluster_writes_reads_and_re_replicates_over_tls(tls_cluster
         await outsider.alive_bookies()  # learns https from the registrations
         with pytest.raises(aiohttp.ClientConnectorCertificateError):  # no CA to trust
             await reader.read_entry(0)
+
+
+def test_cluster_up_tls_gives_bookie_port_start_tls_and_says_so(tmp_path):
+    """Issue 36: `cluster up --tls --rpc-base-port` used to leave bookie_port plain, every
+    ledger readable and writable without a certificate; now it takes START_TLS with the
+    cluster's certificates and refuses plain requests, and `up` prints that."""
+    home = str(tmp_path / "cluster")
+    base = consecutive_free_ports(1)
+    rpc = consecutive_free_ports(1)
+    while rpc == base:
+        rpc = consecutive_free_ports(1)
+    up = bookie("cluster", "up", "--bookies", "1", "--tls", "--dir", home, "--base-port",
+                str(base), "--rpc-base-port", str(rpc))
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert f"bookie-rpc 127.0.0.1:{rpc} (START_TLS, mutual TLS)" in up.stdout
+        tls = json.load(open(os.path.join(home, "cluster.json")))["tls"]
+        key, data = master_key(b"cluster"), frame_entry(5, 0, -1, 0, b"x")
+
+        async def adds() -> tuple[int, int]:
+            async with BkClient.connect(rpc) as plain:
+                refused = (await plain.add(5, 0, key, data)).status
+            async with BkClient.connect(rpc) as secured:
+                await secured.start_tls(client_context(tls["ca"], tls["clientCert"],
+                                                       tls["clientKey"]))
+                return refused, (await secured.add(5, 0, key, data)).status
+        assert asyncio.run(adds()) == (v3.STATUS["EUA"], v3.STATUS["EOK"])
+    finally:
+        assert bookie("cluster", "down", "--dir", home).returncode == 0

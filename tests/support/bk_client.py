@@ -93,6 +93,20 @@ class BkClient:
         return await self.call(self.request("READ_ENTRY", ledgerId=ledger_id,
                                             entryId=entry_id, **extra))
 
+    async def start_tls(self, context, server_hostname: str = "127.0.0.1"):
+        """BookKeeper's upgrade (api/server/bk_tls.py): a v3 START_TLS, then, if answered
+        EOK, this client starts the TLS handshake on the same connection. Returns the
+        answer; raises what the handshake raises."""
+        answer = await self.call(self.request("START_TLS"))
+        if answer.status == v3.STATUS["EOK"]:
+            await self.writer.start_tls(context, server_hostname=server_hostname)
+        return answer
+
+    def peer_certificate(self) -> bytes | None:
+        """The server's certificate (DER) on a TLS connection."""
+        ssl_object = self.writer.get_extra_info("ssl_object")
+        return None if ssl_object is None else ssl_object.getpeercert(binary_form=True)
+
     # -- v2 ------------------------------------------------------------------------------
 
     async def call_v2(self, frame: bytes) -> v2.Response:
