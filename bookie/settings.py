@@ -120,8 +120,9 @@ SETTINGS: tuple[Setting, ...] = (
             0, 2**62),
     Setting("bookie_port", int, None,
             "port of the second listener, Apache BookKeeper's own binary protocol (v2 and "
-            "v3 on one port; START_TLS when tls_cert_file is set; docs/bookkeeper-protocol.md); BookKeeper's default "
-            "is 3181; unset: off; 0 picks a free one", 0, 65535),
+            "v3 on one port; START_TLS when tls_cert_file is set; docs/"
+            "bookkeeper-protocol.md); BookKeeper's default is 3181; unset: off; 0 picks a "
+            "free one", 0, 65535),
     Setting("bookie_max_pending_adds", int, 10_000,
             "adds in flight on one BookKeeper-protocol connection before more are answered "
             "ETOOMANYREQUESTS (BookKeeper's maxPendingAddRequestsPerThread)", 1, 1_000_000),
