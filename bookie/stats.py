@@ -112,6 +112,8 @@ class Stats:
         # protocol (op, status) and HTTP (op, code, error).
         self.bk_refused: dict[tuple[str, str], int] = {}
         self.http_refused: dict[tuple[str, str, str], int] = {}
+        # The BookKeeper-protocol port's budget (api/server/bk_budget.py), once it listens.
+        self.bk_port_budget = None
 
     def on_journal_flush(self, reason, count: int, size: int, sync_s: float) -> None:
         """The journal's ``on_flush`` hook (journal thread)."""

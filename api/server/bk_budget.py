@@ -75,6 +75,7 @@ class PortBudget:
         self.peak_answer_bytes = 0
         self.deferred_total = 0   # requests that had to wait for PB1/PB2 (a metric)
         self.recheck = None       # the timer of recheck_answers
+        self.connections: set = set()  # the listener's own set (for the metrics)
 
     # -- PB1/PB2 -------------------------------------------------------------------------
 

@@ -312,10 +312,11 @@ class BkListener:
         self.max_frame = bookie.config.max_entry_size + FRAME_OVERHEAD
         self.max_pending_adds = max_pending_adds
         self.budget = PortBudget(limits or Limits())
+        self.budget.connections = self.connections = set()
+        bookie.stats.bk_port_budget = self.budget  # api/server/metrics.py
         self.write_buffer_high = self.budget.limits.connection_buffer \
             if write_buffer_high is None else write_buffer_high
         self.inbox_high = inbox_high
-        self.connections: set[BkConnection] = set()
         self.closing = False  # BL3: shutting down, no more requests read
 
     def protocol(self) -> BkConnection:

@@ -81,6 +81,7 @@ class BookieCollector:
         yield from self._gc()
         yield from self._operations()
         yield from self._refusals()
+        yield from self._port_budget()
 
     def _journal(self):
         stats = self.bookie.stats
@@ -221,6 +222,28 @@ class BookieCollector:
             for values, count in sorted(counts.items()):
                 family.add_metric(list(values), count)
             yield family
+
+
+    def _port_budget(self):
+        """bookie_port's budget (docs/bookkeeper-protocol.md §8), when it listens."""
+        budget = self.bookie.stats.bk_port_budget
+        if budget is None:
+            return
+        for name, doc, value in (
+                ("bookie_bk_connections", "connections open on bookie_port",
+                 len(budget.connections)),
+                ("bookie_bk_requests_in_progress", "requests other than adds begun and not "
+                 "yet answered (PB1)", budget.in_progress),
+                ("bookie_bk_answer_bytes", "answers made and not yet read by their clients, "
+                 "as last counted (PB2)", budget.answer_bytes),
+                ("bookie_bk_request_bytes", "request bytes held: read ahead and reserved "
+                 "partial frames (PB3)", budget.request_bytes),
+                ("bookie_bk_connections_waiting", "connections not reading until the "
+                 "port's budget has room", len(budget.waiting))):
+            yield GaugeMetricFamily(name, doc, value=value)
+        yield CounterMetricFamily("bookie_bk_requests_waited", "requests that waited for "
+                                  "the port's budget before they were begun (PB1, PB2)",
+                                  value=budget.deferred_total)
 
 
 def _checkpoint_lag_bytes(bookie) -> int:

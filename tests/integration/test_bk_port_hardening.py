@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import struct
 
+import aiohttp
 from api.bkproto import v2, v3
 from api.server.bk_budget import Limits
 from api.server.bk_listener import BkListener
@@ -71,6 +72,16 @@ async def test_a_closing_listener_begins_no_add_while_it_waits_for_requests_in_f
 BIG = entry(20, 0, payload=b"r" * (256 << 10))  # one 256 KiB entry, read over and over
 
 
+async def scrape(url: str) -> dict[str, float]:
+    """The bookie's unlabelled metrics, by name."""
+    async with aiohttp.ClientSession() as session:
+        async with session.get(url + "/metrics") as reply:
+            text = await reply.text()
+    return {name: float(value) for name, _, value in
+            (line.partition(" ") for line in text.splitlines())
+            if name and not name.startswith("#") and "{" not in name}
+
+
 async def open_client(port: int) -> BkClient:
     """A connection the test closes itself (``BkClient.connect`` closes at its block's end)."""
     return BkClient(*await asyncio.open_connection("127.0.0.1", port))
@@ -110,6 +121,11 @@ async def test_a_client_that_reads_no_answers_holds_a_bounded_share(bookie_confi
             held = max(unread_answers(listener))
             assert held <= limits.connection_buffer + limits.per_connection * (len(BIG) + 64)
             assert listener.budget.in_progress <= limits.per_connection
+            metrics = await scrape(running.url)  # what an operator sees meanwhile
+            assert metrics["bookie_bk_connections"] == 1
+            assert metrics["bookie_bk_requests_waited_total"] > 0
+            assert metrics["bookie_bk_connections_waiting"] == 1
+            assert 0 < metrics["bookie_bk_answer_bytes"] <= held
         finally:
             await hostile.close()
 
