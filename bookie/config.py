@@ -198,6 +198,10 @@ def validated(config: BookieConfig) -> BookieConfig:
         # ZA3 (api/client/zk_auth.py): one identity owns the tree, under one scheme
         raise ConfigError("settings zk_digest/zk_digest_file and zk_sasl/zk_sasl_file "
                           "exclude each other: ZooKeeper digest or SASL credentials, not both")
+    if config.bookie_request_bytes_max < config.max_entry_size + 4 * KiB:
+        raise ConfigError(f"setting bookie_request_bytes_max ({config.bookie_request_bytes_max})"
+                          f" must hold one whole frame: at least max_entry_size plus 4 KiB "
+                          f"({config.max_entry_size + 4 * KiB})")
     if config.tls_authorized_roles is not None and not config.tls_ca_file:
         raise ConfigError("setting tls_authorized_roles needs tls_ca_file: a role is read "
                           "from the client certificate mutual TLS asks for")

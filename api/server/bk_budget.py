@@ -108,7 +108,10 @@ class PortBudget:
     # -- PB3 -----------------------------------------------------------------------------
 
     def reserve(self, size: int) -> bool:
-        if size > 0 and self.request_bytes + size > self.limits.requests_max:
+        """Whether ``size`` bytes fit (then they are held); a reservation always fits an
+        empty budget, so that a frame larger than it still comes in its turn."""
+        if size > 0 and self.request_bytes > 0 \
+                and self.request_bytes + size > self.limits.requests_max:
             return False
         self.request_bytes += size
         if self.request_bytes > self.peak_request_bytes:
@@ -166,6 +169,7 @@ class FramePath:
         if new_frame or not self.buffer:
             self.budget.release(self.frame_reserved)
             self.frame_reserved = 0
+            self.frame_waiting = False  # the frame that waited came whole from read-ahead
             self._stop_frame_timer()
         if self.buffer and not self.frame_reserved:
             self._reserve_frame()

@@ -212,3 +212,17 @@ async def test_long_polls_have_a_share_per_connection_and_die_with_it(bookie_con
                 await bookie.add_entry(23, entry_id, entry(23, entry_id), KEY)
             answer = v3.decode_response(await other.read_frame())
             assert answer.status == S["EOK"] and answer.readResponse.maxLAC == 1
+
+
+async def test_a_frame_larger_than_the_request_budget_still_comes_in_its_turn(bookie_config):
+    """PB3: a reservation always fits an empty budget, so a frame larger than
+    requests_max is not kept waiting for ever (the setting is validated to hold one whole
+    frame; Limits here are set directly)."""
+    limits = Limits(requests_max=64 << 10)
+    async with running_bookie(bookie_config) as running, \
+            listener_of(running.bookie, limits=limits) as (listener, port), \
+            BkClient.connect(port) as client:
+        big = entry(24, 0, payload=b"b" * (200 << 10))
+        assert (await client.add(24, 0, KEY, big)).status == S["EOK"]
+        assert listener.budget.request_bytes == 0
+        assert await running.bookie.read_entry(24, 0) == big

@@ -80,3 +80,11 @@ def test_config_show_cli(tmp_path):
 def test_disk_thresholds_must_be_ordered():
     with pytest.raises(ConfigError, match="disk_usage_lwm_threshold"):
         BookieConfig().replace(disk_usage_threshold=0.5)
+
+
+def test_the_request_budget_of_bookie_port_must_hold_one_whole_frame():
+    """bk_budget.py PB3: a frame is reserved whole; a budget smaller than the largest frame
+    is refused at start, naming both settings."""
+    with pytest.raises(ConfigError, match="bookie_request_bytes_max.*max_entry_size"):
+        BookieConfig().replace(max_entry_size=8 << 20, bookie_request_bytes_max=8 << 20)
+    assert BookieConfig().replace(bookie_request_bytes_max=(5 << 20) + 4096)
