@@ -72,6 +72,7 @@ class PortBudget:
         self.request_bytes = 0    # PB3: read ahead plus reserved partial frames
         self.waiting: collections.OrderedDict = collections.OrderedDict()  # connection -> None
         self.peak_request_bytes = 0
+        self.peak_in_progress = 0
         self.peak_answer_bytes = 0
         self.deferred_total = 0   # requests that had to wait for PB1/PB2 (a metric)
         self.recheck = None       # the timer of recheck_answers

@@ -86,7 +86,10 @@ class RequestPath:
             self.polls += 1
         else:
             self.requests_in_progress += 1
-            self.budget.in_progress += 1
+            budget = self.budget
+            budget.in_progress += 1
+            if budget.in_progress > budget.peak_in_progress:
+                budget.peak_in_progress = budget.in_progress
         task = asyncio.get_running_loop().create_task(make())
         if kind != CHANGE:
             self.cancellable.add(task)

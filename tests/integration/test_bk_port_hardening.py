@@ -130,6 +130,34 @@ async def test_a_client_that_reads_no_answers_holds_a_bounded_share(bookie_confi
             await hostile.close()
 
 
+async def test_requests_in_progress_on_the_whole_port_stay_within_their_bound(
+        bookie_config):
+    """PB1, the whole port (BookKeeper's maxReadsInProgressLimit): three clients that pour
+    reads in never have more than max_in_progress begun at once; every read is answered,
+    and another client is served meanwhile."""
+    limits = Limits(per_connection=50, max_in_progress=4)
+    async with running_bookie(bookie_config) as running, \
+            listener_of(running.bookie, limits=limits) as (listener, port):
+        small = entry(25, 0)
+        await running.bookie.add_entry(25, 0, small, KEY)
+        pourers = [await open_client(port) for _ in range(3)]
+        try:
+            for client in pourers:
+                await client.send(b"".join(v2.encode_read(25, 0) for _ in range(300)))
+            async with BkClient.connect(port) as other:
+                read = await other.call_v2(v2.encode_read(25, 0))
+                assert (read.rc, read.data) == (v2.EOK, small)
+            for client in pourers:
+                for _ in range(300):
+                    answer = v2.decode_response(await client.read_frame())
+                    assert (answer.rc, answer.data) == (v2.EOK, small)
+            assert listener.budget.peak_in_progress == limits.max_in_progress
+            assert listener.budget.deferred_total > 0
+        finally:
+            for client in pourers:
+                await client.close()
+
+
 async def test_the_port_stops_beginning_reads_for_clients_that_hold_its_answer_budget(
         bookie_config):
     """PB2, the whole port: three clients that read nothing hold at most answers_max (plus
