@@ -6,8 +6,6 @@ and a process with other credentials gets an error naming the path."""
 from __future__ import annotations
 
 import asyncio
-import signal
-import subprocess
 import urllib.error
 import urllib.request
 
@@ -22,6 +20,7 @@ from api.client.metadata import MetadataError
 from api.client.metadata_paths import ledger_path
 from api.client.zookeeper import parse_uri
 from tests.cluster.conftest import QUIET_FLAGS
+from tests.cluster.credentialed import credentialed_bookies, walk, write_a_ledger
 from tests.support.servers import Daemon
 from tests.support.zookeeper import free_port
 
@@ -32,52 +31,18 @@ USER, PASSWORD = "bookkeeper", "z00keeper-s3cret-password"
 def secured(tmp_path, zk_uri, monkeypatch):
     """Three bookies whose sessions authenticate (the password from a file), and this test
     process authenticating the same way (from the environment)."""
-    digest_file = tmp_path / "zk-digest"
-    digest_file.write_text(f"{USER}:{PASSWORD}\n")
-    digest_file.chmod(0o600)
-    monkeypatch.setenv(zk_auth.DIGEST_ENV, f"{USER}:{PASSWORD}")
-    monkeypatch.setattr(zk_auth, "_told", [])  # nothing told in this process: the env
-    daemons = []
-    try:
-        for i in range(3):
-            daemon = Daemon(str(tmp_path / f"b{i}" / "data"), *QUIET_FLAGS,
-                            "--metadata-service-uri", zk_uri, "--port", str(free_port()),
-                            "--zk-digest-file", str(digest_file))
-            daemons.append(daemon)
-            daemon.start()
+    with credentialed_bookies(tmp_path, zk_uri, monkeypatch, zk_auth.DIGEST_ENV,
+                              "--zk-digest-file", f"{USER}:{PASSWORD}") as daemons:
         yield daemons
-    finally:
-        for daemon in daemons:
-            if daemon.proc is not None and daemon.proc.poll() is None:
-                daemon.proc.send_signal(signal.SIGCONT)
-                try:
-                    daemon.terminate(timeout_s=30)
-                except subprocess.TimeoutExpired:
-                    daemon.kill9()
-
-
-async def _write_a_ledger(uri: str) -> int:
-    async with await BookKeeper.connect(uri) as bk:
-        writer = await bk.create_ledger(3, 2, 2, password=b"pw")
-        for i in range(10):
-            await writer.append(b"entry %d" % i)
-        await writer.close()
-        return writer.ledger_id
-
-
-def _walk(client: KazooClient, path: str):
-    yield path
-    for child in client.get_children(path):
-        yield from _walk(client, f"{path}/{child}")
 
 
 def test_every_znode_of_a_secured_cluster_is_its_owners_alone(secured, zk_uri, zookeeper):
-    ledger_id = asyncio.run(_write_a_ledger(zk_uri))
+    ledger_id = asyncio.run(write_a_ledger(zk_uri))
     hosts, root = parse_uri(zk_uri)
     owner = zk_auth.new_client(hosts)
     owner.start(timeout=15)
     try:
-        paths = list(_walk(owner, root))
+        paths = list(walk(owner, root))
         assert ledger_path(root, ledger_id) in paths
         assert any(p.startswith(f"{root}/available/") for p in paths)
         assert any(p.startswith(f"{root}/cookies/") for p in paths)
@@ -101,7 +66,7 @@ def test_every_znode_of_a_secured_cluster_is_its_owners_alone(secured, zk_uri, z
 
 def test_an_unauthenticated_session_can_neither_read_nor_change_the_cluster(
         secured, zk_uri, zookeeper):
-    ledger_id = asyncio.run(_write_a_ledger(zk_uri))
+    ledger_id = asyncio.run(write_a_ledger(zk_uri))
     hosts, root = parse_uri(zk_uri)
     owner = zk_auth.new_client(hosts)
     owner.start(timeout=15)
@@ -147,7 +112,7 @@ async def _read_back(uri: str, ledger_id: int) -> list[bytes]:
 
 
 def test_other_credentials_get_an_error_naming_the_path(secured, zk_uri, monkeypatch):
-    ledger_id = asyncio.run(_write_a_ledger(zk_uri))
+    ledger_id = asyncio.run(write_a_ledger(zk_uri))
     monkeypatch.setenv(zk_auth.DIGEST_ENV, "intruder:guess")
 
     async def open_it():

@@ -8,7 +8,6 @@ and digest and SASL credentials together are refused."""
 from __future__ import annotations
 
 import asyncio
-import signal
 import pathlib
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from api.client.metadata_paths import ledger_path
 from api.client.zookeeper import parse_uri, zk_start
 from bookie.config import ConfigError, load_config
 from tests.cluster.conftest import QUIET_FLAGS
+from tests.cluster.credentialed import credentialed_bookies, walk, write_a_ledger
 from tests.support.servers import Daemon
 from tests.support.zookeeper import ZooKeeperServer, free_port, missing
 
@@ -58,43 +58,9 @@ def sasl_uri(sasl_zookeeper) -> str:
 def sasl_cluster(tmp_path, sasl_uri, monkeypatch):
     """Three bookies logging in with SASL (the password from a file, zk_sasl_file), and this
     test process logging in the same way (from the environment, BOOKIE_ZK_SASL)."""
-    sasl_file = tmp_path / "zk-sasl"
-    sasl_file.write_text(f"{USER}:{PASSWORD}\n")
-    sasl_file.chmod(0o600)
-    monkeypatch.setenv(zk_auth.SASL_ENV, f"{USER}:{PASSWORD}")
-    monkeypatch.setattr(zk_auth, "_told", [])  # nothing told in this process: the env
-    daemons = []
-    try:
-        for i in range(3):
-            daemon = Daemon(str(tmp_path / f"b{i}" / "data"), *QUIET_FLAGS,
-                            "--metadata-service-uri", sasl_uri, "--port", str(free_port()),
-                            "--zk-sasl-file", str(sasl_file))
-            daemons.append(daemon)
-            daemon.start()
+    with credentialed_bookies(tmp_path, sasl_uri, monkeypatch, zk_auth.SASL_ENV,
+                              "--zk-sasl-file", f"{USER}:{PASSWORD}") as daemons:
         yield daemons
-    finally:
-        for daemon in daemons:
-            if daemon.proc is not None and daemon.proc.poll() is None:
-                daemon.proc.send_signal(signal.SIGCONT)
-                try:
-                    daemon.terminate(timeout_s=30)
-                except subprocess.TimeoutExpired:
-                    daemon.kill9()
-
-
-async def _write_a_ledger(uri: str) -> int:
-    async with await BookKeeper.connect(uri) as bk:
-        writer = await bk.create_ledger(3, 2, 2, password=b"pw")
-        for i in range(10):
-            await writer.append(b"entry %d" % i)
-        await writer.close()
-        return writer.ledger_id
-
-
-def _walk(client: KazooClient, path: str):
-    yield path
-    for child in client.get_children(path):
-        yield from _walk(client, f"{path}/{child}")
 
 
 def _sasl_session(hosts: str, password: str) -> KazooClient:
@@ -124,12 +90,12 @@ def test_our_acl_is_what_zookeeper_gives_a_sasl_logins_creator_all_acl(sasl_zook
 
 def test_every_znode_of_a_sasl_cluster_is_its_sasl_user_alone(sasl_cluster, sasl_uri,
                                                               sasl_zookeeper):
-    ledger_id = asyncio.run(_write_a_ledger(sasl_uri))
+    ledger_id = asyncio.run(write_a_ledger(sasl_uri))
     hosts, root = parse_uri(sasl_uri)
     owner = zk_auth.new_client(hosts)
     zk_start(owner)
     try:
-        paths = list(_walk(owner, root))
+        paths = list(walk(owner, root))
         assert ledger_path(root, ledger_id) in paths
         assert any(p.startswith(f"{root}/available/") for p in paths)
         assert any(p.startswith(f"{root}/cookies/") for p in paths)
@@ -153,7 +119,7 @@ def test_every_znode_of_a_sasl_cluster_is_its_sasl_user_alone(sasl_cluster, sasl
 
 def test_an_unauthenticated_session_cannot_read_a_sasl_clusters_metadata(
         sasl_cluster, sasl_uri, sasl_zookeeper):
-    ledger_id = asyncio.run(_write_a_ledger(sasl_uri))
+    ledger_id = asyncio.run(write_a_ledger(sasl_uri))
     hosts, root = parse_uri(sasl_uri)
     outsider = KazooClient(hosts=hosts)
     outsider.start(timeout=15)
@@ -180,7 +146,7 @@ def test_an_unauthenticated_session_cannot_read_a_sasl_clusters_metadata(
 
 def test_a_wrong_sasl_password_is_an_error_naming_the_user(sasl_cluster, sasl_uri,
                                                            monkeypatch):
-    ledger_id = asyncio.run(_write_a_ledger(sasl_uri))
+    ledger_id = asyncio.run(write_a_ledger(sasl_uri))
     monkeypatch.setenv(zk_auth.SASL_ENV, f"{USER}:{WRONG}")
 
     async def open_it():
