@@ -43,9 +43,9 @@ from drill_bookkeeper_recovery import Drill  # noqa: E402
 from interop_bookkeeper import Failed, say  # noqa: E402
 
 from api.client import zk_auth  # noqa: E402
-from api.client.ensemble import BookKeeper  # noqa: E402
 from api.client.zookeeper import ZkMetadataStore, parse_uri, zk_read, zk_start  # noqa: E402
 from api.cluster.local_zookeeper import ZooKeeperServer, jaas_quote  # noqa: E402
+from tests.cluster.credentialed import write_a_ledger  # noqa: E402
 
 USER = "bookkeeper"
 AUTORECOVERY_S = 25  # long enough for BookKeeper's auditor election and first checks
@@ -109,12 +109,7 @@ def znode_acls(uri: str) -> dict[str, list]:
 
 
 async def write_ours(uri: str) -> int:
-    async with await BookKeeper.connect(uri) as bk:
-        writer = await bk.create_ledger(3, 2, 2, password=b"pw")
-        for i in range(10):
-            await writer.append(b"ours %d" % i)
-        await writer.close()
-        return writer.ledger_id
+    return await write_a_ledger(uri, b"ours")
 
 
 async def read_metadata(uri: str, ledger_id: int):

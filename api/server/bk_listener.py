@@ -209,10 +209,8 @@ class BkConnection(AddPath, RequestPath, FramePath, TlsSession, asyncio.Protocol
                                                                       self.peer),
                                   functools.partial(self._poll_refused, request))
                 return True
-        try:
-            request = v2.decode_request(packet)
-        except ProtocolError as exc:
-            self._refuse(str(exc))
+        request = self._decode_v2(packet)
+        if request is None:
             return False
         refused = self.ops.v2_version_refused(request, self.peer)  # BK6
         if refused is not None:
@@ -225,6 +223,14 @@ class BkConnection(AddPath, RequestPath, FramePath, TlsSession, asyncio.Protocol
             self._request(v2_kind(request), functools.partial(self.ops.v2, request, self.peer),
                           None)
         return True
+
+    def _decode_v2(self, packet) -> v2.Request | None:
+        """A v2 request, or None when the frame is none (BL2: refused, connection closed)."""
+        try:
+            return v2.decode_request(packet)
+        except ProtocolError as exc:
+            self._refuse(str(exc))
+            return None
 
     def _v3_add(self, request) -> None:
         add = request.addRequest

@@ -8,7 +8,7 @@ as BookKeeper's bookie without an authentication provider answers it). Read in B
 
 A mixin of ``bk_listener.BkConnection`` (as ``bk_adds.AddPath``): it uses the connection's
 ``listener``, ``ops``, ``peer``, ``transport``, ``buffer``, ``inbox``, ``outbox``, ``v3``,
-``_send``, ``_flush``, ``_refuse``, ``_finished`` and ``reading_stopped``.
+``_send``, ``_flush``, ``_refuse``, ``_decode_v2``, ``_finished`` and ``reading_stopped``.
 
 Invariants:
     TS1. The EOK answer to START_TLS is the last plain byte the bookie writes: reading is
@@ -190,10 +190,8 @@ class TlsSession:
                 self._refuse_plain(_V3_NAMES.get(operation, "UNKNOWN"))
                 self._send(v3.frame(self.ops.v3_response(request, v3.STATUS["EUA"])))
                 return True
-        try:
-            request = v2.decode_request(packet)
-        except ProtocolError as exc:
-            self._refuse(str(exc))
+        request = self._decode_v2(packet)
+        if request is None:
             return False
         if request.opcode == v2.AUTH:
             self._send(auth_v2(request))

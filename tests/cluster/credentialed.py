@@ -10,6 +10,7 @@ import signal
 import subprocess
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
 
 from api.client import zk_auth
 from api.client.ensemble import BookKeeper
@@ -47,11 +48,12 @@ def credentialed_bookies(tmp_path, uri: str, monkeypatch, env: str, file_flag: s
                     daemon.kill9()
 
 
-async def write_a_ledger(uri: str) -> int:
+async def write_a_ledger(uri: str, prefix: bytes = b"entry") -> int:
+    """A closed 3/2/2 ledger of ten entries, ``prefix`` 0 .. ``prefix`` 9."""
     async with await BookKeeper.connect(uri) as bk:
         writer = await bk.create_ledger(3, 2, 2, password=b"pw")
         for i in range(10):
-            await writer.append(b"entry %d" % i)
+            await writer.append(b"%s %d" % (prefix, i))
         await writer.close()
         return writer.ledger_id
 
@@ -60,3 +62,16 @@ def walk(client: KazooClient, path: str):
     yield path
     for child in client.get_children(path):
         yield from walk(client, f"{path}/{child}")
+
+
+def outsider_could(attempts: dict) -> list[str]:
+    """Which of ``attempts`` (what: a call of an unauthenticated session) ZooKeeper let
+    through instead of refusing with NoAuth."""
+    could = []
+    for what, attempt in attempts.items():
+        try:
+            attempt()
+            could.append(what)
+        except NoAuthError:
+            pass
+    return could
