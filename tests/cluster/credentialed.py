@@ -8,6 +8,8 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
+import urllib.error
+import urllib.request
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
@@ -75,3 +77,16 @@ def outsider_could(attempts: dict) -> list[str]:
         except NoAuthError:
             pass
     return could
+
+
+def shown_by(daemon) -> list[str]:
+    """What a daemon shows anyone (ZA1: no password in it): its log, its info, its metrics
+    and an error body of its API."""
+    shown = [daemon.log_text()]
+    for path in ("/v1/bookie/info", "/metrics", "/v1/ledgers/999999"):
+        try:
+            with urllib.request.urlopen(daemon.url + path, timeout=10) as reply:
+                shown.append(reply.read().decode())
+        except urllib.error.HTTPError as error:  # the 404's body
+            shown.append(error.read().decode())
+    return shown

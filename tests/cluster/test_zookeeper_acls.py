@@ -6,8 +6,6 @@ and a process with other credentials gets an error naming the path."""
 from __future__ import annotations
 
 import asyncio
-import urllib.error
-import urllib.request
 
 import pytest
 from kazoo.client import KazooClient
@@ -19,8 +17,8 @@ from api.client.metadata import MetadataError
 from api.client.metadata_paths import ledger_path
 from api.client.zookeeper import parse_uri
 from tests.cluster.conftest import QUIET_FLAGS
-from tests.cluster.credentialed import (credentialed_bookies, outsider_could, walk,
-                                        write_a_ledger)
+from tests.cluster.credentialed import (credentialed_bookies, outsider_could, shown_by,
+                                        walk, write_a_ledger)
 from tests.support.servers import Daemon
 from tests.support.zookeeper import free_port
 
@@ -54,13 +52,7 @@ def test_every_znode_of_a_secured_cluster_is_its_owners_alone(secured, zk_uri, z
         owner.stop()
         owner.close()
     for daemon in secured:  # ZA1: not in a log, the info, the metrics or the API's errors
-        shown = [daemon.log_text()]
-        for path in ("/v1/bookie/info", "/metrics", "/v1/ledgers/999999"):
-            try:
-                with urllib.request.urlopen(daemon.url + path, timeout=10) as reply:
-                    shown.append(reply.read().decode())
-            except urllib.error.HTTPError as error:  # the 404's body
-                shown.append(error.read().decode())
+        shown = shown_by(daemon)
         assert not [text for text in shown if PASSWORD in text or USER + ":" in text]
 
 

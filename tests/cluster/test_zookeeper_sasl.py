@@ -12,8 +12,6 @@ import pathlib
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 from kazoo.client import KazooClient
@@ -26,8 +24,8 @@ from api.client.metadata_paths import ledger_path
 from api.client.zookeeper import parse_uri, zk_start
 from bookie.config import ConfigError, load_config
 from tests.cluster.conftest import QUIET_FLAGS
-from tests.cluster.credentialed import (credentialed_bookies, outsider_could, walk,
-                                        write_a_ledger)
+from tests.cluster.credentialed import (credentialed_bookies, outsider_could, shown_by,
+                                        walk, write_a_ledger)
 from tests.support.servers import Daemon
 from tests.support.zookeeper import ZooKeeperServer, free_port, missing
 
@@ -107,13 +105,7 @@ def test_every_znode_of_a_sasl_cluster_is_its_sasl_user_alone(sasl_cluster, sasl
         owner.stop()
         owner.close()
     for daemon in sasl_cluster:  # ZA1: not in a log, the info, the metrics or an error
-        shown = [daemon.log_text()]
-        for path in ("/v1/bookie/info", "/metrics", "/v1/ledgers/999999"):
-            try:
-                with urllib.request.urlopen(daemon.url + path, timeout=10) as reply:
-                    shown.append(reply.read().decode())
-            except urllib.error.HTTPError as error:  # the 404's body
-                shown.append(error.read().decode())
+        shown = shown_by(daemon)
         assert not [text for text in shown if PASSWORD in text]
 
 
