@@ -66,16 +66,22 @@ def walk(client: KazooClient, path: str):
         yield from walk(client, f"{path}/{child}")
 
 
-def outsider_could(attempts: dict) -> list[str]:
-    """Which of ``attempts`` (what: a call of an unauthenticated session) ZooKeeper let
-    through instead of refusing with NoAuth."""
+def outsider_could(hosts: str, attempts_of) -> list[str]:
+    """Which attempts an unauthenticated session got through instead of NoAuth:
+    ``attempts_of(session)`` names each attempt and the call that makes it."""
+    outsider = KazooClient(hosts=hosts)
+    outsider.start(timeout=15)
     could = []
-    for what, attempt in attempts.items():
-        try:
-            attempt()
-            could.append(what)
-        except NoAuthError:
-            pass
+    try:
+        for what, attempt in attempts_of(outsider).items():
+            try:
+                attempt()
+                could.append(what)
+            except NoAuthError:
+                pass
+    finally:
+        outsider.stop()
+        outsider.close()
     return could
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from kazoo.client import KazooClient
 from kazoo.security import make_digest_acl
 
 from api.client import zk_auth
@@ -65,28 +64,21 @@ def test_an_unauthenticated_session_can_neither_read_nor_change_the_cluster(
     cookie = sorted(owner.get_children(f"{root}/cookies"))[0]
     owner.stop()
     owner.close()
-    outsider = KazooClient(hosts=hosts)
-    outsider.start(timeout=15)
-    try:
-        attempts = {
-            "read ledger metadata": lambda: outsider.get(ledger_path(root, ledger_id)),
-            "list the registered bookies": lambda: outsider.get_children(f"{root}/available"),
-            "delete ledger metadata": lambda: outsider.delete(ledger_path(root, ledger_id)),
-            "forge a registration": lambda: outsider.create(
-                f"{root}/available/10.0.0.66:3181", b"", ephemeral=True),
-            "mark a ledger under-replicated": lambda: outsider.create(
-                f"{root}/underreplication/ledgers/0000", b""),
-            "take a replication lock": lambda: outsider.create(
-                f"{root}/underreplication/locks/urL0000000001", b"", ephemeral=True),
-            "disable autorecovery": lambda: outsider.create(
-                f"{root}/underreplication/disable", b""),
-            "replace a cookie": lambda: outsider.set(f"{root}/cookies/{cookie}", b"forged"),
-            "delete a cookie": lambda: outsider.delete(f"{root}/cookies/{cookie}"),
-        }
-        assert outsider_could(attempts) == []
-    finally:
-        outsider.stop()
-        outsider.close()
+    assert outsider_could(hosts, lambda outsider: {
+        "read ledger metadata": lambda: outsider.get(ledger_path(root, ledger_id)),
+        "list the registered bookies": lambda: outsider.get_children(f"{root}/available"),
+        "delete ledger metadata": lambda: outsider.delete(ledger_path(root, ledger_id)),
+        "forge a registration": lambda: outsider.create(
+            f"{root}/available/10.0.0.66:3181", b"", ephemeral=True),
+        "mark a ledger under-replicated": lambda: outsider.create(
+            f"{root}/underreplication/ledgers/0000", b""),
+        "take a replication lock": lambda: outsider.create(
+            f"{root}/underreplication/locks/urL0000000001", b"", ephemeral=True),
+        "disable autorecovery": lambda: outsider.create(
+            f"{root}/underreplication/disable", b""),
+        "replace a cookie": lambda: outsider.set(f"{root}/cookies/{cookie}", b"forged"),
+        "delete a cookie": lambda: outsider.delete(f"{root}/cookies/{cookie}"),
+    }) == []
     assert asyncio.run(_read_back(zk_uri, ledger_id)) == [b"entry %d" % i for i in range(10)]
 
 

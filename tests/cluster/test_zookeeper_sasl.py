@@ -113,20 +113,13 @@ def test_an_unauthenticated_session_cannot_read_a_sasl_clusters_metadata(
         sasl_cluster, sasl_uri, sasl_zookeeper):
     ledger_id = asyncio.run(write_a_ledger(sasl_uri))
     hosts, root = parse_uri(sasl_uri)
-    outsider = KazooClient(hosts=hosts)
-    outsider.start(timeout=15)
-    try:
-        attempts = {
-            "read ledger metadata": lambda: outsider.get(ledger_path(root, ledger_id)),
-            "list the registered bookies": lambda: outsider.get_children(f"{root}/available"),
-            "delete ledger metadata": lambda: outsider.delete(ledger_path(root, ledger_id)),
-            "disable autorecovery": lambda: outsider.create(
-                f"{root}/underreplication/disable", b""),
-        }
-        assert outsider_could(attempts) == []
-    finally:
-        outsider.stop()
-        outsider.close()
+    assert outsider_could(hosts, lambda outsider: {
+        "read ledger metadata": lambda: outsider.get(ledger_path(root, ledger_id)),
+        "list the registered bookies": lambda: outsider.get_children(f"{root}/available"),
+        "delete ledger metadata": lambda: outsider.delete(ledger_path(root, ledger_id)),
+        "disable autorecovery": lambda: outsider.create(
+            f"{root}/underreplication/disable", b""),
+    }) == []
 
 
 def test_a_wrong_sasl_password_is_an_error_naming_the_user(sasl_cluster, sasl_uri,
