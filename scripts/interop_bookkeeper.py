@@ -19,6 +19,14 @@ Steps (each prints what it checked and ends "ok" or "FAILED: why"):
      killed and BookKeeper's own autorecovery copies its ledgers' entries onto the others,
      BookKeeper's bookies and ours.
 
+``--tls``: our bookies with TLS and mutual TLS on both listeners (HTTPS, and bookie_port
+through BookKeeper's START_TLS) and the role check (scripts/bk_tls_peer.py); BookKeeper's
+bookies in step 3 the same (TLSContextFactory, tlsClientAuthentication, BookieAuthZFactory).
+BookKeeper's benchmark gets the client keys as system properties (it has no -conf), its
+shell and autorecovery in their -conf files; every BookKeeper client must log its TLS
+connections (bk_tls_peer.TLS_CONNECTED), and a shell without TLS keys must be refused
+(BKUnauthorizedAccessException). Our read-backs use HTTPS with the run's CA.
+
 Every process it starts is stopped by PID at the end; everything lives under --dir.
 """
 
@@ -39,6 +47,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from api.cluster.local_zookeeper import ZooKeeperServer, free_port  # noqa: E402
+from bk_tls_peer import TLS_CONNECTED, TlsPeer, plain_client_refused  # noqa: E402
 
 BENCH_CLASS = "org.apache.bookkeeper.benchmark.BenchThroughputLatency"
 PASSWORD = "benchPasswd"  # BenchThroughputLatency's default
@@ -59,22 +68,25 @@ def check(condition: bool, what: str) -> None:
 
 
 class Interop:
-    def __init__(self, launcher: str, workdir: str, seconds: int) -> None:
+    def __init__(self, launcher: str, workdir: str, seconds: int,
+                 tls: TlsPeer | None = None) -> None:
         self.launcher = launcher
         self.dir = workdir
         self.seconds = seconds
+        self.tls = tls  # every bookie with mutual TLS, every client through START_TLS
         self.procs: list[subprocess.Popen] = []
         self.zk: ZooKeeperServer | None = None
         self.ours: dict[str, dict] = {}
 
     # -- processes -------------------------------------------------------------------
 
-    def bk(self, *args: str, timeout_s: float = 300.0, check_rc: bool = True) -> str:
+    def bk(self, *args: str, timeout_s: float = 300.0, check_rc: bool = True,
+           env: dict | None = None) -> str:
         """One BookKeeper command to its end; its output (log lines included)."""
         argv = [self.launcher, *args]
         # In the work dir: BenchThroughputLatency drops its latencyDump.dat where it runs.
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
-                              cwd=self.dir)
+                              cwd=self.dir, env=env)
         output = done.stdout + done.stderr
         if check_rc and done.returncode != 0:
             raise Failed(f"{' '.join(args[:3])} exited {done.returncode}: "
@@ -122,7 +134,8 @@ class Interop:
         proc = self.spawn([sys.executable, "-m", "bookie", "serve", "--data-dir",
                            os.path.join(home, "data"), "--host", "127.0.0.1", "--port",
                            str(http), "--bookie-port", str(rpc), "--metadata-service-uri",
-                           uri, "--autorecovery-daemon-enabled", "false", *flags],
+                           uri, "--autorecovery-daemon-enabled", "false", *flags,
+                           *(self.tls.bookie_flags() if self.tls else ())],
                           os.path.join(home, "bookie.log"))
         bookie = {"id": f"127.0.0.1:{http}", "rpc": rpc, "proc": proc, "home": home,
                   "data": os.path.join(home, "data"), "kind": "ours"}
@@ -142,7 +155,7 @@ class Interop:
                          "httpServerEnabled=false\n"
                          "statsProviderClass=org.apache.bookkeeper.stats.NullStatsProvider\n"
                          "dataIntegrityCheckingEnabled=false\nautoRecoveryDaemonEnabled=false\n"
-                         + extra_conf)
+                         + extra_conf + (self.tls.bookie_conf() if self.tls else ""))
         proc = self.spawn([self.launcher, "bookie", "--conf", conf],
                           os.path.join(home, "bookie.log"))
         return {"id": f"127.0.0.1:{port}", "proc": proc, "home": home, "kind": "BookKeeper"}
@@ -152,6 +165,8 @@ class Interop:
         path = os.path.join(self.dir, name)
         with open(path, "w") as handle:
             handle.write(f"metadataServiceUri={uri}\nallowLoopback=true\n")
+            if self.tls is not None:
+                handle.write(self.tls.client_conf())
             if bookie is not None:  # bookiesanity's "local bookie" is the one this names
                 handle.write(f"bookieId={bookie['id']}\nbookiePort={bookie['rpc']}\n"
                              "advertisedAddress=127.0.0.1\n")
@@ -173,12 +188,30 @@ class Interop:
         zk = uri.split("//", 1)[1].split("/", 1)[0]
         output = self.bk_class(BENCH_CLASS, "-time", str(self.seconds), "-entrysize", "1024",
                                "-ensemble", "3", "-quorum", "2", "-ackQuorum", "2",
-                               "-throttle", "1000", "-skipwarmup", "-zookeeper", zk, *extra)
+                               "-throttle", "1000", "-skipwarmup", "-zookeeper", zk, *extra,
+                               env=self.java_env())
+        self.used_tls(output, f"BenchThroughputLatency {' '.join(extra) or 'v3'}")
         done = re.search(r"Benchmark complete \{completions=(\d+)", output)
         p99 = re.search(r"99th percentile latency \{latency=([\d.]+)", output)
         if done is None:
             raise Failed(f"BenchThroughputLatency did not complete: {_tail(output)}")
         return int(done.group(1)), float(p99.group(1)) if p99 else float("nan")
+
+    def java_env(self) -> dict | None:
+        """The environment of BookKeeper's tools without -conf: with --tls, the client keys
+        as system properties (JAVA_OPTS)."""
+        return None if self.tls is None else self.tls.env()
+
+    def used_tls(self, output: str, what: str) -> None:
+        """With --tls: BookKeeper's client logged, in ``output``, connections through
+        START_TLS (TLS_CONNECTED with the bookie); it is printed with the bookies."""
+        if self.tls is None:
+            return
+        lines = re.findall(re.escape(TLS_CONNECTED) + r"[^\n]*", output)
+        if not lines:
+            raise Failed(f"{what}: no '{TLS_CONNECTED}' in its output: {_tail(output)}")
+        bookies = sorted({b for line in lines for b in re.findall(r"bookieId=([^,}\s]+)", line)})
+        say(f"  checked: {what} used TLS: '{TLS_CONNECTED}' for {', '.join(bookies)}")
 
     # -- our side's checks -------------------------------------------------------------
 
@@ -250,9 +283,14 @@ def step_bench_and_shell(run: Interop) -> None:
                   "-le", "9")
     count = len(re.findall(r"Entry Id: ?(\d+)|entryId=(\d+)", read))
     check(count >= 10, f"readledger reads entries 0..9 of ledger {first} ({count} lines)")
+    run.used_tls(read, "readledger")
     for bookie in ours:
         out = run.bk("shell", "-conf", run.shell_conf(uri, bookie), "bookiesanity")
         check("Bookie sanity test succeeded" in out, f"bookiesanity on {bookie['id']}")
+        run.used_tls(out, f"bookiesanity on {bookie['id']}")
+    if run.tls is not None:  # last: its failed ledger is in no step's way
+        say("  checked: a BookKeeper shell without TLS keys is refused: "
+            + plain_client_refused(run.launcher, run.dir, uri))
     run.stop_all()
     for bookie in ours:
         scrub = subprocess.run([sys.executable, "-m", "bookie", "shell", "scrub", "--data-dir",
@@ -269,14 +307,21 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--dir", default=None, help="work dir (default: a new temp dir)")
     parser.add_argument("--seconds", type=int, default=5, help="each benchmark's run time")
     parser.add_argument("--steps", default="1,3", help="which steps: 1 (with 2), 3")
+    parser.add_argument("--tls", action="store_true", help="mutual TLS on every bookie, "
+                        "every BookKeeper client through START_TLS")
     args = parser.parse_args(argv)
     if not args.launcher or shutil.which(args.launcher) is None:
         say("no BookKeeper launcher: pass --launcher or set BOOKKEEPER_LAUNCHER "
             "(e.g. a distribution's bin/bookkeeper, or a `bk` wrapper with bk class NAME)")
         return 2
     workdir = args.dir or tempfile.mkdtemp(prefix="interop-bk-")
-    say(f"work dir {workdir}; BookKeeper launcher {args.launcher}")
-    run = Interop(os.path.abspath(args.launcher), workdir, args.seconds)
+    os.makedirs(workdir, exist_ok=True)
+    say(f"work dir {workdir}; BookKeeper launcher {args.launcher}"
+        + ("; mutual TLS on every bookie" if args.tls else ""))
+    tls = TlsPeer(os.path.join(workdir, "pki")) if args.tls else None
+    if tls is not None:  # our read-backs in this process: HTTPS with the CA
+        os.environ.update(tls.our_client_env())
+    run = Interop(os.path.abspath(args.launcher), workdir, args.seconds, tls)
     from interop_bookkeeper_mixed import step_mixed  # noqa: PLC0415 (it imports this module)
 
     steps = {"1": step_bench_and_shell, "3": step_mixed}
@@ -285,12 +330,12 @@ def main(argv: list[str]) -> int:
             steps[step](run)
             run.stop_all()
             run.ours.clear()
-    except (Failed, subprocess.TimeoutExpired) as exc:
+    except (Failed, RuntimeError, subprocess.TimeoutExpired) as exc:
         say(f"FAILED: {exc}")
         return 1
     finally:
         run.stop_all()
-    say("ok: every step passed")
+    say("ok: every step passed" + (" over TLS" if tls else ""))
     return 0
 
 
