@@ -30,7 +30,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from scripts.bk_tls_peer import ROLE, TLS_CONNECTED, TlsPeer  # noqa: E402
+from scripts.bk_tls_peer import TLS_CONNECTED, TlsPeer  # noqa: E402
 from scripts.interop_bookkeeper import BENCH_CLASS, Interop  # noqa: E402
 
 
@@ -78,21 +78,12 @@ def one_side(launcher: str, base: str, kind: str, seconds: int, throttle: int,
             run.bk("shell", "-conf", run.shell_conf(uri), "initnewcluster")  # a fresh tree
             # BookKeeper's README: raise the pending-add limit for throughput runs.
             bookie = run.start_theirs("bookie", uri, "maxPendingAddRequestsPerThread=100000\n"
-                                      + (_their_tls(tls) if tls else ""))
+                                      + (tls.bookie_conf() if tls else ""))
             _pin(bookie["proc"].pid)
         run.wait_registered(uri, [bookie["id"]])
         return run_bench(run, uri, seconds, throttle, v2, tls)
     finally:
         run.stop_all()
-
-
-def _their_tls(tls: TlsPeer) -> str:
-    """BookKeeper's bookie with the same mutual TLS and role check as ours (its README)."""
-    keys = {**tls.client_keys(), "tlsKeyStore": tls.bookie.key_file,
-            "tlsCertificatePath": tls.bookie.cert_file,
-            "bookieAuthProviderFactoryClass": "org.apache.bookkeeper.tls.BookieAuthZFactory",
-            "authorizedRoles": ROLE}
-    return "".join(f"{key}={value}\n" for key, value in keys.items())
 
 
 def _pin(pid: int) -> None:

@@ -51,6 +51,26 @@ class TlsPeer:
                 "tlsCertificatePath": self.client.cert_file, "tlsTrustStoreType": "PEM",
                 "tlsTrustStore": self.ca.cert_file, "tlsClientAuthentication": "true"}
 
+    def client_conf(self) -> str:
+        """client_keys as lines of a BookKeeper ``-conf`` file (shell, autorecovery)."""
+        return "".join(f"{key}={value}\n" for key, value in self.client_keys().items())
+
+    def bookie_conf(self) -> str:
+        """Lines of a BookKeeper bookie's conf: the same mutual TLS and role check as ours
+        (BookKeeper's TLSContextFactory with tlsClientAuthentication and BookieAuthZFactory;
+        the key names are a client's, the bookie's own key and certificate in them)."""
+        keys = {**self.client_keys(), "tlsKeyStore": self.bookie.key_file,
+                "tlsCertificatePath": self.bookie.cert_file,
+                "bookieAuthProviderFactoryClass": "org.apache.bookkeeper.tls.BookieAuthZFactory",
+                "authorizedRoles": ROLE}
+        return "".join(f"{key}={value}\n" for key, value in keys.items())
+
+    def our_client_env(self) -> dict[str, str]:
+        """BOOKIE_TLS_* for our own clients (api/tls.py client_context_from_env): HTTPS with
+        the CA and the client certificate."""
+        return {TRUST_ENV: self.ca.cert_file, CLIENT_CERT_ENV: self.client.cert_file,
+                CLIENT_KEY_ENV: self.client.key_file}
+
     def java_opts(self, base: str = "-Xmx512m") -> str:
         return " ".join([base, READ_SYSTEM_PROPERTIES,
                          *(f"-D{key}={value}" for key, value in self.client_keys().items())])
@@ -60,8 +80,7 @@ class TlsPeer:
         BOOKIE_TLS_* for ours."""
         env = dict(os.environ if base is None else base)
         env["JAVA_OPTS"] = self.java_opts(env.get("JAVA_OPTS") or "-Xmx512m")
-        env.update({TRUST_ENV: self.ca.cert_file, CLIENT_CERT_ENV: self.client.cert_file,
-                    CLIENT_KEY_ENV: self.client.key_file})
+        env.update(self.our_client_env())
         return env
 
 

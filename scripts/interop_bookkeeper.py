@@ -12,11 +12,20 @@ Steps (each prints what it checked and ends "ok" or "FAILED: why"):
      every stored entry sound.
   2. BookKeeper's shell on the same cluster: listbookies, whatisinstanceid, ledgermetadata,
      readledger, bookiesanity (on each of our bookies).
-  3. A mixed cluster on one ZooKeeper, 2 BookKeeper bookies and 2 of ours: BookKeeper's
-     client writes 3/2/2 ledgers (every ensemble of 3 out of 2+2 mixes both kinds); one is
-     left open by a killed writer and recovered by BookKeeper's `readledger -r` (fencing on
-     our bookies); then one of our bookies is killed and BookKeeper's own autorecovery
-     copies its ledgers' entries onto the others, BookKeeper's bookies and ours.
+  3. A mixed cluster on one ZooKeeper (scripts/interop_bookkeeper_mixed.py), 2 BookKeeper
+     bookies and 2 of ours: BookKeeper's client writes 3/2/2 ledgers (every ensemble of 3
+     out of 2+2 mixes both kinds); one is left open by a killed writer and recovered by
+     BookKeeper's `readledger -r` (fencing on our bookies); then one of our bookies is
+     killed and BookKeeper's own autorecovery copies its ledgers' entries onto the others,
+     BookKeeper's bookies and ours.
+
+``--tls``: our bookies with TLS and mutual TLS on both listeners (HTTPS, and bookie_port
+through BookKeeper's START_TLS) and the role check (scripts/bk_tls_peer.py); BookKeeper's
+bookies in step 3 the same (TLSContextFactory, tlsClientAuthentication, BookieAuthZFactory).
+BookKeeper's benchmark gets the client keys as system properties (it has no -conf), its
+shell and autorecovery in their -conf files; every BookKeeper client must log its TLS
+connections (bk_tls_peer.TLS_CONNECTED), and a shell without TLS keys must be refused
+(BKUnauthorizedAccessException). Our read-backs use HTTPS with the run's CA.
 
 Every process it starts is stopped by PID at the end; everything lives under --dir.
 """
@@ -38,6 +47,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from api.cluster.local_zookeeper import ZooKeeperServer, free_port  # noqa: E402
+from bk_tls_peer import TLS_CONNECTED, TlsPeer, plain_client_refused  # noqa: E402
 
 BENCH_CLASS = "org.apache.bookkeeper.benchmark.BenchThroughputLatency"
 PASSWORD = "benchPasswd"  # BenchThroughputLatency's default
@@ -58,22 +68,25 @@ def check(condition: bool, what: str) -> None:
 
 
 class Interop:
-    def __init__(self, launcher: str, workdir: str, seconds: int) -> None:
+    def __init__(self, launcher: str, workdir: str, seconds: int,
+                 tls: TlsPeer | None = None) -> None:
         self.launcher = launcher
         self.dir = workdir
         self.seconds = seconds
+        self.tls = tls  # every bookie with mutual TLS, every client through START_TLS
         self.procs: list[subprocess.Popen] = []
         self.zk: ZooKeeperServer | None = None
         self.ours: dict[str, dict] = {}
 
     # -- processes -------------------------------------------------------------------
 
-    def bk(self, *args: str, timeout_s: float = 300.0, check_rc: bool = True) -> str:
+    def bk(self, *args: str, timeout_s: float = 300.0, check_rc: bool = True,
+           env: dict | None = None) -> str:
         """One BookKeeper command to its end; its output (log lines included)."""
         argv = [self.launcher, *args]
         # In the work dir: BenchThroughputLatency drops its latencyDump.dat where it runs.
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
-                              cwd=self.dir)
+                              cwd=self.dir, env=env)
         output = done.stdout + done.stderr
         if check_rc and done.returncode != 0:
             raise Failed(f"{' '.join(args[:3])} exited {done.returncode}: "
@@ -121,7 +134,8 @@ class Interop:
         proc = self.spawn([sys.executable, "-m", "bookie", "serve", "--data-dir",
                            os.path.join(home, "data"), "--host", "127.0.0.1", "--port",
                            str(http), "--bookie-port", str(rpc), "--metadata-service-uri",
-                           uri, "--autorecovery-daemon-enabled", "false", *flags],
+                           uri, "--autorecovery-daemon-enabled", "false", *flags,
+                           *(self.tls.bookie_flags() if self.tls else ())],
                           os.path.join(home, "bookie.log"))
         bookie = {"id": f"127.0.0.1:{http}", "rpc": rpc, "proc": proc, "home": home,
                   "data": os.path.join(home, "data"), "kind": "ours"}
@@ -141,7 +155,7 @@ class Interop:
                          "httpServerEnabled=false\n"
                          "statsProviderClass=org.apache.bookkeeper.stats.NullStatsProvider\n"
                          "dataIntegrityCheckingEnabled=false\nautoRecoveryDaemonEnabled=false\n"
-                         + extra_conf)
+                         + extra_conf + (self.tls.bookie_conf() if self.tls else ""))
         proc = self.spawn([self.launcher, "bookie", "--conf", conf],
                           os.path.join(home, "bookie.log"))
         return {"id": f"127.0.0.1:{port}", "proc": proc, "home": home, "kind": "BookKeeper"}
@@ -151,6 +165,8 @@ class Interop:
         path = os.path.join(self.dir, name)
         with open(path, "w") as handle:
             handle.write(f"metadataServiceUri={uri}\nallowLoopback=true\n")
+            if self.tls is not None:
+                handle.write(self.tls.client_conf())
             if bookie is not None:  # bookiesanity's "local bookie" is the one this names
                 handle.write(f"bookieId={bookie['id']}\nbookiePort={bookie['rpc']}\n"
                              "advertisedAddress=127.0.0.1\n")
@@ -172,12 +188,30 @@ class Interop:
         zk = uri.split("//", 1)[1].split("/", 1)[0]
         output = self.bk_class(BENCH_CLASS, "-time", str(self.seconds), "-entrysize", "1024",
                                "-ensemble", "3", "-quorum", "2", "-ackQuorum", "2",
-                               "-throttle", "1000", "-skipwarmup", "-zookeeper", zk, *extra)
+                               "-throttle", "1000", "-skipwarmup", "-zookeeper", zk, *extra,
+                               env=self.java_env())
+        self.used_tls(output, f"BenchThroughputLatency {' '.join(extra) or 'v3'}")
         done = re.search(r"Benchmark complete \{completions=(\d+)", output)
         p99 = re.search(r"99th percentile latency \{latency=([\d.]+)", output)
         if done is None:
             raise Failed(f"BenchThroughputLatency did not complete: {_tail(output)}")
         return int(done.group(1)), float(p99.group(1)) if p99 else float("nan")
+
+    def java_env(self) -> dict | None:
+        """The environment of BookKeeper's tools without -conf: with --tls, the client keys
+        as system properties (JAVA_OPTS)."""
+        return None if self.tls is None else self.tls.env()
+
+    def used_tls(self, output: str, what: str) -> None:
+        """With --tls: BookKeeper's client logged, in ``output``, connections through
+        START_TLS (TLS_CONNECTED with the bookie); it is printed with the bookies."""
+        if self.tls is None:
+            return
+        lines = re.findall(re.escape(TLS_CONNECTED) + r"[^\n]*", output)
+        if not lines:
+            raise Failed(f"{what}: no '{TLS_CONNECTED}' in its output: {_tail(output)}")
+        bookies = sorted({b for line in lines for b in re.findall(r"bookieId=([^,}\s]+)", line)})
+        say(f"  checked: {what} used TLS: '{TLS_CONNECTED}' for {', '.join(bookies)}")
 
     # -- our side's checks -------------------------------------------------------------
 
@@ -249,133 +283,20 @@ def step_bench_and_shell(run: Interop) -> None:
                   "-le", "9")
     count = len(re.findall(r"Entry Id: ?(\d+)|entryId=(\d+)", read))
     check(count >= 10, f"readledger reads entries 0..9 of ledger {first} ({count} lines)")
+    run.used_tls(read, "readledger")
     for bookie in ours:
         out = run.bk("shell", "-conf", run.shell_conf(uri, bookie), "bookiesanity")
         check("Bookie sanity test succeeded" in out, f"bookiesanity on {bookie['id']}")
+        run.used_tls(out, f"bookiesanity on {bookie['id']}")
+    if run.tls is not None:  # last: its failed ledger is in no step's way
+        say("  checked: a BookKeeper shell without TLS keys is refused: "
+            + plain_client_refused(run.launcher, run.dir, uri))
     run.stop_all()
     for bookie in ours:
         scrub = subprocess.run([sys.executable, "-m", "bookie", "shell", "scrub", "--data-dir",
                                 bookie["data"]], capture_output=True, text=True, cwd=ROOT)
         check(scrub.returncode == 0, f"bookie shell scrub on {bookie['id']}'s files: "
               f"{scrub.stdout.strip().splitlines()[-1] if scrub.stdout.strip() else ''}")
-
-
-def step_mixed(run: Interop) -> None:
-    say("step 3: a mixed cluster, 2 BookKeeper bookies and 2 of ours on one ZooKeeper")
-    uri = run.start_zookeeper("cluster-mixed")
-    ours = [run.start_ours(f"mixed-ours-{i}", uri) for i in range(2)]
-    run.wait_registered(uri, [b["id"] for b in ours])  # ours format the tree first
-    theirs = [run.start_theirs(f"mixed-bk-{i}", uri) for i in range(2)]
-    everyone = ours + theirs
-    run.wait_registered(uri, [b["id"] for b in everyone])
-    completions, _p99 = run.bench(uri)
-    check(completions > 0, f"BookKeeper's client wrote {completions} entries to 3/2/2 ledgers")
-    ledgers = run.ledgers(uri)
-    for ledger_id, metadata in sorted(ledgers.items()):
-        members = set(metadata.ensembles[0][1])
-        kinds = {"ours" if m in run.ours else "BookKeeper" for m in members}
-        check(kinds == {"ours", "BookKeeper"}, f"ledger {ledger_id}'s ensemble {sorted(members)} "
-              f"mixes both kinds")
-    conf = run.shell_conf(uri)
-    _recover_open_ledger(run, uri, conf, ours)
-    _rereplicate_a_killed_bookie(run, uri, conf, ours)
-
-
-def _recover_open_ledger(run: Interop, uri: str, conf: str, ours: list[dict]) -> None:
-    say("  an open ledger: a writer killed mid-run, recovered by BookKeeper's readledger -r")
-    zk = uri.split("//", 1)[1].split("/", 1)[0]
-    launcher = ([run.launcher, "class", BENCH_CLASS] if os.path.basename(run.launcher) == "bk"
-                else [run.launcher, BENCH_CLASS])
-    writer = subprocess.Popen([*launcher, "-time", "60", "-entrysize", "1024", "-ensemble",
-                               "3", "-quorum", "2", "-ackQuorum", "2", "-throttle", "100",
-                               "-skipwarmup", "-zookeeper", zk], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, cwd=run.dir)
-    try:
-        for line in writer.stdout:
-            if "progress" in line:  # it is writing
-                break
-        open_id = max(run.ledgers(uri))
-    finally:
-        writer.kill()
-        writer.wait()
-    check(run.ledgers(uri)[open_id].state.name == "OPEN", f"ledger {open_id} is left OPEN")
-    run.bk("shell", "-conf", conf, "readledger", "-r", "-l", str(open_id), "-fe", "0", "-le",
-           "0")
-    recovered = run.ledgers(uri)[open_id]
-    check(recovered.state.name == "CLOSED", f"BookKeeper's recovery closed ledger {open_id} "
-          f"at entry {recovered.last_entry_id}")
-    fenced = [b["id"] for b in ours if b["id"] in recovered.ensembles[-1][1]
-              and _fenced(b, open_id)]
-    check(bool(fenced), f"ledger {open_id} is fenced on our bookies {fenced}")
-
-
-def _rereplicate_a_killed_bookie(run: Interop, uri: str, conf: str, ours: list[dict]) -> None:
-    say("  BookKeeper's autorecovery re-replicates a killed bookie of ours")
-    placed = run.ledgers(uri)
-
-    def holding(bookie):
-        return {i: m for i, m in placed.items()
-                if any(bookie["id"] in members for _first, members in m.ensembles)}
-
-    victim = max(ours, key=lambda bookie: len(holding(bookie)))
-    before = holding(victim)
-    check(bool(before), f"killing {victim['id']}, which holds ledgers {sorted(before)}")
-    recovery = run.spawn([run.launcher, "autorecovery", "--conf", conf],
-                         os.path.join(run.dir, "autorecovery.log"))
-    victim["proc"].send_signal(signal.SIGKILL)
-    victim["proc"].wait()
-    deadline = time.monotonic() + 300
-    while True:
-        now = run.ledgers(uri)
-        left = [i for i in before if any(victim["id"] in members
-                                          for _first, members in now[i].ensembles)]
-        if not left:
-            break
-        if time.monotonic() > deadline or recovery.poll() is not None:
-            raise Failed(f"ledgers {left} still name the killed bookie {victim['id']}")
-        time.sleep(2)  # noqa: sleep-ok (bounded wait for another process's work)
-    kinds = set()
-    for ledger_id, metadata in sorted(before.items()):
-        old = {m for _first, members in metadata.ensembles for m in members}
-        new = {m for _first, members in now[ledger_id].ensembles for m in members} - old
-        for member in sorted(new):
-            kind = "ours" if member in run.ours else "BookKeeper"
-            kinds.add(kind)
-            held = _held_by(run, conf, ledger_id, member, now[ledger_id].last_entry_id)
-            check(held > 0, f"ledger {ledger_id}: {victim['id']} replaced by {member} "
-                  f"({kind}), which now holds {held} of its entries")
-        out = run.bk("shell", "-conf", conf, "readledger", "-l", str(ledger_id), "-fe", "0",
-                     "-le", str(now[ledger_id].last_entry_id))
-        count = len(re.findall(r"Entry Id: ?(\d+)|entryId=(\d+)", out))
-        check(count == now[ledger_id].last_entry_id + 1,
-              f"BookKeeper's readledger reads all {count} entries of ledger {ledger_id}")
-    say(f"  copies of the killed bookie went to: {', '.join(sorted(kinds))}")
-
-
-def _held_by(run: Interop, conf: str, ledger_id: int, bookie_id: str, last: int) -> int:
-    """How many entries of a ledger one bookie holds: ours say it over HTTP, BookKeeper's
-    through its own readledger restricted to that bookie."""
-    if bookie_id in run.ours:
-        import json  # noqa: PLC0415
-        import urllib.request  # noqa: PLC0415
-
-        with urllib.request.urlopen(f"http://{bookie_id}/v1/ledgers/{ledger_id}/entry-ids",
-                                    timeout=10) as reply:
-            return sum(last - first + 1 for first, last in json.load(reply)["ranges"])
-    out = run.bk("shell", "-conf", conf, "readledger", "-l", str(ledger_id), "-b", bookie_id,
-                 "-fe", "0", "-le", str(last + 1), check_rc=False)  # -le is exclusive here
-    with open(os.path.join(run.dir, f"readledger-{ledger_id}-{bookie_id}.txt"), "w") as dump:
-        dump.write(out)
-    return len(re.findall(r"\] - Entry \{", out))  # each entry it read ("Failed to read" else)
-
-
-def _fenced(bookie: dict, ledger_id: int) -> bool:
-    import json  # noqa: PLC0415
-    import urllib.request  # noqa: PLC0415
-
-    url = f"http://{bookie['id']}/v1/ledgers/{ledger_id}"
-    with urllib.request.urlopen(url, timeout=10) as reply:
-        return bool(json.load(reply)["fenced"])
 
 
 def main(argv: list[str]) -> int:
@@ -386,28 +307,41 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--dir", default=None, help="work dir (default: a new temp dir)")
     parser.add_argument("--seconds", type=int, default=5, help="each benchmark's run time")
     parser.add_argument("--steps", default="1,3", help="which steps: 1 (with 2), 3")
+    parser.add_argument("--tls", action="store_true", help="mutual TLS on every bookie, "
+                        "every BookKeeper client through START_TLS")
     args = parser.parse_args(argv)
     if not args.launcher or shutil.which(args.launcher) is None:
         say("no BookKeeper launcher: pass --launcher or set BOOKKEEPER_LAUNCHER "
             "(e.g. a distribution's bin/bookkeeper, or a `bk` wrapper with bk class NAME)")
         return 2
     workdir = args.dir or tempfile.mkdtemp(prefix="interop-bk-")
-    say(f"work dir {workdir}; BookKeeper launcher {args.launcher}")
-    run = Interop(os.path.abspath(args.launcher), workdir, args.seconds)
+    os.makedirs(workdir, exist_ok=True)
+    say(f"work dir {workdir}; BookKeeper launcher {args.launcher}"
+        + ("; mutual TLS on every bookie" if args.tls else ""))
+    tls = TlsPeer(os.path.join(workdir, "pki")) if args.tls else None
+    if tls is not None:  # our read-backs in this process: HTTPS with the CA
+        os.environ.update(tls.our_client_env())
+    run = Interop(os.path.abspath(args.launcher), workdir, args.seconds, tls)
+    from interop_bookkeeper_mixed import step_mixed  # noqa: PLC0415 (it imports this module)
+
     steps = {"1": step_bench_and_shell, "3": step_mixed}
     try:
         for step in args.steps.split(","):
             steps[step](run)
             run.stop_all()
             run.ours.clear()
-    except (Failed, subprocess.TimeoutExpired) as exc:
+    except (Failed, RuntimeError, subprocess.TimeoutExpired) as exc:
         say(f"FAILED: {exc}")
         return 1
     finally:
         run.stop_all()
-    say("ok: every step passed")
+    say("ok: every step passed" + (" over TLS" if tls else ""))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    # Through the module, not __main__: interop_bookkeeper_mixed imports it, and its Failed
+    # must be the one main() catches.
+    import interop_bookkeeper  # noqa: PLC0415
+
+    sys.exit(interop_bookkeeper.main(sys.argv[1:]))
