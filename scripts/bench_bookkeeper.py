@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from scripts.bk_tls_peer import TLS_CONNECTED, TlsPeer  # noqa: E402
-from scripts.interop_bookkeeper import BENCH_CLASS, Interop  # noqa: E402
+from scripts.interop_run import BENCH_CLASS, Interop  # noqa: E402
 
 
 def pinned(core: int, argv: list[str]) -> list[str]:

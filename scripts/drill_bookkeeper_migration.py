@@ -37,7 +37,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 from drill_bookkeeper_recovery import Drill, held_on_write_sets, repair  # noqa: E402
-from interop_bookkeeper import Failed, check, say  # noqa: E402
+from interop_run import Failed, check, say  # noqa: E402
 from interop_bookkeeper_operator import (cookie_ids, naming, run_checked, shell,  # noqa: E402
                                          wait_for)
 

@@ -57,7 +57,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 from bk_tls_peer import TlsPeer, connected_over_tls, plain_client_refused  # noqa: E402
-from interop_bookkeeper import Failed, Interop, say  # noqa: E402
+from interop_run import Failed, Interop, say  # noqa: E402
 
 from api.cluster.local_zookeeper import free_port  # noqa: E402
 

@@ -33,221 +33,20 @@ Every process it starts is stopped by PID at the end; everything lives under --d
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from api.cluster.local_zookeeper import ZooKeeperServer, free_port  # noqa: E402
-from bk_tls_peer import TLS_CONNECTED, TlsPeer, plain_client_refused  # noqa: E402
+from bk_tls_peer import TlsPeer, plain_client_refused  # noqa: E402
+from interop_bookkeeper_mixed import step_mixed  # noqa: E402
+from interop_run import Failed, Interop, check, say  # noqa: E402
 
-BENCH_CLASS = "org.apache.bookkeeper.benchmark.BenchThroughputLatency"
-PASSWORD = "benchPasswd"  # BenchThroughputLatency's default
-
-
-class Failed(Exception):
-    pass
-
-
-def say(line: str) -> None:
-    print(line, flush=True)
-
-
-def check(condition: bool, what: str) -> None:
-    if not condition:
-        raise Failed(what)
-    say(f"  checked: {what}")
-
-
-class Interop:
-    def __init__(self, launcher: str, workdir: str, seconds: int,
-                 tls: TlsPeer | None = None) -> None:
-        self.launcher = launcher
-        self.dir = workdir
-        self.seconds = seconds
-        self.tls = tls  # every bookie with mutual TLS, every client through START_TLS
-        self.procs: list[subprocess.Popen] = []
-        self.zk: ZooKeeperServer | None = None
-        self.ours: dict[str, dict] = {}
-
-    # -- processes -------------------------------------------------------------------
-
-    def bk(self, *args: str, timeout_s: float = 300.0, check_rc: bool = True,
-           env: dict | None = None) -> str:
-        """One BookKeeper command to its end; its output (log lines included)."""
-        argv = [self.launcher, *args]
-        # In the work dir: BenchThroughputLatency drops its latencyDump.dat where it runs.
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
-                              cwd=self.dir, env=env)
-        output = done.stdout + done.stderr
-        if check_rc and done.returncode != 0:
-            raise Failed(f"{' '.join(args[:3])} exited {done.returncode}: "
-                         f"{_tail(output)}")
-        return output
-
-    def bk_class(self, name: str, *args: str, **kw) -> str:
-        # A `bk` wrapper's `bk class NAME`; a distribution's bin/bookkeeper takes NAME.
-        if os.path.basename(self.launcher) == "bk":
-            return self.bk("class", name, *args, **kw)
-        return self.bk(name, *args, **kw)
-
-    def spawn(self, argv: list[str], log: str) -> subprocess.Popen:
-        handle = open(log, "ab")
-        proc = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, cwd=ROOT)
-        self.procs.append(proc)
-        return proc
-
-    def stop_all(self) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        self.procs.clear()
-        if self.zk is not None:
-            self.zk.stop()
-            self.zk = None
-
-    # -- a cluster ---------------------------------------------------------------------
-
-    def start_zookeeper(self, name: str) -> str:
-        self.zk = ZooKeeperServer(os.path.join(self.dir, name, "zookeeper")).start()
-        return f"zk://127.0.0.1:{self.zk.port}/ledgers"
-
-    def start_ours(self, name: str, uri: str, *flags: str) -> dict:
-        home = os.path.join(self.dir, name)
-        os.makedirs(home, exist_ok=True)
-        http, rpc = free_port(), free_port()
-        proc = self.spawn([sys.executable, "-m", "bookie", "serve", "--data-dir",
-                           os.path.join(home, "data"), "--host", "127.0.0.1", "--port",
-                           str(http), "--bookie-port", str(rpc), "--metadata-service-uri",
-                           uri, "--autorecovery-daemon-enabled", "false", *flags,
-                           *(self.tls.bookie_flags() if self.tls else ())],
-                          os.path.join(home, "bookie.log"))
-        bookie = {"id": f"127.0.0.1:{http}", "rpc": rpc, "proc": proc, "home": home,
-                  "data": os.path.join(home, "data"), "kind": "ours"}
-        self.ours[bookie["id"]] = bookie
-        return bookie
-
-    def start_theirs(self, name: str, uri: str, extra_conf: str = "") -> dict:
-        home = os.path.join(self.dir, name)
-        os.makedirs(home, exist_ok=True)
-        port = free_port()
-        conf = os.path.join(home, "bk.conf")
-        with open(conf, "w") as handle:
-            handle.write(f"bookiePort={port}\nadvertisedAddress=127.0.0.1\nallowLoopback=true\n"
-                         f"journalDirectories={home}/journal\nledgerDirectories={home}/ledgers\n"
-                         f"metadataServiceUri={uri}\n"
-                         "ledgerStorageClass=org.apache.bookkeeper.bookie.SortedLedgerStorage\n"
-                         "httpServerEnabled=false\n"
-                         "statsProviderClass=org.apache.bookkeeper.stats.NullStatsProvider\n"
-                         "dataIntegrityCheckingEnabled=false\nautoRecoveryDaemonEnabled=false\n"
-                         + extra_conf + (self.tls.bookie_conf() if self.tls else ""))
-        proc = self.spawn([self.launcher, "bookie", "--conf", conf],
-                          os.path.join(home, "bookie.log"))
-        return {"id": f"127.0.0.1:{port}", "proc": proc, "home": home, "kind": "BookKeeper"}
-
-    def shell_conf(self, uri: str, bookie: dict | None = None) -> str:
-        name = "shell.conf" if bookie is None else f"shell-{bookie['rpc']}.conf"
-        path = os.path.join(self.dir, name)
-        with open(path, "w") as handle:
-            handle.write(f"metadataServiceUri={uri}\nallowLoopback=true\n")
-            if self.tls is not None:
-                handle.write(self.tls.client_conf())
-            if bookie is not None:  # bookiesanity's "local bookie" is the one this names
-                handle.write(f"bookieId={bookie['id']}\nbookiePort={bookie['rpc']}\n"
-                             "advertisedAddress=127.0.0.1\n")
-        return path
-
-    def wait_registered(self, uri: str, bookie_ids: list[str], timeout_s: float = 90) -> None:
-        conf = self.shell_conf(uri)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            listed = set(re.findall(r"BookieID:(\S+?),", self.bk("shell", "-conf", conf,
-                                                                  "listbookies", "-rw")))
-            if set(bookie_ids) <= listed:
-                return
-            if time.monotonic() > deadline:
-                raise Failed(f"bookies {sorted(set(bookie_ids) - listed)} never registered")
-            time.sleep(1)  # noqa: sleep-ok (bounded poll of another process's start)
-
-    def bench(self, uri: str, *extra: str) -> tuple[int, float]:
-        zk = uri.split("//", 1)[1].split("/", 1)[0]
-        output = self.bk_class(BENCH_CLASS, "-time", str(self.seconds), "-entrysize", "1024",
-                               "-ensemble", "3", "-quorum", "2", "-ackQuorum", "2",
-                               "-throttle", "1000", "-skipwarmup", "-zookeeper", zk, *extra,
-                               env=self.java_env())
-        self.used_tls(output, f"BenchThroughputLatency {' '.join(extra) or 'v3'}")
-        done = re.search(r"Benchmark complete \{completions=(\d+)", output)
-        p99 = re.search(r"99th percentile latency \{latency=([\d.]+)", output)
-        if done is None:
-            raise Failed(f"BenchThroughputLatency did not complete: {_tail(output)}")
-        return int(done.group(1)), float(p99.group(1)) if p99 else float("nan")
-
-    def java_env(self) -> dict | None:
-        """The environment of BookKeeper's tools without -conf: with --tls, the client keys
-        as system properties (JAVA_OPTS)."""
-        return None if self.tls is None else self.tls.env()
-
-    def used_tls(self, output: str, what: str) -> None:
-        """With --tls: BookKeeper's client logged, in ``output``, connections through
-        START_TLS (TLS_CONNECTED with the bookie); it is printed with the bookies."""
-        if self.tls is None:
-            return
-        lines = re.findall(re.escape(TLS_CONNECTED) + r"[^\n]*", output)
-        if not lines:
-            raise Failed(f"{what}: no '{TLS_CONNECTED}' in its output: {_tail(output)}")
-        bookies = sorted({b for line in lines for b in re.findall(r"bookieId=([^,}\s]+)", line)})
-        say(f"  checked: {what} used TLS: '{TLS_CONNECTED}' for {', '.join(bookies)}")
-
-    # -- our side's checks -------------------------------------------------------------
-
-    def ledgers(self, uri: str) -> dict[int, object]:
-        from api.client.zookeeper import ZkMetadataStore  # noqa: PLC0415
-
-        async def read():
-            store = ZkMetadataStore(uri).start()
-            try:
-                return {i: await store.read(i) for i in await store.ledger_ids()}
-            finally:
-                await store.close()
-
-        return asyncio.run(read())
-
-    def read_back(self, uri: str, ledger_id: int) -> tuple[int, int]:
-        """(entries, payload bytes) of a ledger read whole through our replicated client."""
-        from api.client.ensemble import BookKeeper  # noqa: PLC0415
-
-        async def read():
-            async with await BookKeeper.connect(uri) as bk:
-                reader = await bk.open_ledger(ledger_id, PASSWORD)
-                entries = size = 0
-                last = reader.lac
-                if last >= 0:
-                    async for entry in reader.read_range(0, last):
-                        entries += 1
-                        size += len(entry.payload)
-                return entries, size
-
-        return asyncio.run(read())
-
-
-def _tail(text: str, lines: int = 15) -> str:
-    useful = [line for line in text.splitlines() if not line.startswith("\tat ")]
-    return "\n".join(useful[-lines:])
 
 
 def step_bench_and_shell(run: Interop) -> None:
@@ -322,8 +121,6 @@ def main(argv: list[str]) -> int:
     if tls is not None:  # our read-backs in this process: HTTPS with the CA
         os.environ.update(tls.our_client_env())
     run = Interop(os.path.abspath(args.launcher), workdir, args.seconds, tls)
-    from interop_bookkeeper_mixed import step_mixed  # noqa: PLC0415 (it imports this module)
-
     steps = {"1": step_bench_and_shell, "3": step_mixed}
     try:
         for step in args.steps.split(","):
@@ -340,8 +137,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    # Through the module, not __main__: interop_bookkeeper_mixed imports it, and its Failed
-    # must be the one main() catches.
-    import interop_bookkeeper  # noqa: PLC0415
-
-    sys.exit(interop_bookkeeper.main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:]))

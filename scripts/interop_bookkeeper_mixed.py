@@ -16,7 +16,7 @@ import subprocess
 import time
 import urllib.request
 
-from interop_bookkeeper import BENCH_CLASS, Failed, Interop, check, say
+from interop_run import BENCH_CLASS, Failed, Interop, check, say
 
 
 def step_mixed(run: Interop) -> None:

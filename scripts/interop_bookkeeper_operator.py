@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 from drill_bookkeeper_recovery import (JAVA, Drill, held_on_write_sets, read_acks,  # noqa: E402
                                        repair, wait_for_acks)
-from interop_bookkeeper import Failed, check, say  # noqa: E402
+from interop_run import Failed, check, say  # noqa: E402
 
 from api.cluster.local_zookeeper import free_port  # noqa: E402
 

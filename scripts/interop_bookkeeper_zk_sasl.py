@@ -40,7 +40,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 from drill_bookkeeper_recovery import Drill  # noqa: E402
-from interop_bookkeeper import Failed, say  # noqa: E402
+from interop_run import Failed, say  # noqa: E402
 
 from api.client import zk_auth  # noqa: E402
 from api.client.zookeeper import ZkMetadataStore, parse_uri, zk_read, zk_start  # noqa: E402
