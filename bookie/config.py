@@ -1,4 +1,6 @@
-"""Configuration: defaults < TOML file < ``BOOKIE_*`` environment < command-line flags.
+"""Configuration: defaults < TOML file < ``BOOKIE_*`` environment < command-line flags
+(with ``--conf``, BookKeeper's bk_server.conf between the defaults and the TOML file:
+bookie/bkconf.py).
 
 Every setting has three spellings (docs/http-api.md, "CLI"): TOML key ``name``, environment variable
 ``BOOKIE_NAME`` and flag ``--name`` (dashes for underscores). docs/http-api.md's table names are
@@ -245,9 +247,13 @@ def _read_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def load_config(config_file: str | None = None, flags: Mapping[str, Any] | None = None,
-                environ: Mapping[str, str] | None = None
+                environ: Mapping[str, str] | None = None,
+                underlay: Mapping[str, tuple[Any, str]] | None = None,
                 ) -> tuple[BookieConfig, dict[str, str]]:
-    """The effective config and, per setting, where it came from (default/file/env/flag)."""
+    """The effective config and, per setting, where it came from (default/file/env/flag).
+
+    ``underlay``: {setting: (value, source)} between the defaults and the TOML file
+    (bookie/bkconf.py's bk_server.conf, each value's source its file and line)."""
     environ = os.environ if environ is None else environ
     config_file = config_file or environ.get("BOOKIE_CONFIG")
     layers = [("file " + config_file, _read_toml(config_file))] if config_file else []
@@ -256,6 +262,9 @@ def load_config(config_file: str | None = None, flags: Mapping[str, Any] | None 
                             if k in SETTINGS_BY_NAME and v is not None}))
     values = {s.name: s.default for s in SETTINGS}
     sources = {s.name: "default" for s in SETTINGS}
+    for name, (raw, source) in (underlay or {}).items():
+        values[name] = coerce(SETTINGS_BY_NAME[name], raw)
+        sources[name] = source
     for source, layer in layers:
         for name, raw in layer.items():
             values[name] = coerce(SETTINGS_BY_NAME[name], raw)
