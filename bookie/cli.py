@@ -18,8 +18,9 @@ import sys
 import time
 
 from bookie import __version__
+from bookie.bkconf import add_conf_flag, load_settings, log_summary, render_notes
 from bookie.config import (EXIT_BAD_CONFIG, BookieConfig, ConfigError, add_setting_flags,
-                           load_config, render_config, render_defaults)
+                           render_config, render_defaults)
 from bookie.sd_notify import Notifier
 
 log = logging.getLogger("bookie")
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Start the bookie on --data-dir and serve HTTP. "
                                 "SIGTERM drains in-flight adds, checkpoints and exits 0.")
     serve.add_argument("--config", help="TOML settings file (or BOOKIE_CONFIG)")
+    add_conf_flag(serve)
     add_setting_flags(serve)
     recovery = commands.add_parser(
         "autorecovery", help="run autorecovery on its own: the auditor election and a "
@@ -68,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         "open_ledger_rereplication_grace_period_s, rereplication_rate_bytes, "
         "replicas_check_interval_s) like serve.")
     recovery.add_argument("--config", help="TOML settings file (or BOOKIE_CONFIG)")
+    add_conf_flag(recovery)
     recovery.add_argument("--without-worker", action="store_true",
                           help="only the auditor election (no replication worker)")
     recovery.add_argument("--id", dest="holder_id", default=None,
@@ -87,16 +90,20 @@ def build_parser() -> argparse.ArgumentParser:
                           "TOML file (deploy/bookie.toml is this output)")
     show = config_sub.add_parser("show", help="print every setting and where it came from")
     show.add_argument("--config", help="TOML settings file (or BOOKIE_CONFIG)")
+    add_conf_flag(show)
     add_setting_flags(show)
     return parser
 
 
 def _load(args: argparse.Namespace) -> BookieConfig | None:
     try:
-        config, _ = load_config(args.config, vars(args))
+        config, _, bk_conf = load_settings(args.conf, args.config, vars(args))
     except ConfigError as exc:
         print(f"bookie: bad configuration: {exc}", file=sys.stderr)
         return None
+    if bk_conf is not None:  # bookie/bkconf.py BC1: each key it does not map, listed once
+        setup_logging(config)
+        log_summary(bk_conf)
     if config.metadata_service_uri and args.command in ("serve", "autorecovery"):
         from api.client import zk_auth  # noqa: PLC0415 (a cluster bookie only)
 
@@ -343,11 +350,13 @@ def main(argv: list[str] | None = None) -> int:
                               config.event_loop)
     if args.command == "config" and args.config_command == "show":
         try:
-            config, sources = load_config(args.config, vars(args))
+            config, sources, bk_conf = load_settings(args.conf, args.config, vars(args))
         except ConfigError as exc:
             print(f"bookie: bad configuration: {exc}", file=sys.stderr)
             return EXIT_BAD_CONFIG
         sys.stdout.write(render_config(config, sources))
+        if bk_conf is not None:
+            sys.stdout.write(render_notes(bk_conf))
         return 0
     if args.command == "config" and args.config_command == "defaults":
         sys.stdout.write(render_defaults())
