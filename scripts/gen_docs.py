@@ -1,14 +1,16 @@
-"""Render the generated tables of docs/http-api.md from the code.
+"""Render the generated tables of docs/http-api.md and docs/operations.md from the code.
 
-Two tables are never written by hand:
+Three tables are never written by hand:
 
 * ``endpoints``: every operation of ``api/server/openapi.py``'s ``SPEC`` (method, path, summary,
   statuses, admin), in the spec's order;
 * ``settings``: every ``Setting`` of ``bookie/config.py``'s ``SETTINGS`` (name, type,
-  default, environment variable, flag, range, description), in the table's order.
+  default, environment variable, flag, range, description), in the table's order;
+* ``bk-server-conf`` (docs/operations.md): every BookKeeper bk_server.conf key
+  ``bookie/bkconf_keys.py`` knows and what ``--conf`` does with it.
 
 Each lives between ``<!-- BEGIN GENERATED: name -->`` and ``<!-- END GENERATED: name -->``
-in docs/http-api.md. ``python scripts/gen_docs.py`` rewrites them in place;
+in its doc (``DOCS``). ``python scripts/gen_docs.py`` rewrites them in place;
 ``python scripts/gen_docs.py --check`` changes nothing and exits 1 with a unified diff when
 the doc is stale. ``tests/contract/test_docs_match_code.py`` runs the same rendering and
 names the rows that are missing or left over.
@@ -27,9 +29,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from api.server.openapi import SPEC  # noqa: E402
+from bookie import bkconf_keys  # noqa: E402
 from bookie.config import SETTINGS, Setting  # noqa: E402
 
 DOC = ROOT / "docs" / "http-api.md"
+OPERATIONS = ROOT / "docs" / "operations.md"
 METHODS = ("get", "put", "post", "delete")
 #: Setting help texts still cite the team's old reference files; the doc names their
 #: successors in docs/.
@@ -113,13 +117,27 @@ def setting_rows(settings=SETTINGS) -> list[tuple[str, str]]:
     return rows
 
 
+def bk_conf_rows(keys=bkconf_keys) -> list[tuple[str, str]]:
+    """(key, markdown row) per BookKeeper key: mapped, special, as ours, refused, ignored."""
+    rows = [(m.key, "mapped", f"`{m.setting}`: {m.unit}") for m in keys.MAPPED]
+    rows += [(key, "mapped or checked", text) for key, text in keys.SPECIAL.items()]
+    rows += [(key, "ignored or refused",
+              f"{' or '.join(f'`{v}`' for v in values)}: ignored (as here); other values: "
+              f"refused. {why}") for key, (values, why) in keys.AS_OURS.items()]
+    for kind, groups in (("refused", keys.REFUSED_GROUPS), ("ignored", keys.IGNORED_GROUPS)):
+        rows += [(key, kind, why) for why, group in groups.items() for key in group]
+    return [(key, f"| `{key}` | {kind} | {_cell(text)} |") for key, kind, text in rows]
+
+
 HEADERS = {
     "endpoints": ["| method | path | summary | statuses | admin |",
                   "|---|---|---|---|---|"],
     "settings": ["| setting | type | default | environment | flag | range | meaning |",
                  "|---|---|---|---|---|---|---|"],
+    "bk-server-conf": ["| BookKeeper key | class | here |", "|---|---|---|"],
 }
-ROWS = {"endpoints": endpoint_rows, "settings": setting_rows}
+ROWS = {"endpoints": endpoint_rows, "settings": setting_rows, "bk-server-conf": bk_conf_rows}
+DOCS = {"endpoints": DOC, "settings": DOC, "bk-server-conf": OPERATIONS}
 
 
 def render(name: str) -> str:
@@ -136,14 +154,14 @@ def current(text: str, name: str) -> str:
     """The text between the markers of table ``name``; ValueError if they are missing."""
     match = _markers(name).search(text)
     if match is None:
-        raise ValueError(f"{DOC.relative_to(ROOT)}: no <!-- BEGIN/END GENERATED: {name} --> "
-                         f"markers")
+        raise ValueError(f"{DOCS[name].relative_to(ROOT)}: no <!-- BEGIN/END GENERATED: "
+                         f"{name} --> markers")
     return match.group(2)
 
 
-def regenerate(text: str) -> str:
-    """The doc with every generated table replaced by a fresh rendering."""
-    for name in ROWS:
+def regenerate(text: str, doc: pathlib.Path = DOC) -> str:
+    """The doc with every generated table of ``doc`` replaced by a fresh rendering."""
+    for name in (n for n in ROWS if DOCS[n] == doc):
         current(text, name)
         text = _markers(name).sub(lambda m, n=name: m.group(1) + render(n) + m.group(3), text)
     return text
@@ -153,23 +171,27 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
                         help="change nothing; exit 1 with a diff when the doc is stale")
-    parser.add_argument("--doc", default=str(DOC), help="the doc to update (default %(default)s)")
+    parser.add_argument("--doc", default=None, help="a copy of docs/http-api.md to update "
+                        "instead (default: every doc of DOCS)")
     args = parser.parse_args(argv)
-    path = pathlib.Path(args.doc)
-    text = path.read_text()
-    fresh = regenerate(text)
-    if fresh == text:
-        print(f"{path}: up to date")
-        return 0
-    if args.check:
-        sys.stdout.writelines(difflib.unified_diff(
-            text.splitlines(keepends=True), fresh.splitlines(keepends=True),
-            fromfile=f"{path} (on disk)", tofile=f"{path} (from the code)"))
-        print(f"\n{path} is stale: run python scripts/gen_docs.py", file=sys.stderr)
-        return 1
-    path.write_text(fresh)
-    print(f"{path}: tables regenerated")
-    return 0
+    docs = {pathlib.Path(args.doc): DOC} if args.doc else {d: d for d in dict.fromkeys(
+        DOCS.values())}
+    stale = 0
+    for path, doc in docs.items():
+        text = path.read_text()
+        fresh = regenerate(text, doc)
+        if fresh == text:
+            print(f"{path}: up to date")
+        elif args.check:
+            sys.stdout.writelines(difflib.unified_diff(
+                text.splitlines(keepends=True), fresh.splitlines(keepends=True),
+                fromfile=f"{path} (on disk)", tofile=f"{path} (from the code)"))
+            print(f"\n{path} is stale: run python scripts/gen_docs.py", file=sys.stderr)
+            stale = 1
+        else:
+            path.write_text(fresh)
+            print(f"{path}: tables regenerated")
+    return stale
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""docs/http-api.md's generated tables equal what the code says.
+"""docs/http-api.md's and docs/operations.md's generated tables equal what the code says.
 
 The endpoint table comes from ``api/openapi.py``'s spec, the settings table from
-``bookie/config.py``'s ``SETTINGS``, both rendered by ``scripts/gen_docs.py`` (the same
+``bookie/config.py``'s ``SETTINGS``, the bk_server.conf table (docs/operations.md) from
+``bookie/bkconf_keys.py``, all rendered by ``scripts/gen_docs.py`` (the same
 functions this test calls). A setting or endpoint added without its row, a row left for one
 removed, or a row whose text no longer matches fails here, naming the rows; the fix is
 ``python scripts/gen_docs.py``. The doc's error table is checked against the error classes.
@@ -33,7 +34,7 @@ gen = _load_generator()
 
 
 def _doc_rows(name: str) -> list[str]:
-    text = gen.current(gen.DOC.read_text(), name)
+    text = gen.current(gen.DOCS[name].read_text(), name)
     return [line for line in text.splitlines()
             if line.startswith("|") and line not in gen.HEADERS[name]]
 
@@ -43,7 +44,7 @@ def _key(name: str, row: str) -> str:
     return f"{cells[0]} {cells[1]}" if name == "endpoints" else cells[0]
 
 
-@pytest.mark.parametrize("name", ["endpoints", "settings"])
+@pytest.mark.parametrize("name", ["endpoints", "settings", "bk-server-conf"])
 def test_generated_table_matches_the_code(name):
     expected = dict(gen.ROWS[name]())
     documented = {_key(name, row): row for row in _doc_rows(name)}
@@ -51,22 +52,22 @@ def test_generated_table_matches_the_code(name):
     extra = sorted(set(documented) - set(expected))
     changed = sorted(k for k in set(expected) & set(documented) if expected[k] != documented[k])
     problems = []
+    doc = gen.DOCS[name].relative_to(gen.ROOT)
     if missing:
-        problems.append(f"rows missing from docs/http-api.md ({name}): {', '.join(missing)}")
+        problems.append(f"rows missing from {doc} ({name}): {', '.join(missing)}")
     if extra:
-        problems.append(f"rows in docs/http-api.md ({name}) for nothing in the code: "
+        problems.append(f"rows in {doc} ({name}) for nothing in the code: "
                         f"{', '.join(extra)}")
     if changed:
-        problems.append(f"rows of docs/http-api.md ({name}) that differ from the code: "
+        problems.append(f"rows of {doc} ({name}) that differ from the code: "
                         f"{', '.join(changed)}")
     assert not problems, "; ".join(problems) + ". Run: python scripts/gen_docs.py"
-    assert gen.current(gen.DOC.read_text(), name) == gen.render(name), (
-        f"docs/http-api.md ({name}): same rows, other text or order. "
-        "Run: python scripts/gen_docs.py")
+    assert gen.current(gen.DOCS[name].read_text(), name) == gen.render(name), (
+        f"{doc} ({name}): same rows, other text or order. Run: python scripts/gen_docs.py")
 
 
 def test_gen_docs_check_passes():
-    assert gen.main(["--check"]) == 0, "docs/http-api.md is stale: python scripts/gen_docs.py"
+    assert gen.main(["--check"]) == 0, "a doc is stale: python scripts/gen_docs.py"
 
 
 def test_check_names_a_setting_added_without_its_row(monkeypatch):
