@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-import urllib.parse
 from typing import Callable
 
 from kazoo.client import KazooClient
@@ -53,11 +52,11 @@ __all__ = ["ZK_ANSWER_S", "ZkUnavailable", "zk_call", "zk_read", "zk_start", "zk
 from api.client import metadata_format
 from api.client.metadata import BadVersion, LedgerExists, LedgerMetadata, MetadataError
 from api.client.metadata_paths import is_level, ledger_id_of, ledger_path
+from api.client.metadata_uri import parse_uri
 from api.client.zk_auth import login_refused, new_client, refused
 from bookie.errors import NoLedger
 
 LAYOUT = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1\n"
-SCHEMES = ("zk", "zk+hierarchical")
 #: ZK5's bound, in seconds. Longer than a session's timeout (10 s, zk_auth.new_client), so
 #: a ZooKeeper restart or failover the session survives is ridden out; short enough that a
 #: writer's close, a recovery or an operator's command reports an outage instead of
@@ -136,15 +135,6 @@ def zk_start(client: KazooClient) -> None:
     if client.state != KazooState.CONNECTED and \
             not client.start_async().wait(timeout=ZK_ANSWER_S):
         raise ZkUnavailable(_hosts(client))
-
-
-def parse_uri(uri: str) -> tuple[str, str]:
-    """(hosts, root) of ``zk://host:port[,host:port]/root`` (root defaults to /ledgers)."""
-    parsed = urllib.parse.urlsplit(uri)
-    if parsed.scheme not in SCHEMES or not parsed.netloc:
-        raise ValueError(f"metadata service URI {uri!r} is not zk://host:port[,...]/root")
-    root = parsed.path.rstrip("/") or "/ledgers"
-    return parsed.netloc.replace(";", ","), root
 
 
 class ZkMetadataStore:
