@@ -18,7 +18,7 @@ Invariants:
     ZK2. write and delete name the version they read: of racing writers exactly one wins and
          the others get BadVersion, their change not applied.
     ZK3. The layout znode is written once, by whoever comes first, with BookKeeper's text.
-    ZK4. Listing walks both layouts under the root: every ledger znode is found, whichever
+    ZK6. Listing walks both layouts under the root: every ledger znode is found, whichever
          side of 2^31 its id is.
 
 Thread-safety: kazoo's client is thread-safe; the async methods run its (ZK5-bounded) blocking
