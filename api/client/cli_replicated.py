@@ -8,11 +8,12 @@ import asyncio
 import sys
 
 from api.client.ensemble import BookKeeper
+from api.client.metadata_uri import is_zookeeper
 
 
 def cluster_uri(args) -> str | None:
     uri = args.metadata_service_uri
-    return uri if uri and uri.startswith(("zk://", "zk+hierarchical://")) else None
+    return uri if uri and is_zookeeper(uri) else None
 
 
 async def metadata_of(args, store):

@@ -36,7 +36,7 @@ Invariants:
     ZA4. A SASL login ZooKeeper refuses is an error naming the user and the hosts
          (``login_refused``), never a session that goes on unauthenticated: kazoo then
          fails the session (AUTH_FAILED) and every request queued or made on it with
-         AuthFailedError, which api/client/zookeeper.py's bounded calls turn into that error.
+         AuthFailedError, which api/client/zk_bound.py's bounded calls turn into that error.
 """
 
 from __future__ import annotations

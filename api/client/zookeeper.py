@@ -1,12 +1,15 @@
 """Ledger metadata and membership reads in ZooKeeper, BookKeeper's layout (docs/cluster.md §1):
-the client library's one kazoo importer (a bookie's registration, cookies and the cluster's
-instance id are api/cluster/zookeeper.py's).
+the client library's ZooKeeper side, with its parts api/client/zk_bound.py (every call's bound,
+ZK5; re-exported here), api/client/zk_ids.py (new ledger ids) and api/client/metadata_uri.py
+(the metadata service URI; ``parse_uri`` re-exported here). A bookie's registration, cookies
+and the cluster's instance id are api/cluster/zookeeper.py's.
 
 ``ZkMetadataStore`` is a ``LedgerMetadataStore`` (api/client/metadata.py): ledger znodes at
-BookKeeper's hierarchical paths holding the v3 format (api/client/metadata_format.py), ids
-from ``<root>/idgen/ID-`` ephemeral sequential znodes (ZkLedgerIdGenerator), every update a
-compare-and-set on the znode's version. Our ``LedgerMetadata.version`` is the znode version
-plus one, so 0 keeps meaning "not stored yet" as in the file store.
+BookKeeper's hierarchical paths (api/client/metadata_paths.py: 31-bit ids in the legacy
+layout, larger ones in the long one) holding the v3 format (api/client/metadata_format.py),
+ids from BookKeeper's ``idgen`` and, past 2^31, ``idgen-long`` (api/client/zk_ids.py), every
+update a compare-and-set on the znode's version. Our ``LedgerMetadata.version`` is the znode
+version plus one, so 0 keeps meaning "not stored yet" as in the file store.
 
 Invariants:
     ZK1. An id comes from a sequential znode the server numbered: two creators, in one process
@@ -15,17 +18,8 @@ Invariants:
     ZK2. write and delete name the version they read: of racing writers exactly one wins and
          the others get BadVersion, their change not applied.
     ZK3. The layout znode is written once, by whoever comes first, with BookKeeper's text.
-    ZK5. No ZooKeeper call of the project waits for its answer longer than ZK_ANSWER_S, the
-         connect included (every kazoo call goes through ``zk_start``, ``zk_read``,
-         ``zk_call`` or ``zk_watch``; tests/contract/test_zk_bound.py checks; a watch
-         recipe's first read is kazoo's own, preceded by a bounded one). Past it the caller gets
-         ZkUnavailable, a MetadataError. A read is retried inside the bound (it changes
-         nothing). A write, create, delete or transaction is tried once, and its
-         ZkUnavailable means "not known whether it happened": kazoo still sends a request it
-         queued once ZooKeeper is back. So it is never taken for a definite failure: a
-         compare-and-set's caller re-reads before it trusts either outcome (ZK2), a lock's
-         taker counts a lock its own session holds as taken (Underreplication.try_lock), and
-         an ephemeral create that did happen goes with the session.
+    ZK6. Listing walks both layouts under the root: every ledger znode is found, whichever
+         side of 2^31 its id is.
 
 Thread-safety: kazoo's client is thread-safe; the async methods run its (ZK5-bounded) blocking
 calls on worker threads (``asyncio.to_thread``) to keep the loop free.
@@ -36,115 +30,26 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-import urllib.parse
 from typing import Callable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import (AuthFailedError, BadVersionError, ConnectionLoss, NoAuthError,
-                              NodeExistsError, NoNodeError, SessionExpiredError)
-from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.states import KazooState
+from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNodeError
+
+from api.client import metadata_format
+from api.client.metadata import BadVersion, LedgerExists, LedgerMetadata, MetadataError
+from api.client.metadata_paths import is_level, ledger_id_of, ledger_path
+from api.client.metadata_uri import parse_uri
+from api.client.zk_auth import new_client, refused
+from api.client.zk_bound import ZK_ANSWER_S, ZkUnavailable, zk_call, zk_read, zk_start, zk_watch
+from api.client.zk_ids import LedgerIds
+from bookie.errors import NoLedger
 
 __all__ = ["ZK_ANSWER_S", "ZkUnavailable", "zk_call", "zk_read", "zk_start", "zk_watch",
            "KazooClient",
            "alive_bookies", "bookie_scheme", "ZkMetadataStore", "parse_uri",
            "writable_bookies"]
 
-from api.client import metadata_format
-from api.client.metadata import BadVersion, LedgerExists, LedgerMetadata, MetadataError
-from api.client.metadata_paths import is_level, ledger_id_of, ledger_path
-from api.client.zk_auth import login_refused, new_client, refused
-from bookie.errors import NoLedger
-
 LAYOUT = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1\n"
-SCHEMES = ("zk", "zk+hierarchical")
-#: ZK5's bound, in seconds. Longer than a session's timeout (10 s, zk_auth.new_client), so
-#: a ZooKeeper restart or failover the session survives is ridden out; short enough that a
-#: writer's close, a recovery or an operator's command reports an outage instead of
-#: hanging through it (kazoo queues a request while disconnected, for ever).
-ZK_ANSWER_S = 15.0
-#: A read's pauses between attempts after a lost connection: from 0.1 s, doubling, to 2 s.
-READ_BACKOFF_S = (0.1, 2.0)
-
-
-class ZkUnavailable(MetadataError):
-    """ZooKeeper did not answer within ZK_ANSWER_S (or lost the connection before it did).
-    After a write, create, delete or transaction: not known whether it happened (ZK5)."""
-
-    def __init__(self, hosts: str, why: str = "") -> None:
-        super().__init__(f"ZooKeeper at {hosts} "
-                         f"{why or f'did not answer in {ZK_ANSWER_S:.0f} s'}")
-        self.hosts = hosts
-
-
-def _hosts(owner) -> str:
-    """host:port,... of a kazoo client, or of the client of a method's owner (a client, or a
-    transaction for commit_async)."""
-    owner = getattr(owner, "__self__", owner)
-    client = getattr(owner, "client", owner)
-    return ",".join(f"{host}:{port}" for host, port in getattr(client, "hosts", None) or ())
-
-
-def _answer(async_method, args, kwargs, timeout_s: float):
-    try:
-        return async_method(*args, **kwargs).get(timeout=max(timeout_s, 0.0))
-    except KazooTimeoutError:
-        raise ZkUnavailable(_hosts(async_method)) from None
-    except AuthFailedError:  # ZA4 (api/client/zk_auth.py): the SASL login was refused
-        raise login_refused(_hosts(async_method)) from None
-
-
-def zk_call(async_method, *args, **kwargs):
-    """ZK5: one write, create, delete or commit (``client.set_async``, ``create_async``,
-    ``delete_async``, ``ensure_path_async``, ``transaction().commit_async``), its answer
-    awaited ZK_ANSWER_S at most; ZkUnavailable then, or on a lost connection: not retried,
-    since it may have happened."""
-    try:
-        return _answer(async_method, args, kwargs, ZK_ANSWER_S)
-    except (ConnectionLoss, SessionExpiredError) as exc:
-        raise ZkUnavailable(_hosts(async_method), f"lost the connection before it "
-                                                  f"answered ({type(exc).__name__})") from None
-
-
-def zk_read(async_method, *args, **kwargs):
-    """ZK5: a read (``client.get_async``, ``get_children_async``, ``exists_async``), tried
-    again after a lost connection or session until ZK_ANSWER_S have passed since it began;
-    ZkUnavailable then."""
-    deadline = time.monotonic() + ZK_ANSWER_S
-    pause, longest = READ_BACKOFF_S
-    while True:
-        try:
-            return _answer(async_method, args, kwargs, deadline - time.monotonic())
-        except (ConnectionLoss, SessionExpiredError):
-            if time.monotonic() + pause >= deadline:
-                raise ZkUnavailable(_hosts(async_method)) from None
-            time.sleep(pause)  # a reconnect takes a moment: do not spin on a dead socket
-            pause = min(pause * 2, longest)
-
-
-def zk_watch(client: KazooClient, recipe: str, path: str, func):
-    """kazoo's ``DataWatch`` or ``ChildrenWatch`` (``recipe``) on ``path``. Its first read is
-    kazoo's own, unbounded: a bounded read just before it reports a ZooKeeper already gone
-    (ZK5) instead of waiting for it; only one gone in between is still waited for."""
-    zk_read(client.exists_async, path)
-    return getattr(client, recipe)(path, func)
-
-
-def zk_start(client: KazooClient) -> None:
-    """ZK5: connect (if not connected), waiting ZK_ANSWER_S at most. On ZkUnavailable the
-    client keeps trying in the background until its owner stops it."""
-    if client.state != KazooState.CONNECTED and \
-            not client.start_async().wait(timeout=ZK_ANSWER_S):
-        raise ZkUnavailable(_hosts(client))
-
-
-def parse_uri(uri: str) -> tuple[str, str]:
-    """(hosts, root) of ``zk://host:port[,host:port]/root`` (root defaults to /ledgers)."""
-    parsed = urllib.parse.urlsplit(uri)
-    if parsed.scheme not in SCHEMES or not parsed.netloc:
-        raise ValueError(f"metadata service URI {uri!r} is not zk://host:port[,...]/root")
-    root = parsed.path.rstrip("/") or "/ledgers"
-    return parsed.netloc.replace(";", ","), root
 
 
 class ZkMetadataStore:
@@ -154,6 +59,7 @@ class ZkMetadataStore:
         self.client = client or new_client(self.hosts)
         self._owns_client = client is None
         self._started = False
+        self._ids = LedgerIds(self.client, self.root)
 
     # -- connection ----------------------------------------------------------------------
 
@@ -230,23 +136,11 @@ class ZkMetadataStore:
         if metadata.ledger_id is not None:
             return self._create_at(stored, metadata.ledger_id, data)
         while True:  # ZK1: skip ids an explicit create already took
-            ledger_id = self._next_id()
+            ledger_id = self._ids.next()
             try:
                 return self._create_at(stored, ledger_id, data)
             except LedgerExists:
                 continue
-
-    def _next_id(self) -> int:
-        try:
-            path = zk_call(self.client.create_async, self.root + "/idgen/ID-", b"",
-                           ephemeral=True, sequence=True)
-        except NoAuthError:
-            raise refused("create a ledger id under", self.root + "/idgen") from None
-        try:
-            zk_call(self.client.delete_async, path)
-        except NoNodeError:
-            pass
-        return int(path.rsplit("ID-", 1)[1])
 
     def _create_at(self, stored: LedgerMetadata, ledger_id: int, data: bytes) -> LedgerMetadata:
         try:

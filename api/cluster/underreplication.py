@@ -28,7 +28,7 @@ Invariants:
     UR3. A lock has one holder (an ephemeral create), and goes with the holder's session.
     UR4. Election: the vote with the lowest sequence number is the auditor; a session that
          lost its vote votes again, at the back of the line.
-Thread-safety: blocking kazoo calls, each bounded (ZK5, api/client/zookeeper.py); the async
+Thread-safety: blocking kazoo calls, each bounded (ZK5, api/client/zk_bound.py); the async
 callers run them on worker threads.
 """
 

@@ -175,7 +175,7 @@ async def test_a_read_while_zookeeper_is_down_fails_instead_of_waiting_for_it(tm
     """kazoo queues a request while disconnected and its blocking call waits for the
     reconnect; a read (zk_read) gives up after ZK_ANSWER_S instead (ZK5), so a thread of
     the default executor is never held for as long as ZooKeeper stays down."""
-    import api.client.zookeeper as zookeeper_module
+    import api.client.zk_bound as zookeeper_module  # where the bound is read
     from api.cluster.local_zookeeper import ZooKeeperServer
 
     monkeypatch.setattr(zookeeper_module, "ZK_ANSWER_S", 3.0)  # the same code, sooner

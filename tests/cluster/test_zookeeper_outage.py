@@ -1,5 +1,5 @@
 """Issue 35 (bug H): with ZooKeeper gone after connect, every ZooKeeper call gives up after
-ZK_ANSWER_S (ZK5, api/client/zookeeper.py) with ZkUnavailable, a MetadataError, instead of
+ZK_ANSWER_S (ZK5, api/client/zk_bound.py) with ZkUnavailable, a MetadataError, instead of
 waiting for ZooKeeper for as long as it is away; a CLI says so, without a traceback.
 
 ZooKeeper is paused with SIGSTOP, the hang case: the server keeps its TCP connections open
@@ -20,7 +20,7 @@ from contextlib import contextmanager
 
 import pytest
 
-import api.client.zookeeper as zookeeper_module
+import api.client.zk_bound as zookeeper_module  # where the bound is read
 from api.client.metadata import LedgerMetadata, MetadataState
 from api.client.zookeeper import ZkMetadataStore, ZkUnavailable
 from api.cluster.local_zookeeper import ZooKeeperServer

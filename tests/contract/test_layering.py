@@ -117,10 +117,11 @@ def _single_importer_rule(path: str, module: str) -> str | None:
     owners = {"rocksdict": ("ledgerindex/kv.py",), "aiohttp": ("api/",),
               "pyspark": ("bookie/pipeline/",), "pyarrow": ("bookie/pipeline/",),
               "crcmod": ("tests/",),
-              # The client's metadata store and membership reads; every session's
-              # credentials and ACL; a bookie's registration, cookies and instance id;
+              # The client's metadata store and membership reads, its calls' bound and its
+              # ledger ids; every session's credentials and ACL; a bookie's registration, cookies and instance id;
               # autorecovery's markers, locks and election.
               "kazoo": ("api/client/zookeeper.py", "api/client/zk_auth.py",
+                        "api/client/zk_bound.py", "api/client/zk_ids.py",
                         "api/cluster/zookeeper.py", "api/cluster/underreplication.py"),
               "cryptography": ("api/cluster/certs.py", "tests/")}
     allowed = owners.get(_top(module))

@@ -1,4 +1,4 @@
-"""ZK5 (api/client/zookeeper.py): no ZooKeeper call of the project waits longer than
+"""ZK5 (api/client/zk_bound.py): no ZooKeeper call of the project waits longer than
 ZK_ANSWER_S. kazoo's blocking calls (``client.get``, ``set``, ``create``, ``delete``, ...,
 ``transaction().commit()``, ``start``) wait for ever while ZooKeeper is away; every module
 that talks to ZooKeeper calls the bounded helpers (``zk_read``, ``zk_call``, ``zk_start``,
@@ -14,7 +14,7 @@ BLOCKING = {"get", "set", "create", "delete", "get_children", "exists", "ensure_
             "commit", "start", "restart", "sync", "get_acls", "set_acls", "retry",
             "DataWatch", "ChildrenWatch", "Lock", "Election", "Barrier", "Counter"}
 TALKS_TO_ZOOKEEPER = ("kazoo", "api.client.zookeeper", "api.client.zk_auth",
-                      "api.cluster.zookeeper", "api.cluster.underreplication")
+                      "api.client.zk_bound", "api.cluster.zookeeper", "api.cluster.underreplication")
 
 
 def _zookeeper_modules():

@@ -10,7 +10,7 @@ Invariants:
     SM3. Each call takes one seeded network delay before it acts (ZooKeeper is a server too);
          its effect happens at one instant, so the CAS stays atomic.
     SM4. zk-hang: a call waits until the hang is healed, ZK_ANSWER_S (virtual) at most, then
-         raises ZkUnavailable, what api/client/zookeeper.py raises past its bound (ZK5). A
+         raises ZkUnavailable, what api/client/zk_bound.py raises past its bound (ZK5). A
          write that timed out is still queued, as kazoo queues it: it is applied once the
          hang heals (its caller was told "not known whether it happened").
     SM5. zk-uncertain: a write, create or delete is applied, then its caller gets
