@@ -105,14 +105,14 @@ async def _switch(request: web.Request, verb_name: str, suspend: bool) -> web.Re
     for value in (major, minor):
         if value is not None and not isinstance(value, bool):
             raise TypeError(f"{verb_name}Major/{verb_name}Minor must be booleans")  # 500
-    words, bookie_id = [], request.app[BOOKIE_ID]
+    output, bookie_id, verb = "", request.app[BOOKIE_ID], verb_name.capitalize()
     if major:
-        words.append(f"{verb_name.capitalize()} majorGC on BookieServer: {bookie_id}")
-    if minor:
-        words.append(f"{verb_name.capitalize()} minorGC on BookieServer: {bookie_id}")
+        output = f"{verb} majorGC on BookieServer: {bookie_id}"
+    if minor:  # appended with its comma even alone, as BookKeeper's handler does
+        output += f", {verb} minorGC on BookieServer: {bookie_id}"
     if major or minor:
         request.app[BOOKIE].set_gc_suspended(suspend)
-    return as_json(", ".join(words))
+    return as_json(output)
 
 
 @routes.route("*", "/api/v1/bookie/gc/suspend_compaction")
