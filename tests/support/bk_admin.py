@@ -10,7 +10,6 @@ import dataclasses
 
 import aiohttp
 
-from api.admin.app import admin_listener
 from tests.support.servers import running_bookie
 
 #: HttpRouter.java's endpoint constants, in its order.
@@ -62,6 +61,8 @@ class AdminBookie:
 @contextlib.asynccontextmanager
 async def admin_bookie(config):
     """A started bookie on 127.0.0.1 with both listeners (admin_port 0: a free port)."""
+    from api.admin.app import admin_listener  # noqa: PLC0415 (here: the daemon tests need none)
+
     config = config.replace(admin_port=0)
     async with running_bookie(config) as running:
         bookie_id = running.url.removeprefix("http://")
