@@ -124,6 +124,7 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
     bookie registers itself there), so systemd's "started" means "serving and findable".
     """
     from api.server.app import serving  # noqa: PLC0415 (only serve needs the HTTP stack)
+    from api.admin.app import admin_listener  # noqa: PLC0415 (and BookKeeper's admin API)
     from bookie.node import Bookie
 
     try:
@@ -145,12 +146,16 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
     try:
         async with serving(bookie, config.host, config.port,
                            ssl_context=ssl_context) as port, \
-                _bk_listener(bookie, config, ssl_context) as bk_port:
+                _bk_listener(bookie, config, ssl_context) as bk_port, \
+                admin_listener(bookie, f"{config.host}:{port}", ssl_context) as admin_port:
             print(f"bookie listening on {scheme}://{config.host}:{port}", file=ready_line,
                   flush=True)
             if bk_port is not None:
                 print(f"bookie-rpc listening on {config.host}:{bk_port}", file=ready_line,
                       flush=True)
+            if admin_port is not None:  # BookKeeper's admin REST API (docs/admin-api.md)
+                print(f"bookie-admin listening on {scheme}://{config.host}:{admin_port}",
+                      file=ready_line, flush=True)
             if config.metadata_service_uri:
                 from api.cluster.member import ClusterMember  # noqa: PLC0415 (cluster only)
 

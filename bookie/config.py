@@ -78,6 +78,7 @@ class BookieConfig:
     compaction_rate_bytes: int = 32 * MiB
     entrylog_cache_keep_bytes: int = 256 * MiB
     bookie_port: int | None = None
+    admin_port: int | None = None
     bookie_max_pending_adds: int = 10_000
     bookie_max_reads_per_connection: int = 100
     bookie_max_reads_in_progress: int = 1_000

@@ -95,6 +95,9 @@ class GarbageCollector:
         #: Tombstoned ledgers whose locations phase 1 removed and compacted: the dead (G1).
         self._index_settled: set[int] = set()
         self._last_compaction = {MINOR: clock(), MAJOR: clock()}
+        #: kind -> (runs that compacted, wall-clock ms the last ended; 0 never), for the
+        #: admin API's gc_details (BookKeeper's GarbageCollectionStatus counters).
+        self.compactions = {MINOR: (0, 0), MAJOR: (0, 0)}
 
     # -- driving ------------------------------------------------------------------------
 
@@ -184,6 +187,9 @@ class GarbageCollector:
                 self._last_compaction[MINOR] = now  # a major run covers the minor one
         result.seconds = self.clock() - run.started
         result.finished_at = time.time()
+        if result.compaction is not None:
+            count = self.compactions[result.compaction][0] + 1
+            self.compactions[result.compaction] = (count, int(result.finished_at * 1000))
         self._count(result)
         self.last_result = result
         self.running = None

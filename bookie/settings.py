@@ -123,6 +123,11 @@ SETTINGS: tuple[Setting, ...] = (
             "v3 on one port; START_TLS when tls_cert_file is set; docs/"
             "bookkeeper-protocol.md); BookKeeper's default is 3181; unset: off; 0 picks a "
             "free one", 0, 65535),
+    Setting("admin_port", int, None,
+            "port of Apache BookKeeper's admin REST API (its httpServerPort: /api/v1/bookie/"
+            "state, /api/v1/bookie/is_ready, autorecovery, ledgers; docs/admin-api.md), "
+            "served beside the others; BookKeeper's default is 8000; unset: off; 0 picks a "
+            "free one", 0, 65535),
     Setting("bookie_max_pending_adds", int, 10_000,
             "adds in flight on one BookKeeper-protocol connection before more are answered "
             "ETOOMANYREQUESTS (BookKeeper's maxPendingAddRequestsPerThread)", 1, 1_000_000),

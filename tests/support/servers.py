@@ -103,6 +103,12 @@ class Daemon:
             if not line.startswith("bookie-rpc listening on "):
                 raise RuntimeError(f"no bookie-rpc ready line: {line!r}; log {self.log_path}")
             self.bk_port = int(line.strip().rsplit(":", 1)[-1])
+        self.admin_url = None
+        if "--admin-port" in self.extra:  # BookKeeper's admin REST API (docs/admin-api.md)
+            line = self.proc.stdout.readline().decode()
+            if not line.startswith("bookie-admin listening on "):
+                raise RuntimeError(f"no bookie-admin ready line: {line!r}; log {self.log_path}")
+            self.admin_url = line.strip().rsplit(" ", 1)[-1]
         if wait_ready:
             self.wait_ready(timeout_s)
         return self
