@@ -36,6 +36,8 @@ log = logging.getLogger("bookie.bkconf")
 #: api/client/zookeeper.py SCHEMES: the layouts our metadata store reads and writes (the
 #: core does not import api/, so the two names are repeated here).
 _SCHEMES = ("zk", "zk+hierarchical")
+_PULSAR_ZK = "metadata-store:zk:"  # Pulsar's form (docs/cluster.md §1)
+_HTTP_SERVER_PORT = 8000  # BookKeeper's default httpServerPort
 _TLS_FACTORY = "org.apache.bookkeeper.tls.TLSContextFactory"
 _AUTHZ_FACTORY = "org.apache.bookkeeper.tls.BookieAuthZFactory"
 
@@ -100,6 +102,7 @@ def read(path: str) -> BkConf:
             conf.note("unknown", key, "not a BookKeeper server key this bookie knows")
     _directories(conf)
     _metadata(conf)
+    _admin(conf)
     _tls(conf)
     _authorization(conf)
     for key, checked in (("zkEnableSecurity", "true"), ("allowLoopback", "false")):
@@ -176,15 +179,31 @@ def _index(conf: BkConf, ledgers: str | None) -> None:
                                                  "not a directory of their own")
 
 
+def _admin(conf: BkConf) -> None:
+    """BookKeeper serves its admin REST API only with httpServerEnabled=true."""
+    if _value(conf, "httpServerEnabled").lower() == "true":
+        port = _value(conf, "httpServerPort") or str(_HTTP_SERVER_PORT)
+        try:
+            conf.set("admin_port", int(port), "httpServerEnabled", "httpServerPort")
+        except ValueError:
+            raise conf.fail("httpServerPort", "not a port") from None
+        return
+    for key in ("httpServerEnabled", "httpServerPort"):
+        if key in conf.props:
+            conf.note("ignored", key, "httpServerEnabled is not true: BookKeeper's admin "
+                                      "REST API is not served")
+
+
 def _metadata(conf: BkConf) -> None:
     uri = _value(conf, "metadataServiceUri")
     servers = conf.props["zkServers"].items if "zkServers" in conf.props else ()
     root = _value(conf, "zkLedgersRootPath") or "/ledgers"
     if uri:
         scheme = uri.split("://", 1)[0] if "://" in uri else ""
-        if scheme not in _SCHEMES:
+        if scheme not in _SCHEMES and not uri.startswith(_PULSAR_ZK):
             raise conf.fail("metadataServiceUri", "this bookie reads and writes the "
-                            "hierarchical layout only: zk:// or zk+hierarchical://")
+                            "hierarchical layout only: zk://, zk+hierarchical:// or "
+                            "metadata-store:zk:")
         conf.set("metadata_service_uri", uri, "metadataServiceUri")
         for key in ("zkServers", "zkLedgersRootPath"):
             if key in conf.props:

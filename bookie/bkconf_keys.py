@@ -121,6 +121,9 @@ MAPPED_BY_KEY = {m.key: m for m in MAPPED}
 
 #: Keys ``bookie.bkconf`` handles together, with what it does (the docs table's text).
 SPECIAL: dict[str, str] = {
+    "httpServerEnabled": "true: BookKeeper's admin REST API on `admin_port` "
+                         "(httpServerPort, default 8000; docs/admin-api.md); false: not served",
+    "httpServerPort": "`admin_port` when httpServerEnabled=true, else ignored",
     "journalDirectories": "`data_dir` D when it is D/journal and ledgerDirectories is "
                           "D/ledgers (each holds current/, as BookKeeper's); else refused, "
                           "exit 78; more than one directory: refused, exit 78",
@@ -190,8 +193,6 @@ AS_OURS: dict[str, tuple[tuple[str, ...], str]] = {
     "localScrubInterval": (("0",), "scrubbing is offline: bookie shell scrub"),
     "dataIntegrityChecking": (("false",), "no data-integrity cookie stamping"),
     "dataIntegrityStampMissingCookies": (("false",), "no data-integrity cookie stamping"),
-    "httpServerEnabled": (("false",), "the BookKeeper admin HTTP API is not served yet "
-                                      "(ours is on `port`)"),
     "zkTimeout": (("10000",), "the ZooKeeper session timeout is 10 s"),
     "tlsCertFilesRefreshDurationSeconds": (("0",), "certificates are reloaded on SIGHUP, "
                                                    "not polled"),
@@ -244,8 +245,9 @@ IGNORED_GROUPS: dict[str, tuple[str, ...]] = {
         "dlog.bkcAckQuorumSize dlog.bkcEnsembleSize dlog.bkcWriteQuorumSize "
         "storage.cluster.controller.schedule.interval.ms storage.range.store.dirs "
         "storage.serve.readonly.tables storageserver.grpc.port"),
-    "the BookKeeper admin HTTP API is not served yet (ours is on `port`)": _keys(
-        "httpServerPort httpServerHost httpServerClass httpServerTlsEnable "
+    "the admin API listens on host, plainly; its TLS and its server class are not "
+    "configurable (docs/admin-api.md)": _keys(
+        "httpServerHost httpServerClass httpServerTlsEnable "
         "httpServerKeyStorePath httpServerKeyStorePassword httpServerTrustStorePath "
         "httpServerTrustStorePassword"),
     "storage tuning of BookKeeper's other ledger storages (Sorted, Interleaved)": _keys(

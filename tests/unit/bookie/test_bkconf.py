@@ -286,15 +286,19 @@ def test_config_show_names_the_file_line_of_each_value_and_lists_the_rest(tmp_pa
     assert result.returncode == 0, result.stderr
     assert "bookie_port = 3181  # bk_server.conf:1" in result.stdout
     assert "# bk_server.conf:2 zkTimeout=5000: refused: " in result.stdout
-    assert "# bk_server.conf:3 httpServerPort=8080: ignored: the BookKeeper admin HTTP API " \
-           "is not served yet" in result.stdout
+    assert "# bk_server.conf:3 httpServerPort=8080: ignored: httpServerEnabled is not true" \
+        in result.stdout
 
 
-def test_serve_with_a_conf_it_cannot_honour_exits_78_before_touching_a_file(tmp_path):
-    conf = _conf(tmp_path, f"journalDirectories={tmp_path}/j\nledgerDirectories="
-                           f"{tmp_path}/l\n")
-    result = subprocess.run([sys.executable, "-m", "bookie", "serve", "-c", conf],
-                            capture_output=True, cwd=ROOT, timeout=60, text=True)
-    assert result.returncode == EXIT_BAD_CONFIG
-    assert "bk_server.conf:1 journalDirectories=" in result.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bk_server.conf"]
+def test_http_server_enabled_serves_bookkeepers_admin_api_on_http_server_port(tmp_path):
+    """httpServerEnabled=true maps httpServerPort (default 8000) onto admin_port."""
+    assert _load(tmp_path, "httpServerEnabled=true\nhttpServerPort=8081\n")[0].admin_port \
+        == 8081
+    assert _load(tmp_path, "httpServerEnabled=true\n")[0].admin_port == 8000
+    assert _load(tmp_path, "httpServerEnabled=false\nhttpServerPort=8081\n")[0].admin_port \
+        is None
+
+
+def test_pulsars_metadata_store_uri_is_taken(tmp_path):
+    uri = "metadata-store:zk:127.0.0.1:2181/ledgers"
+    assert _load(tmp_path, f"metadataServiceUri={uri}\n")[0].metadata_service_uri == uri
