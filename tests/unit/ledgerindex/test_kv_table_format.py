@@ -21,8 +21,9 @@ from ledgerindex.kv import KeyValueStore
 from tests.support.rocksdb_tools import Footer, footers
 
 BOOKKEEPER_FORMAT = Footer(format_version=5, checksum="kxxHash")
-#: What rocksdict 0.3.29's RocksDB (9.8.4) writes by default: the format of every index
-#: written before issue 37.
+#: What rocksdict's RocksDB writes by default (RocksDB 9.0 and later: 9.7.3 and 9.8.4 in the
+#: rocksdict versions pyproject.toml allows): the format of every index written before
+#: issue 37.
 ROCKSDICT_DEFAULT_FORMAT = Footer(format_version=6, checksum="kXXH3")
 
 
