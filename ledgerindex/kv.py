@@ -29,12 +29,12 @@ _BLOCK_SIZE_BYTES = 64 * 1024
 _BLOOM_BITS_PER_KEY = 10
 #: The table file format of every database we write, BookKeeper's default for all of its
 #: (KeyValueStorageRocksDB, conf/*_rocksdb.conf.default): block-based format_version 5 with
-#: xxHash32 block checksums (kxxHash, ``ChecksumType.xxhash``). rocksdict's RocksDB (9.8)
+#: xxHash32 block checksums (kxxHash, ``ChecksumType.xxhash``). rocksdict's RocksDB (9.7, 9.8)
 #: would otherwise write format 6 with XXH3, which no RocksDB before 8.6 reads: not Debian's
 #: 7.8 ``ldb``, not the RocksDB 7.9/7.10 of BookKeeper 4.16/4.17, so a data dir once opened
 #: here could not go back (issue 37; Pulsar issue 22051). RocksDB reads every format whatever
 #: this says: a format-6 dir still opens, and only files written from now on (flushes,
-#: compactions) take format 5 (docs/formats.md §7).
+#: compactions) take format 5 (docs/formats.md §7.3).
 _TABLE_FORMAT_VERSION = 5
 #: The only column family our databases (and BookKeeper's) have.
 _DEFAULT_COLUMN_FAMILY = "default"
