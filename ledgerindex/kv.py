@@ -27,6 +27,17 @@ from bookie.errors import IOFailure
 #: as in KeyValueStorageRocksDB, for point gets on the read path.
 _BLOCK_SIZE_BYTES = 64 * 1024
 _BLOOM_BITS_PER_KEY = 10
+#: The table file format of every database we write, BookKeeper's default for all of its
+#: (KeyValueStorageRocksDB, conf/*_rocksdb.conf.default): block-based format_version 5 with
+#: xxHash32 block checksums (kxxHash, ``ChecksumType.xxhash``). rocksdict's RocksDB (9.7, 9.8)
+#: would otherwise write format 6 with XXH3, which no RocksDB before 8.6 reads: not Debian's
+#: 7.8 ``ldb``, not the RocksDB 7.9/7.10 of BookKeeper 4.16/4.17, so a data dir once opened
+#: here could not go back (issue 37; Pulsar issue 22051). RocksDB reads every format whatever
+#: this says: a format-6 dir still opens, and only files written from now on (flushes,
+#: compactions) take format 5 (docs/formats.md §7.3).
+_TABLE_FORMAT_VERSION = 5
+#: The only column family our databases (and BookKeeper's) have.
+_DEFAULT_COLUMN_FAMILY = "default"
 #: RocksDB keeps 1000 info LOG files by default; a long-running bookie needs far fewer.
 _KEEP_LOG_FILE_NUM = 10
 
@@ -75,12 +86,14 @@ def _options(*, lz4: bool, create: bool, secondary: bool) -> rocksdict.Options:
     options = rocksdict.Options(raw_mode=True)
     options.create_if_missing(create)
     options.set_keep_log_file_num(_KEEP_LOG_FILE_NUM)
+    table = rocksdict.BlockBasedOptions()
+    table.set_format_version(_TABLE_FORMAT_VERSION)
+    table.set_checksum_type(rocksdict.ChecksumType.xxhash())
     if lz4:
         options.set_compression_type(rocksdict.DBCompressionType.lz4())
-        table = rocksdict.BlockBasedOptions()
         table.set_block_size(_BLOCK_SIZE_BYTES)
         table.set_bloom_filter(_BLOOM_BITS_PER_KEY, False)
-        options.set_block_based_table_factory(table)
+    options.set_block_based_table_factory(table)
     if secondary:
         # RocksDB requires a secondary instance to keep every table file open.
         options.set_max_open_files(-1)
@@ -131,7 +144,12 @@ class KeyValueStore:
         else:
             access = rocksdict.AccessType.read_write()
         with _io(path, "open"):
-            db = rocksdict.Rdict(path, options, access_type=access)
+            # The options go to the default column family too, by name: given none, rocksdict
+            # takes an existing database's column-family options (compression, table format)
+            # from its latest OPTIONS file, and ours would reach only new databases (measured
+            # with 0.3.29: a format-6 dir kept writing format 6, issue 37).
+            db = rocksdict.Rdict(path, options, column_families={_DEFAULT_COLUMN_FAMILY: options},
+                                 access_type=access)
         return cls(db, path, read_only=read_only or secondary)
 
     @property

@@ -4,8 +4,10 @@
 #   bash scripts/test.sh [pytest args...]
 #
 # The tests run real components, never fakes: Java 17 (Spark, for the pipeline's tests),
-# Debian's `zookeeper` (the cluster tests start a real ZooKeeper server) and `promtool` from
-# Debian's `prometheus` (checks the shipped alert rules). Each is installed with apt-get when
+# Debian's `zookeeper` (the cluster tests start a real ZooKeeper server), `promtool` from
+# Debian's `prometheus` (checks the shipped alert rules) and `ldb` and `sst_dump` from Debian's
+# `rocksdb-tools` (an older RocksDB than ours reads our index, as BookKeeper's must: issue 37,
+# docs/formats.md §7). Each is installed with apt-get when
 # missing; without root (or without apt-get) the script prints the exact command and exits 3
 # before running anything, rather than letting tests fail one by one. Then it makes the venv
 # (.venv), installs the project with its test and pipeline extras, and runs pytest.
@@ -19,6 +21,7 @@ if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ] 2>/dev/null; 
 fi
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+{ command -v ldb && command -v sst_dump; } >/dev/null 2>&1 || missing+=(rocksdb-tools)
 
 if [ ${#missing[@]} -gt 0 ]; then
     install="apt-get update -q && apt-get install -y -q --no-install-recommends ${missing[*]}"
@@ -40,6 +43,7 @@ echo "== python: $(python3 --version), cores: $(nproc)"
 echo "== java: $(java -version 2>&1 | head -1)"
 echo "== zookeeper: $(ls /usr/share/java/zookeeper.jar)"
 echo "== promtool: $(promtool --version 2>&1 | head -1)"
+echo "== ldb: $(ldb --version 2>&1 | head -1)"
 
 python3 -m venv .venv
 .venv/bin/pip install -q -e '.[test,pipeline]'
