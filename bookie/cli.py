@@ -248,7 +248,7 @@ async def _run_until_stopped(bookie, stop: asyncio.Event, notifier: Notifier,
     try:
         for hook in before_ready:  # joining the cluster: registration, autorecovery
             await hook()
-    except Exception as exc:  # noqa: BLE001 - e.g. ZooKeeper gone mid-join (issue 35)
+    except Exception as exc:  # noqa: BLE001 - ZooKeeper gone mid-join (docs/operations.md §5.6)
         # Stop as a refused start does, but the bookie is running: close it, or its threads
         # keep the process alive after the loop ends.
         log.error("bookie could not join its cluster, stopping: %s", exc)
@@ -305,8 +305,9 @@ def run_event_loop(main_coroutine, event_loop: str = "uvloop"):
     """Run the daemon's coroutine on uvloop where it is installed (setting ``event_loop``),
     else on asyncio's own loop.
 
-    uvloop cut the server's CPU per single add by 5-19% (issue 18, scripts/bench_http.py
-    --loop); asyncio stays the fallback, and nothing in the bookie depends on which runs."""
+    uvloop cut the server's CPU per single add by 5-19% (README.md "Settings",
+    scripts/bench_http.py --loop); asyncio stays the fallback, and nothing in the bookie
+    depends on which runs."""
     if event_loop == "uvloop":
         try:
             import uvloop  # noqa: PLC0415

@@ -151,7 +151,7 @@ class WriteCache:
 
         Bounded runs keep every C-level step of the checkpoint (sort, join, buffer copy)
         short: it holds the GIL throughout, and one ledger's whole half (100k entries, 100
-        MiB) in one step stalled the event loop for ~0.6 s (issue 28's latency tail)."""
+        MiB) in one step stalled the event loop for ~0.6 s, and every add in flight with it."""
         half = self._flushing
         for ledger_id in sorted(half.entries):
             ledger = half.entries.get(ledger_id)

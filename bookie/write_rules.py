@@ -9,12 +9,12 @@ Invariants:
         the header may differ. BookKeeper's ledger recovery (LedgerRecoveryOp, then
         PendingAddOp) frames every entry it writes back again, with the recovering
         handle's LAC and the same length, and a real bookie stores such a re-add; refusing
-        it made BookKeeper's ``openLedger`` change ensembles for ever (issue 35). The held
-        copy is what is stored again (``held_copy``), so an entry's stored bytes never
-        change once written (replay's RP2 holds: a journal never carries two different
-        copies of one entry from the add path) and the add is answered when that record is
-        durable. A different payload or length is another entry under the same id: refused
-        EBADREQ, never overwritten.
+        it made BookKeeper's ``openLedger`` change ensembles for ever
+        (docs/bookkeeper-protocol.md §6). The held copy is what is stored again
+        (``held_copy``), so an entry's stored bytes never change once written (replay's
+        RP2 holds: a journal never carries two different copies of one entry from the add
+        path) and the add is answered when that record is durable. A different payload or
+        length is another entry under the same id: refused EBADREQ, never overwritten.
     W7. A recovery add reviving a tombstoned ledger (W5 in bookie/node/writes.py) must carry
         the tombstone's master key (``check_revive_key``, before anything changes: bug E,
         a wrong password's entry was stored and served); the revived ledger keeps the

@@ -48,7 +48,7 @@ Invariants:
 
 Versions:
     1  BKLD LedgerState without usage counters (read)
-    2  BKLD LedgerState with usage counters (written; issue 13: ledger info in O(1))
+    2  BKLD LedgerState with usage counters (written; ledger info in O(1): docs/formats.md §7.2)
     -  protobuf LedgerData of Apache BookKeeper's DbLedgerStorage (read; rewritten as BKLD on
        the ledger's next state write)
 """
@@ -88,8 +88,8 @@ KNOWN_FLAGS = FLAG_EXISTS | FLAG_FENCED | FLAG_LIMBO | FLAG_EXPLICIT_LAC
 MAX_DIGEST_TYPE = 4
 MAX_ID = 2**63 - 1
 #: What the indexes can store, the one place the write path's accepted ranges come from
-#: (issue 13 bug 1: an id the index cannot store must be refused before it is journaled, or
-#: every checkpoint and every replay of it fails). Ledger ids: any non-negative i64. Entry
+#: (an id the index cannot store must be refused before it is journaled, or every checkpoint
+#: and every replay of it fails: README.md "Track record"). Ledger ids: any non-negative i64. Entry
 #: ids: 0..2**63-2, since (L, 2**63-1) is the end of a ledger's key range (LO2 in
 #: locations.py). A LAC is an entry id or -1 (none).
 LEDGER_ID_MAX = MAX_ID

@@ -24,7 +24,7 @@ from ledgerindex import keys
 from ledgerindex.kv import KeyValueStore
 
 #: Puts per RocksDB write. rocksdict holds the GIL through a write (measured: 62-117 ms for
-#: one batch of 100k keys, the event loop stalled all along: the add p99 of issue 18); a
+#: one batch of 100k keys, the event loop stalled all along, and the adds' p99 with it); a
 #: chunk of 2048 holds it ~1.3 ms, and the loop runs between chunks.
 WRITE_CHUNK = 2048
 

@@ -1,8 +1,8 @@
-"""Side by side, in one run (issue 28): Apache BookKeeper's BenchThroughputLatency (1 KiB
-entries, ensemble 1) against one of OUR bookies (its bookie_port listener) and against a
-REAL BookKeeper bookie (SortedLedgerStorage), each bookie pinned to core 0 and the
-benchmark client to core 1, the same throttle (outstanding adds) for both. Prints
-entries/s, p95/p99 and the ratio ours / BookKeeper's.
+"""Side by side, in one run (docs/bookkeeper-protocol.md §6): Apache BookKeeper's
+BenchThroughputLatency (1 KiB entries, ensemble 1) against one of OUR bookies (its bookie_port
+listener) and against a REAL BookKeeper bookie (SortedLedgerStorage), each bookie pinned to
+core 0 and the benchmark client to core 1, the same throttle (outstanding adds) for both.
+Prints entries/s, p95/p99 and the ratio ours / BookKeeper's.
 
     BOOKKEEPER_LAUNCHER=/opt/bookkeeper/bin/bookkeeper .venv/bin/python scripts/bench_bookkeeper.py \\
         [--seconds 20] [--throttle 1000] [--runs 1] [--tls]

@@ -9,7 +9,7 @@ Starts (on 127.0.0.1 only, each stopped by PID at the end):
   * a bare aiohttp app whose POST handler reads the same body and answers JSON, pinned to
     core 0 (the baseline: the HTTP ceiling of this machine for this request shape);
   * for batches, a second bare app that also splits the frames and CRCs each entry (the
-    least work any bookie must do per entry, issue 18);
+    least work any bookie must do per entry, docs/design.md §11);
   * a third, "durable": the bare handlers plus the bookie's own Journal (group commit, one
     fdatasync per group), answering after the sync: the floor of a durable add here.
 All on the same event loop (--loop, default uvloop as the daemon). Also printed: a plain
@@ -18,8 +18,9 @@ page-cache write baseline (this VM's memory may be cold: see page_cache_write_mi
 The load generator runs here, pinned to core 1 (docs/design.md §11), with one ledger per client.
 Prints adds/s, p50/p99 and server CPU microseconds per request per point, the ratio to
 the bare endpoint, and the load generator's CPU per request (it must not be what limits). Targets
-(issue 18): single adds >= 0.85x the bare endpoint at 64 clients, p99 within 2x of its p99;
-batches of 100 x 1 KiB >= 200k entries/s at 16 clients and >= 0.6x the split+CRC baseline.
+(docs/design.md §11): single adds >= 0.85x the bare endpoint at 64 clients, p99 within 2x of
+its p99; batches of 100 x 1 KiB >= 200k entries/s at 16 clients and >= 0.6x the split+CRC
+baseline.
 """
 
 from __future__ import annotations

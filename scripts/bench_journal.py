@@ -225,7 +225,7 @@ def run(base: str, seconds: float, writer_counts: list[int], event_loop: str) ->
     print("  x raw@grp = adds/s over its syncs/s x records per group (docs/design.md §11).")
     print("disk MB/s: records written per second, twice (the zero-filled preallocation ahead of"
           " them).")
-    print("targets: 64 writers >= 250k adds/s (issue 18).")
+    print("targets: 64 writers >= 250k adds/s (docs/design.md §11).")
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ from entrylog.reader import EntryLogReader  # noqa: E402
 from entrylog.writer import BufferedLogChannel  # noqa: E402
 
 LEDGERS = 16
-#: Issue 8's target on 2 cores, warm page cache.
+#: The target on 2 cores, warm page cache (docs/pipeline.md "Tests and figures").
 SCRUB_TARGET_MIBS = 600
 SCRUB_TARGET_RATIO = 0.8
 POOL_BYTES = 4 << 20

@@ -1,7 +1,7 @@
-"""``--tls`` for the scripts that run Apache BookKeeper against our bookies (issue 36): a
-private CA made on the spot (api/cluster/certs.py), the flags that give our bookies TLS on
-both listeners with mutual TLS (bookie_port through BookKeeper's START_TLS,
-docs/bookkeeper-protocol.md "TLS"), and the keys BookKeeper's Java client takes for it.
+"""``--tls`` for the scripts that run Apache BookKeeper against our bookies: a private CA
+made on the spot (api/cluster/certs.py), the flags that give our bookies TLS on both listeners
+with mutual TLS (bookie_port through BookKeeper's START_TLS, docs/bookkeeper-protocol.md §9),
+and the keys BookKeeper's Java client takes for it.
 
 BookKeeper's tools without a ``-conf`` (``bk bench``, scripts/java/*.java's
 ``new ClientConfiguration()``) read the keys as Java system properties once

@@ -1,6 +1,6 @@
-"""A rolling replacement, end to end (issue 35): BookKeeper's bookies replaced by ours one by
-one with BookKeeper's own ``decommissionbookie`` and autorecovery while BookKeeper's client
-writes and tails, then the same in reverse. A real run, not in CI.
+"""A rolling replacement, end to end (docs/operations.md §5.7): BookKeeper's bookies replaced
+by ours one by one with BookKeeper's own ``decommissionbookie`` and autorecovery while
+BookKeeper's client writes and tails, then the same in reverse. A real run, not in CI.
 
     BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/drill_bookkeeper_migration.py \
         [--rate 300] [--streams 3] [--entries-per-ledger 3000]

@@ -1090,7 +1090,8 @@ def main(argv=None) -> int:
                              "credentials made for the run, every process of it uses them")
     parser.add_argument("--bk-protocol", action="store_true",
                         help="bookies also listen on BookKeeper's protocol (bookie_port, "
-                             "issue 28); the replica checks read every other entry over it")
+                             "docs/bookkeeper-protocol.md); the replica checks read every other "
+                             "entry over it")
     parser.add_argument("--verbose", action="store_true",
                         help="a line a round (its fault, counts, violations)")
     parser.add_argument("--no-partitions", dest="partitions", action="store_false",

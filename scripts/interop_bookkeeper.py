@@ -1,5 +1,5 @@
-"""Apache BookKeeper's own tools against this project's bookies (issue 28): a real run, not
-in CI. Run it through scripts/interop_bookkeeper.sh.
+"""Apache BookKeeper's own tools against this project's bookies (docs/bookkeeper-protocol.md §6):
+a real run, not in CI. Run it through scripts/interop_bookkeeper.sh.
 
 BookKeeper is a test peer here, as ZooKeeper is: its launcher comes from ``--launcher`` or
 $BOOKKEEPER_LAUNCHER (a ``bk`` wrapper whose ``bk class NAME`` runs a class, or a BookKeeper distribution's own

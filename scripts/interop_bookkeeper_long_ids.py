@@ -1,5 +1,5 @@
-"""BookKeeper's own shell and client on ledgers past 2^31 (issue 37): a real run, not in CI
-(CI has no BookKeeper).
+"""BookKeeper's own shell and client on ledgers past 2^31 (docs/bookkeeper-protocol.md §6): a real
+run, not in CI (CI has no BookKeeper).
 
     BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/interop_bookkeeper_long_ids.py
 

@@ -1,5 +1,5 @@
-"""BookKeeper's operator commands on our clusters (issue 35): a real run, not in CI, as
-scripts/interop_bookkeeper.py is.
+"""BookKeeper's operator commands on our clusters (docs/bookkeeper-protocol.md §6): a real run,
+not in CI, as scripts/interop_bookkeeper.py is.
 
     BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/interop_bookkeeper_operator.py \
         [--clusters ours,mixed]

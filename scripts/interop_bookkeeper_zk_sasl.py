@@ -1,5 +1,6 @@
-"""BookKeeper's own tools on our cluster behind a SASL-secured ZooKeeper (issue 36): a real
-run, not in CI (CI has no BookKeeper), as scripts/interop_bookkeeper.py is.
+"""BookKeeper's own tools on our cluster behind a SASL-secured ZooKeeper
+(docs/operations.md §7.1): a real run, not in CI (CI has no BookKeeper), as
+scripts/interop_bookkeeper.py is.
 
     BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/interop_bookkeeper_zk_sasl.py
 

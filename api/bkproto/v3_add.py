@@ -1,5 +1,5 @@
-"""The v3 ADD_ENTRY hot path without a protobuf message (issue 28, BK5): a plain add
-request is read field by field from its bytes, and its answer is built as bytes.
+"""The v3 ADD_ENTRY hot path without a protobuf message (BK5, docs/bookkeeper-protocol.md §5a):
+a plain add request is read field by field from its bytes, and its answer is built as bytes.
 
 Per add, protobuf's message objects cost more than the add's own admission (parsing,
 then a Python object per field read, then the header serialized again for the answer).

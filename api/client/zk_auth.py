@@ -1,5 +1,5 @@
 """ZooKeeper authentication and the ACL of every znode the cluster creates
-(docs/operations.md §7, issues 27 and 36).
+(docs/operations.md §7, §7.1).
 
 Two kinds of credentials, ``user:password`` each, one at a time:
 

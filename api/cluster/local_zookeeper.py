@@ -6,9 +6,9 @@ one given, ``root/data``), runs ``org.apache.zookeeper.server.ZooKeeperServerMai
 package's jars, waits (bounded, polling ``ruok``) until it answers ``imok``; ``stop()`` ends
 that PID. A machine without the package gets an error saying how to install it.
 
-``sasl_users={"name": "password"}`` starts it SASL-enabled (issue 36): a JAAS file in
-``root`` with a ``Server`` section of ZooKeeper's ``DigestLoginModule`` listing those users,
-passed as ``-Djava.security.auth.login.config``, and ``authProvider.1`` set to
+``sasl_users={"name": "password"}`` starts it SASL-enabled (docs/operations.md §7.1): a JAAS
+file in ``root`` with a ``Server`` section of ZooKeeper's ``DigestLoginModule`` listing those
+users, passed as ``-Djava.security.auth.login.config``, and ``authProvider.1`` set to
 ``SASLAuthenticationProvider`` in zoo.cfg, so a DIGEST-MD5 login (ours, zk_sasl, and Apache
 BookKeeper's ``zkEnableSecurity`` tools') becomes the session's ``sasl:<user>`` identity.
 Unauthenticated sessions are still let in (ZooKeeper's default): the ACLs keep them out.

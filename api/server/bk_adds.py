@@ -1,6 +1,6 @@
-"""The listener's add path (issue 28 BK5, split from bk_listener.py): adds arrive decoded
-from a slice of frames, are begun together after it, and each is answered in the protocol it
-came in, from its journal future's callback.
+"""The listener's add path (docs/bookkeeper-protocol.md §5a; BK5, split from
+bk_listener.py): adds arrive decoded from a slice of frames, are begun together after it,
+and each is answered in the protocol it came in, from its journal future's callback.
 
 Invariants (bk_listener.py BL1, bk_ops.py BK1/BK5):
     AP1. An add is answered exactly once: EOK once its record is durable (or queued, for

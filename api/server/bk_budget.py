@@ -1,4 +1,4 @@
-"""The binary port's resource budget (issue 36): what one connection and the whole port may
+"""The binary port's resource budget: what one connection and the whole port may
 hold, as the HTTP side's request_bodies_max_bytes and request_body_timeout_ms bound it
 (api/server/body_budget.py). docs/bookkeeper-protocol.md §8 states the budget and its
 settings; the listener (bk_listener.py, bk_requests.py) applies it.

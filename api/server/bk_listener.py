@@ -1,4 +1,4 @@
-"""The bookie's second listener (issue 28): Apache BookKeeper's binary protocol on TCP, for
+"""The bookie's second listener: Apache BookKeeper's binary protocol on TCP, for
 BookKeeper's own clients, tools and bookies (docs/bookkeeper-protocol.md).
 
 Frames are an i32 length and that many bytes. A connection starts in v3 (protobuf) and

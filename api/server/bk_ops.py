@@ -1,5 +1,5 @@
-"""BookKeeper-protocol operations (issue 28): one decoded request -> one ``Bookie`` call ->
-one framed answer, for v3 (protobuf) and v2 (packed) requests alike.
+"""BookKeeper-protocol operations (docs/bookkeeper-protocol.md §3): one decoded request ->
+one ``Bookie`` call -> one framed answer, for v3 (protobuf) and v2 (packed) requests alike.
 
 Each operation calls the same ``Bookie`` method its HTTP route calls (api/server/
 routes_ledgers.py): no rule of the write path, fence or LAC has a second copy here. What

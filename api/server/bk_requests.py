@@ -1,6 +1,6 @@
-"""The listener's requests other than adds (issue 36): each is a kind, begun when the port's
-budget has room for it (api/server/bk_budget.py PB1, PB2, PB4), answered from its task, and
-cancelled with its connection when it changes nothing (PB5).
+"""The listener's requests other than adds (docs/bookkeeper-protocol.md §8): each is a kind,
+begun when the port's budget has room for it (api/server/bk_budget.py PB1, PB2, PB4),
+answered from its task, and cancelled with its connection when it changes nothing (PB5).
 
 Kinds:
     READ    reads that change nothing: entries, batches, READ_LAC, the entry list, the

@@ -1,10 +1,11 @@
-"""TLS on ``bookie_port`` (issue 36), as Apache BookKeeper does it: a connection starts
-plain, the client sends a v3 START_TLS request, the bookie answers EOK with a
-``startTLSResponse``, and both ends turn that same TCP connection into TLS, the client
-starting the handshake. Also the other exchange a connection may open with, AUTH (answered
-as BookKeeper's bookie without an authentication provider answers it). Read in BookKeeper's
-``BookieRequestProcessor.processStartTLSRequestV3``, ``AuthHandler.ServerSideHandler``,
-``BookieAuthZFactory`` and ``PerChannelBookieClient.initiateTLS``; written here.
+"""TLS on ``bookie_port`` (docs/bookkeeper-protocol.md §9), as Apache BookKeeper does it: a
+connection starts plain, the client sends a v3 START_TLS request, the bookie answers EOK
+with a ``startTLSResponse``, and both ends turn that same TCP connection into TLS, the
+client starting the handshake. Also the other exchange a connection may open with, AUTH
+(answered as BookKeeper's bookie without an authentication provider answers it). Read in
+BookKeeper's ``BookieRequestProcessor.processStartTLSRequestV3``,
+``AuthHandler.ServerSideHandler``, ``BookieAuthZFactory`` and
+``PerChannelBookieClient.initiateTLS``; written here.
 
 A mixin of ``bk_listener.BkConnection`` (as ``bk_adds.AddPath``): it uses the connection's
 ``listener``, ``ops``, ``peer``, ``transport``, ``buffer``, ``inbox``, ``outbox``, ``v3``,

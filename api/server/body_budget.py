@@ -1,4 +1,4 @@
-"""Bounds on request bodies against slow or greedy clients (issue 13, "also fix").
+"""Bounds on request bodies against slow or greedy clients.
 
 Invariants:
     BB1. The bytes of request bodies held at once (announced by Content-Length, or the

@@ -49,7 +49,8 @@ async def error_middleware(request: web.Request, handler):
 
 
 def _refused(request: web.Request, status: int, code: str, message: str) -> None:
-    """Issue 35: counted and logged (rate-limited) with the peer, as bookie_port does."""
+    """Counted and logged (rate-limited) with the peer, as bookie_port does
+    (docs/operations.md §3)."""
     transport = request.transport
     peer = transport.get_extra_info("peername") if transport is not None else None
     request.app[REFUSALS].refused((route_op(request), str(status), code), message,

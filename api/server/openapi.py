@@ -52,7 +52,7 @@ def _ids(low: int, high: int) -> dict:
 
 
 _LEDGER = _param("ledger", "path", _ids(0, LEDGER_ID_MAX), True, "ledger id, decimal")
-#: An add names an id the index can store (issue 13 bug 1); a read may name any i64 >= -1.
+#: An add names an id the index can store (ledgerindex/keys.py); a read may name any i64 >= -1.
 _ENTRY_WRITE = _param("entry", "path", _ids(0, ENTRY_ID_MAX), True, "entry id, decimal")
 _ENTRY_READ = _param("entry", "path", _ids(-1, I64_MAX), True,
                      "entry id, decimal; -1 reads the last entry")

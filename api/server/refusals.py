@@ -1,7 +1,7 @@
-"""A refusal is never silent (issue 35): every non-EOK answer of a listener is counted, by
-its label values, in a dict the metrics collector reads (``bookie.stats``), and logged at
-WARN with its reason and its peer, at most ``burst`` lines per ``interval_s`` per label
-values.
+"""A refusal is never silent (docs/operations.md §3): every non-EOK answer of a listener is
+counted, by its label values, in a dict the metrics collector reads (``bookie.stats``), and
+logged at WARN with its reason and its peer, at most ``burst`` lines per ``interval_s`` per
+label values.
 
 The log is rate-limited and the count is not: a client retrying a refused add thousands of
 times a second would otherwise bury every other line, while an operator still needs the

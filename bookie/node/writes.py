@@ -262,7 +262,7 @@ class LedgerWrites:
                 raise
             # FL1: BookKeeper's bookie forces its journal and answers EOK whether or not it
             # holds the ledger. Its client forces every bookie of the ensemble, and in a
-            # striped ledger one may hold no entry yet (issue 36, item 4).
+            # striped ledger one may hold no entry yet (docs/bookkeeper-protocol.md §3).
             self._node_state.check_not_failed_io()
             await asyncio.shield(self._submit(None, ledger_id))
             return -1
@@ -347,9 +347,10 @@ class LedgerWrites:
 
 
 def check_storable(ledger_id: int, entry_id: int | None = None, lac: int | None = None) -> None:
-    """Refuse (400 EBADREQ) before journaling any id the indexes cannot store (issue 13
-    bug 1: an acknowledged entry 2**63-1 failed every later checkpoint and every replay,
-    so the bookie never started again). The ranges come from ledgerindex/keys.py only."""
+    """Refuse (400 EBADREQ) before journaling any id the indexes cannot store (an
+    acknowledged entry 2**63-1 failed every later checkpoint and every replay, so the bookie
+    never started again: README.md "Track record"). The ranges come from ledgerindex/keys.py
+    only."""
     if not 0 <= ledger_id <= keys.LEDGER_ID_MAX:
         raise BadRequest(f"ledger id {ledger_id} is not in 0..{keys.LEDGER_ID_MAX}")
     if entry_id is not None and not 0 <= entry_id <= keys.ENTRY_ID_MAX:

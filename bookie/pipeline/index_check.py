@@ -1,7 +1,7 @@
 """The index-check job: the RocksDB locations against the scanned entry logs, both ways.
 
 ``bookie shell export-index`` writes the locations (Parquet or JSON lines); this job reads
-them beside the logs' entries and reports what either side lacks (issue 8).
+them beside the logs' entries and reports what either side lacks (docs/pipeline.md "Jobs").
 """
 
 from __future__ import annotations

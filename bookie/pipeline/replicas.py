@@ -1,5 +1,6 @@
-"""The replica check as a Spark job (issue 17): ``python -m bookie.pipeline replicas
---metadata-service-uri zk://HOST:PORT/ledgers``, for clusters with millions of ledgers.
+"""The replica check as a Spark job (docs/pipeline.md "Jobs"; the auditor's own check:
+docs/cluster.md §4): ``python -m bookie.pipeline replicas --metadata-service-uri
+zk://HOST:PORT/ledgers``, for clusters with millions of ledgers.
 
 The driver lists the ledger tree's second-level znodes (BookKeeper's hierarchical layout:
 each one a slice of 10^4 ledger ids) and who is alive; each Spark task takes a share of the

@@ -1,4 +1,4 @@
-"""``bookie shell``: offline tools on a stopped bookie's files, or a copy (issue 7).
+"""``bookie shell``: offline tools on a stopped bookie's files, or a copy (docs/http-api.md "CLI").
 
 Apache BookKeeper's ``bookkeeper shell`` and Kafka's DumpLogSegments are the models. Every
 tool reads the files through the same format modules the daemon uses (``journal.reader``,

@@ -1,4 +1,4 @@
-"""``gc``: one garbage collection run on a stopped bookie's data dir (issue 9).
+"""``gc``: one garbage collection run on a stopped bookie's data dir (docs/http-api.md "CLI").
 
 The daemon's own collector (``bookie/gc.py``, the run ``POST /v1/bookie/gc`` starts) over the
 daemon's own ``LedgerStorage``, opened read-write as ``Bookie`` opens it. Opening it takes

@@ -1,6 +1,6 @@
 """What ``bookie shell`` commands print: records for humans or as JSON lines, and progress.
 
-Conventions (docs/http-api.md "CLI", issue 7):
+Conventions (docs/http-api.md "CLI"):
     - stdout carries the command's result: one human line per record by default, or with
       ``--json`` one JSON object per line, each with a ``"type"`` (``record``, ``entry``,
       ``problem``, ``end``, ``summary``...). Commands that report one thing print one object.

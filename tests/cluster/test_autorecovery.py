@@ -1,4 +1,4 @@
-"""Autorecovery (docs/cluster.md §4, issue 17): a bookie killed for good loses no copy for
+"""Autorecovery (docs/cluster.md §4): a bookie killed for good loses no copy for
 long; the auditor fails over mid-marking; decommission moves a live bookie's copies off it.
 
 Every check of "full replication" is made bookie by bookie: each entry read from each

@@ -1,4 +1,4 @@
-"""Ledger ids past 2^31 (issue 37): BookKeeper's ``idgen-long`` generator and its long
+"""Ledger ids past 2^31 (docs/cluster.md §1): BookKeeper's ``idgen-long`` generator and its long
 hierarchical znode paths (api/client/zk_ids.py ID1-ID4, api/client/metadata_paths.py), on a
 real ZooKeeper. The cluster is put past 2^31 the way BookKeeper's own generator test does it
 (TestLongZkLedgerIdGenerator): by creating ``idgen-long`` (and HOB- znodes) before the ids

@@ -1,4 +1,4 @@
-"""Replicated ledgers (docs/cluster.md §3, issue 16's first step): entries on exactly their
+"""Replicated ledgers (docs/cluster.md §3): entries on exactly their
 write set, acknowledged at Qa, read back through the metadata; an ensemble change when a
 bookie of the ensemble is killed, committed before any affected entry is acknowledged."""
 

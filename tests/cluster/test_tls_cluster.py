@@ -1,6 +1,6 @@
-"""A cluster whose bookies speak TLS only, with mutual TLS (issue 27): bookies advertise
-``https`` in their service info, the replicated client picks the scheme from it, and the
-bookies' own autorecovery copies a lost bookie's data over TLS, showing its certificate.
+"""A cluster whose bookies speak TLS only, with mutual TLS (docs/operations.md §6): bookies
+advertise ``https`` in their service info, the replicated client picks the scheme from it, and
+the bookies' own autorecovery copies a lost bookie's data over TLS, showing its certificate.
 Real daemons, a real ZooKeeper, certificates of a private CA made at test time."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""ZooKeeper authentication and ACLs (issue 27, api/client/zk_auth.py ZA1-ZA2), against a
-real ZooKeeper and real bookie daemons: with credentials every znode the cluster creates is
-that identity's alone, an unauthenticated session can neither read nor change any of it,
-and a process with other credentials gets an error naming the path."""
+"""ZooKeeper authentication and ACLs (docs/operations.md §7, api/client/zk_auth.py ZA1-ZA2),
+against a real ZooKeeper and real bookie daemons: with credentials every znode the cluster
+creates is that identity's alone, an unauthenticated session can neither read nor change any of
+it, and a process with other credentials gets an error naming the path."""
 
 from __future__ import annotations
 

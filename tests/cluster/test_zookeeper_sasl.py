@@ -1,9 +1,9 @@
-"""ZooKeeper SASL (DIGEST-MD5) authentication (issue 36, api/client/zk_auth.py ZA1-ZA4),
-against a real SASL-enabled ZooKeeper and real bookie daemons: with ``zk_sasl`` credentials
-every znode the cluster creates is ``sasl:<user>``'s alone, exactly the ACL ZooKeeper gives
-BookKeeper's own ``zkEnableSecurity`` tools (CREATOR_ALL_ACL for the same login), an
-unauthenticated session can read none of it, a wrong password is an error naming the user,
-and digest and SASL credentials together are refused."""
+"""ZooKeeper SASL (DIGEST-MD5) authentication (docs/operations.md §7.1, api/client/zk_auth.py
+ZA1-ZA4), against a real SASL-enabled ZooKeeper and real bookie daemons: with ``zk_sasl``
+credentials every znode the cluster creates is ``sasl:<user>``'s alone, exactly the ACL
+ZooKeeper gives BookKeeper's own ``zkEnableSecurity`` tools (CREATOR_ALL_ACL for the same
+login), an unauthenticated session can read none of it, a wrong password is an error naming the
+user, and digest and SASL credentials together are refused."""
 
 from __future__ import annotations
 

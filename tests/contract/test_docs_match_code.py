@@ -6,6 +6,8 @@ The endpoint table comes from ``api/openapi.py``'s spec, the settings table from
 functions this test calls). A setting or endpoint added without its row, a row left for one
 removed, or a row whose text no longer matches fails here, naming the rows; the fix is
 ``python scripts/gen_docs.py``. The doc's error table is checked against the error classes.
+Every ``docs/X.md §N`` a file cites names a section X has, and every link between docs
+resolves to a file and a heading.
 """
 
 from __future__ import annotations
@@ -110,3 +112,75 @@ def test_nothing_cites_the_old_reference_files():
     found = [f"{name}:{n}: {line.strip()}" for name, text in _tracked_text_files()
              for n, line in enumerate(text.splitlines(), 1) if OLD_REFERENCES.search(line)]
     assert found == [], "old references:\n" + "\n".join(found[:30])
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation but ``-`` and ``_`` dropped,
+    spaces as ``-``."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _sections(text: str) -> dict[str, str]:
+    """A doc's numbered sections (``## 5. Runbooks`` -> ``5``, ``### 5.7 ...`` -> ``5.7``),
+    each with its text up to the next heading of any level."""
+    found: dict[str, str] = {}
+    parts = re.split(r"^#{2,3} ", text, flags=re.MULTILINE)[1:]
+    for part in parts:
+        number = re.match(r"(\d+[a-z]?(?:\.\d+)?)[. ]", part)
+        if number:
+            found[number.group(1)] = part
+    return found
+
+
+def _has_section(text: str, number: str) -> bool:
+    """§N or §N.M is a heading, or M is a numbered item (``M.`` or ``**N.M``) of §N."""
+    sections = _sections(text)
+    if number in sections:
+        return True
+    top, _, item = number.partition(".")
+    body = sections.get(top)
+    return bool(item and body and re.search(
+        rf"^(\s*{item}\. |\*\*{top}\.{item} )", body, re.MULTILINE))
+
+
+#: ``docs/X.md §N``, ``docs/X.md §N, §M``, ``docs/X.md §N-§M``, ``[X.md](X.md) §N`` ...
+CITATION = re.compile(r"(?:docs/|\]\()([\w-]+\.md)\)? ((?:§\d+[a-z]?(?:\.\d+)?"
+                      r"(?:(?:, | and |-|/)§\d+[a-z]?(?:\.\d+)?)*))")
+
+
+def test_every_cited_docs_section_exists():
+    """A docstring, comment or doc that cites ``docs/X.md §N`` names a section X has."""
+    docs = {path.name: path.read_text() for path in DOCS.glob("*.md")}
+    missing = []
+    for name, text in _tracked_text_files():
+        if not name.endswith((".py", ".md", ".toml")):
+            continue
+        for n, line in enumerate(text.splitlines(), 1):
+            for match in CITATION.finditer(line):
+                doc = match.group(1)
+                if doc not in docs:
+                    continue  # README.md and the like: not a numbered doc
+                for number in re.findall(r"§(\d+[a-z]?(?:\.\d+)?)", match.group(2)):
+                    if not _has_section(docs[doc], number):
+                        missing.append(f"{name}:{n}: {doc} §{number}")
+    assert missing == [], "cited sections that do not exist:\n" + "\n".join(missing)
+
+
+def test_every_link_into_the_docs_resolves():
+    """Markdown links between docs (``[§5.7](#57-...)``, ``[x](admin-api.md#...)``) name a
+    file that exists and, with an anchor, a heading it has."""
+    broken = []
+    for path in sorted(DOCS.glob("*.md")):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            for target in re.findall(r"\]\(([^)\s]+)\)", line):
+                if "://" in target:
+                    continue
+                file, _, anchor = target.partition("#")
+                doc = path.parent / file if file else path
+                if not doc.is_file():
+                    broken.append(f"{path.name}:{n}: {target}")
+                    continue
+                headings = re.findall(r"^#+ (.+)$", doc.read_text(), re.MULTILINE)
+                if anchor and anchor not in {_slug(h) for h in headings}:
+                    broken.append(f"{path.name}:{n}: {target}")
+    assert broken == [], "links that resolve to nothing:\n" + "\n".join(broken)

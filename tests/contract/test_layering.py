@@ -103,7 +103,7 @@ def _rooms_rule(path: str, module: str) -> str | None:
     imports neither of the others; ``client/`` (the library users run, next to no bookie)
     imports neither of the others nor bookie.node; ``cluster/`` (a bookie's cluster duties)
     builds on client/ and bookie/, never on server/. ``admin/`` (BookKeeper's admin REST
-    API, issue 37) sits above all three and may use each; none of them imports it.
+    API, docs/admin-api.md) sits above all three and may use each; none of them imports it.
     ``api/wire.py`` is shared below all of them."""
     room = path.split("/")[1] if path.startswith("api/") and path.count("/") > 1 else None
     below = {"server": ("api.client", "api.cluster", "api.admin"),

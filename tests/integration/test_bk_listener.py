@@ -1,6 +1,6 @@
-"""The BookKeeper-protocol listener (issue 28) on a real bookie over real TCP: every
-operation of both protocols, the same state as the HTTP API, pipelining, back-pressure and
-bad input (api/server/bk_listener.py BL1-BL3, bk_ops.py BK1-BK4)."""
+"""The BookKeeper-protocol listener (docs/bookkeeper-protocol.md) on a real bookie over real
+TCP: every operation of both protocols, the same state as the HTTP API, pipelining,
+back-pressure and bad input (api/server/bk_listener.py BL1-BL3, bk_ops.py BK1-BK4)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Issue 36 on ``bookie_port``: a hostile or careless client gets bounded memory, its
-share of the bookie and clear answers, and others are served meanwhile
-(api/server/bk_listener.py BL1/BL3, api/server/bk_budget.py PB1-PB5, docs/
-bookkeeper-protocol.md §8). Real TCP on 127.0.0.1 to a real bookie."""
+"""A hostile or careless client of ``bookie_port`` gets bounded memory, its share of the bookie
+and clear answers, and others are served meanwhile (api/server/bk_listener.py BL1/BL3,
+api/server/bk_budget.py PB1-PB5, docs/bookkeeper-protocol.md §8). Real TCP on 127.0.0.1 to a
+real bookie."""
 
 from __future__ import annotations
 

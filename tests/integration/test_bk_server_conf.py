@@ -1,6 +1,6 @@
-"""BookKeeper's own shipped conf/bk_server.conf starts our bookie (issue 37): the real daemon,
-`python -m bookie serve --conf FILE`, with only the directories and ports rewritten as an
-operator would (a temp dir, free ports, the test's ZooKeeper); every key it does not map is
+"""BookKeeper's own shipped conf/bk_server.conf starts our bookie (docs/operations.md §8): the
+daemon, `python -m bookie serve --conf FILE`, with only the directories and ports rewritten as
+an operator would (a temp dir, free ports, the test's ZooKeeper); every key it does not map is
 listed once at start (bookie/bkconf.py BC1)."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""TLS on ``bookie_port`` (issue 36, api/server/bk_tls.py TS1-TS6): BookKeeper's START_TLS
-upgrade over real TCP on 127.0.0.1, with certificates made at test time by a private CA
-(api/cluster/certs.py), on asyncio's loop and on uvloop (the daemon's default)."""
+"""TLS on ``bookie_port`` (docs/bookkeeper-protocol.md §9, api/server/bk_tls.py TS1-TS6):
+BookKeeper's START_TLS upgrade over real TCP on 127.0.0.1, with certificates made at test time
+by a private CA (api/cluster/certs.py), on asyncio's loop and on uvloop (the daemon's
+default)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""``GET /v1/ledgers/{L}/entry-ids`` (docs/http-api.md addition, issue 17's replica check): the ids a
-bookie stores for a ledger, as ranges, wherever they are (write cache or entry log)."""
+"""``GET /v1/ledgers/{L}/entry-ids`` (docs/http-api.md, for docs/cluster.md §4's replica
+check): the ids a bookie stores for a ledger, as ranges, wherever they are (write cache or
+entry log)."""
 
 from __future__ import annotations
 

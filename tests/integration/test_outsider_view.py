@@ -1,6 +1,6 @@
-"""What an outsider can do with a wrong secret (issue 27): a tampered master key or admin
-token is refused, compared in constant time, and no secret comes back in a log line, an
-error body, ``/v1/bookie/info`` or ``/metrics``. Real daemons and real HTTP on 127.0.0.1."""
+"""What an outsider can do with a wrong secret (docs/operations.md §6): a tampered master key
+or admin token is refused, compared in constant time, and no secret comes back in a log line,
+an error body, ``/v1/bookie/info`` or ``/metrics``. Real daemons and real HTTP on 127.0.0.1."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Issue 35: a refusal is never silent. Every non-EOK answer of either listener of a real
-bookie on 127.0.0.1 is counted in ``/metrics`` by operation and status, and logged at WARN
-with its reason and its peer (api/server/refusals.py); EOK answers are not counted."""
+"""A refusal is never silent (docs/operations.md §3). Every non-EOK answer of either listener
+of a real bookie on 127.0.0.1 is counted in ``/metrics`` by operation and status, and logged at
+WARN with its reason and its peer (api/server/refusals.py); EOK answers are not counted."""
 
 from __future__ import annotations
 

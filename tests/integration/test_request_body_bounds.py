@@ -1,4 +1,4 @@
-"""Bounds against slow or greedy clients (api/server/body_budget.py BB1, BB2; issue 13): bodies
+"""Bounds against slow or greedy clients (api/server/body_budget.py BB1, BB2): bodies
 held at once are capped (503 ETOOMANYREQUESTS + Retry-After past it, before reading), and a
 body that does not arrive in time is answered 400, freeing what it held. Real HTTP on
 127.0.0.1, a raw socket for the slow client."""

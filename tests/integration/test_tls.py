@@ -1,5 +1,6 @@
-"""TLS on the bookie's listener (issue 27, api/tls.py TL1-TL3): real daemons on 127.0.0.1,
-certificates made at test time by a private CA (api/cluster/certs.py), never committed."""
+"""TLS on the bookie's listener (docs/operations.md §6, api/tls.py TL1-TL3): real daemons on
+127.0.0.1, certificates made at test time by a private CA (api/cluster/certs.py), never
+committed."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""``python -m bookie.pipeline replicas`` (issue 17): the replica check as a Spark job over a
-real cluster (ZooKeeper, bookie daemons), one task per share of the ledger tree's slices."""
+"""``python -m bookie.pipeline replicas`` (docs/pipeline.md "Jobs"): the replica check as a
+Spark job over a real cluster (ZooKeeper, bookie daemons), one task per share of the ledger
+tree's slices."""
 
 from __future__ import annotations
 
