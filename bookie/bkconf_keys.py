@@ -245,8 +245,9 @@ IGNORED_GROUPS: dict[str, tuple[str, ...]] = {
         "dlog.bkcAckQuorumSize dlog.bkcEnsembleSize dlog.bkcWriteQuorumSize "
         "storage.cluster.controller.schedule.interval.ms storage.range.store.dirs "
         "storage.serve.readonly.tables storageserver.grpc.port"),
-    "the admin API listens on host, plainly; its TLS and its server class are not "
-    "configurable (docs/admin-api.md)": _keys(
+    "the admin API listens on host, with the bookie's own TLS when tls_cert_file is "
+    "set; its own key stores and server class are not configurable (docs/admin-api.md)":
+    _keys(
         "httpServerHost httpServerClass httpServerTlsEnable "
         "httpServerKeyStorePath httpServerKeyStorePassword httpServerTrustStorePath "
         "httpServerTrustStorePassword"),
