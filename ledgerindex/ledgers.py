@@ -35,6 +35,8 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
+
 import hmac
 import os
 import threading
@@ -171,6 +173,14 @@ class LedgerMetadataIndex:
         if not state.exists:
             raise ValueError(f"ledger {ledger_id}: use mark_deleted to delete a ledger")
         with self._lock:
+            if ledger_id not in self._states and not state.usage_known:
+                if ledger_id in self._suspects:  # a dead checkpoint may have indexed some (M6)
+                    self._suspects.discard(ledger_id)
+                else:
+                    # A new ledger holds nothing indexed, so its counters start known at 0, 0
+                    # (docs/formats.md §7.2), as ``set_master_key`` starts them: left "not
+                    # known", its first ledger info walked it in the index (U2's recount).
+                    state = dataclasses.replace(state, entry_count=0, byte_count=0)
             self._set_locked(ledger_id, state)
 
     def _set_locked(self, ledger_id: int, state: LedgerState) -> None:

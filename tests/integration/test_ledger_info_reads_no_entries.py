@@ -77,3 +77,16 @@ async def test_and_a_kill9_with_replay(tmp_path):
     async with BookieClient(daemon.url) as client:
         assert await usage(client, 9) == (26, size)
     assert daemon.terminate() == 0
+
+
+async def test_a_ledger_created_by_an_add_has_known_counters_from_its_first_checkpoint(
+        bookie_config):
+    """docs/formats.md §7.2: a new ledger's counters start at 0, 0 and each checkpoint adds
+    what it indexed. A ledger made by the write path started "not known", so its first
+    ledger info walked it in the index (U2's recount) instead of reading two numbers."""
+    async with running_bookie(bookie_config) as running, BookieClient(running.url) as client:
+        size = await add(client, 5, range(4))
+        await client.checkpoint()
+        state = running.bookie.storage.ledgers.get(5)
+        assert (state.entry_count, state.byte_count) == (4, size)
+        assert await usage(client, 5) == (4, size)
