@@ -13,6 +13,8 @@ from __future__ import annotations
 import bisect
 import dataclasses
 
+from bookie.op_stats import OpStats
+
 LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                      0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 COUNT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
@@ -114,14 +116,24 @@ class Stats:
         self.http_refused: dict[tuple[str, str, str], int] = {}
         # The BookKeeper-protocol port's budget (api/server/bk_budget.py), once it listens.
         self.bk_port_budget = None
+        # Per-operation outcome and latency under BookKeeper's names, both listeners and
+        # the journal (bookie/op_stats.py; rendered by api/server/metrics_bk.py).
+        self.ops = OpStats()
 
     def on_journal_flush(self, reason, count: int, size: int, sync_s: float) -> None:
         """The journal's ``on_flush`` hook (journal thread)."""
         self.journal_fsync.observe(sync_s)
+        if size:  # a group of FORCE markers alone writes and syncs nothing
+            self.ops.JOURNAL_SYNC.ok.observe(sync_s)
         self.group_entries.observe(count)
         self.group_bytes.observe(size)
         name = getattr(reason, "name", str(reason)).lower()
         self.flushes[name] = self.flushes.get(name, 0) + 1
+
+    def on_journal_group(self, count: int, seconds: float, ok: bool) -> None:
+        """The journal's ``on_group_done`` hook (journal thread): ``count`` records made
+        durable (or failed) ``seconds`` after the journal thread took the group's first."""
+        self.ops.JOURNAL_ADD_ENTRY.record(ok, seconds, count)
 
     def on_checkpoint(self, phases: dict[str, float]) -> None:
         self.checkpoints += 1

@@ -77,6 +77,7 @@ class Journal:
                  complete_group: Callable[[list, BaseException | None], None],
                  on_io_error: Callable[[BaseException], None] = _ignore,
                  on_flush: Callable[[FlushReason, int, int, float], None] | None = None,
+                 on_group_done: Callable[[int, float, bool], None] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  alignment: int = ALIGNMENT) -> None:
         self._disk = disk
@@ -87,6 +88,9 @@ class Journal:
         self._complete_group = complete_group
         self._on_io_error = on_io_error
         self._on_flush = on_flush
+        # (records, seconds since the thread took the group's first record, durable?): the
+        # add-to-durable latency (BookKeeper's JOURNAL_ADD_ENTRY), one clock read a group.
+        self._on_group_done = on_group_done
         self._clock = clock
         self._alignment = alignment
         self._queue: collections.deque = collections.deque()
@@ -276,6 +280,8 @@ class Journal:
             self._complete_group(group.tokens, None)
         if self._on_flush is not None:
             self._on_flush(reason, group.count, written, sync_seconds)
+        if self._on_group_done is not None:
+            self._on_group_done(group.count, self._clock() - group.since, True)
         if channel.position > self._max_bytes:
             return self._roll()
         return True
@@ -335,6 +341,10 @@ class Journal:
         self._done_bytes += group.bytes
         if group.tokens:
             self._complete_group(group.tokens, failure)
+        if self._on_group_done is not None and group.count:
+            # A group gathered only to be failed (since 0.0) waited an unknown time: 0.
+            self._on_group_done(group.count, self._clock() - group.since if group.since
+                                else 0.0, False)
 
     # -- files --------------------------------------------------------------------------
 

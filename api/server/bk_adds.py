@@ -8,6 +8,9 @@ Invariants (bk_listener.py BL1, bk_ops.py BK1/BK5):
          is counted as a refusal.
     AP2. Adds beyond ``max_pending_adds`` on a connection are answered ETOOMANYREQUESTS
          at once and store nothing (BL1's bound on adds in flight).
+    AP3. Every answer is counted in ADD_ENTRY_REQUEST by outcome (bk_timing.py BT1/BT2),
+         and in ADD_ENTRY when it was begun; a run answered together is recorded once,
+         weighted by its size, from one clock read (bookie/op_stats.py OS1).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import asyncio
 from api.bkproto import v2, v3, v3_add
 from api.bkproto.status import v2_code, v3_status
 from api.server.bk_ops import DEFERRED_SYNC, unexpected
+from api.server.bk_timing import now, refused as refused_early
 from bookie.errors import IOFailure, TooManyRequests
 from bookie.node import NOT_NOW
 
@@ -27,7 +31,7 @@ class AddPath:
     """The add half of ``bk_listener.BkConnection`` (a mixin: the hot path calls its
     methods on the connection itself, with no extra hop). Uses the connection's ``ops``,
     ``listener``, ``peer``, ``arrived``, ``pending_adds``, ``in_flight``, ``idle``,
-    ``_send``, ``_send_all``, ``_flow`` and ``_finished``."""
+    ``_send``, ``_send_all``, ``_flow``, ``_finished``, ``slice_at`` and ``op_stats``."""
 
     # An arrived add is a plain tuple (one per add on the hot path): ledger id, entry id,
     # entry, master key, recovery, deferred sync, and whom to answer: the v3 request's
@@ -79,6 +83,7 @@ class AddPath:
             elif outcome is None:  # deferred sync: acknowledged once queued
                 for add in adds:
                     self._send(self._reply(add, None))
+                self._record(None, len(adds), self.slice_at, now())
             else:
                 self._track(outcome, adds)
 
@@ -89,6 +94,7 @@ class AddPath:
         if self.pending_adds >= self.listener.max_pending_adds:
             error = TooManyRequests("too many adds in flight on this connection")
             self.ops.refused("ADD_ENTRY", error, self.peer)
+            refused_early(self.op_stats, "ADD_ENTRY", self.slice_at[0])
             self._send(self._reply(add, error))
             return
         try:
@@ -96,9 +102,11 @@ class AddPath:
         except Exception as exc:  # noqa: BLE001 - a refused add is an answer (BK1)
             unexpected("add", exc)
             self.ops.refused("ADD_ENTRY", exc, self.peer)
+            self._record(exc, 1, self.slice_at, now())
             self._send(self._reply(add, exc))
             return
         if outcome is None:  # deferred sync: acknowledged once queued
+            self._record(None, 1, self.slice_at, now())
             self._send(self._reply(add, None))
             return
         if not isinstance(outcome, asyncio.Future):
@@ -109,10 +117,11 @@ class AddPath:
         self.in_flight += len(adds)
         self.pending_adds += len(adds)
         self.idle.clear()
-        future.add_done_callback(lambda done: self._added(done, adds))
+        times = self.slice_at
+        future.add_done_callback(lambda done: self._added(done, adds, times))
         self._flow()
 
-    def _added(self, done: asyncio.Future, adds: list) -> None:
+    def _added(self, done: asyncio.Future, adds: list, times: tuple) -> None:
         error = None
         if done.cancelled():
             error = IOFailure("the add was cancelled (shutting down)")
@@ -124,4 +133,15 @@ class AddPath:
         self.pending_adds -= len(adds)
         reply = self._reply
         self._send_all([reply(add, error) for add in adds])
+        self._record(error, len(adds), times, now())
         self._finished(None, len(adds))
+
+    def _record(self, error, count: int, times: tuple, at: float) -> None:
+        """AP3: ``count`` adds of the slice ``times`` (arrived, begun) answered at ``at``."""
+        stats = self.op_stats
+        if error is None:
+            stats.ADD_ENTRY_REQUEST.ok.observe(at - times[0], count)
+            stats.ADD_ENTRY.ok.observe(at - times[1], count)
+        else:
+            stats.ADD_ENTRY_REQUEST.failed.observe(at - times[0], count)
+            stats.ADD_ENTRY.failed.observe(at - times[1], count)

@@ -37,6 +37,7 @@ from api.bkproto.v2 import ProtocolError
 from api.server.bk_adds import AddPath
 from api.server.bk_budget import FramePath, Limits, PortBudget
 from api.server.bk_ops import ADD_FLAG_RECOVERY, BkOperations
+from api.server.bk_timing import now, refused as refused_early
 from api.server.bk_requests import RequestPath, v2_kind, v3_kind
 from api.server.bk_tls import SESSION_V3, ListenerTls, TlsSession, auth_v2
 from bookie.errors import BadRequest
@@ -79,6 +80,11 @@ class BkConnection(AddPath, RequestPath, FramePath, TlsSession, asyncio.Protocol
         self.frame_waiting = False  # PB3: its reservation did not fit; not reading
         self.frame_timer: asyncio.TimerHandle | None = None
         self.gated = listener.tls.mutual  # bk_tls.py TS4
+        # bk_timing.py BT2: when the oldest undecoded bytes came, and the slice being
+        # decoded's (arrived, begun): one clock read a burst and one a slice, none a request.
+        self.inbox_at = 0.0
+        self.slice_at = (0.0, 0.0)
+        self.op_stats = listener.ops.op_stats
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -131,6 +137,7 @@ class BkConnection(AddPath, RequestPath, FramePath, TlsSession, asyncio.Protocol
         if not self.inbox:
             asyncio.get_running_loop().call_soon(self._decode_slice)
             self.idle.clear()  # BL3: not idle until decoded
+            self.inbox_at = now()
         self.inbox.append(data)
         self.inbox_bytes += len(data)
         self.budget.hold(len(data))  # PB3
@@ -153,6 +160,10 @@ class BkConnection(AddPath, RequestPath, FramePath, TlsSession, asyncio.Protocol
                 taken += 1
             chunks = inbox[:taken]
             del inbox[:taken]
+            begun = now()
+            self.slice_at = (self.inbox_at, begun)
+            if inbox:  # the rest came after inbox_at; begun is the bound it has (BT2)
+                self.inbox_at = begun
             self.inbox_bytes -= size
             self.budget.release(size)
             self._decode(chunks[0] if taken == 1 else b"".join(chunks))
@@ -205,9 +216,9 @@ class BkConnection(AddPath, RequestPath, FramePath, TlsSession, asyncio.Protocol
                 elif request.header.operation in SESSION_V3:
                     return self._session_v3(request)
                 else:
-                    self._request(v3_kind(request), functools.partial(self.ops.v3, request,
-                                                                      self.peer),
-                                  functools.partial(self._poll_refused, request))
+                    self._request(v3_kind(request), functools.partial(
+                        self.ops.v3, request, self.peer, self.slice_at[0]),
+                        functools.partial(self._poll_refused, request))
                 return True
         request = self._decode_v2(packet)
         if request is None:
@@ -220,8 +231,8 @@ class BkConnection(AddPath, RequestPath, FramePath, TlsSession, asyncio.Protocol
         elif request.opcode == v2.AUTH:
             self._send(auth_v2(request))
         else:
-            self._request(v2_kind(request), functools.partial(self.ops.v2, request, self.peer),
-                          None)
+            self._request(v2_kind(request), functools.partial(
+                self.ops.v2, request, self.peer, self.slice_at[0]), None)
         return True
 
     def _decode_v2(self, packet) -> v2.Request | None:
@@ -234,13 +245,15 @@ class BkConnection(AddPath, RequestPath, FramePath, TlsSession, asyncio.Protocol
 
     def _v3_add(self, request) -> None:
         add = request.addRequest
-        refused = self.ops.v3_version_refused(request, "ADD_ENTRY", self.peer)  # BK6
+        refused = self.ops.v3_version_refused(request, "ADD_ENTRY", self.peer,
+                                              self.slice_at[0])  # BK6
         if refused is not None:
             self._send(refused)
             return
         if not request.HasField("addRequest"):
             self.ops.refused("ADD_ENTRY", BadRequest("ADD_ENTRY without its addRequest"),
                              self.peer)
+            refused_early(self.op_stats, "ADD_ENTRY", self.slice_at[0])
             self._send(v3.frame(self.ops.v3_response(request, v3.STATUS["EBADREQ"])))
             return
         self._v3_plain_add(v3_add.PlainAdd(

@@ -39,6 +39,7 @@ import struct
 
 from api.bkproto import availability, v2, v3
 from api.bkproto.status import bk_name, v2_code, v3_status
+from api.server import bk_timing
 from api.server.refusals import RefusalLog
 from bookie import entry as entry_mod
 from bookie.entry import DigestType
@@ -99,6 +100,7 @@ class BkOperations:
         self.bookie = bookie
         self.digests = DigestTypes(bookie)
         self.refusals = RefusalLog("bookie_port", bookie.stats.bk_refused)
+        self.op_stats = bookie.stats.ops  # bk_timing.py BT1
 
     def refused(self, op: str, error: BaseException, peer, count: int = 1) -> None:
         self.refusals.refused((op, bk_name(error)), error, peer, count)
@@ -111,10 +113,12 @@ class BkOperations:
         response.status = status
         return response
 
-    async def v3(self, request, peer=None) -> bytes:
+    async def v3(self, request, peer=None, arrived: float | None = None) -> bytes:
         """The framed answer to one v3 request other than an add (BK1); adds are begun with
         ``begin_add`` or ``begin_add_run`` and answered by the listener (BK5). Each handler
-        returns its response and the error it answers, if any."""
+        returns its response and the error it answers, if any. ``arrived``: when its bytes
+        came (bk_timing.py BT2), else now."""
+        begun = bk_timing.now()
         header = request.header
         name = _OPERATION_NAMES.get(header.operation)
         handler = _V3_HANDLERS.get(name)
@@ -123,21 +127,26 @@ class BkOperations:
                 f"{name} without its {v3.BODY_FIELDS[name][0]}"
             # UNKNOWN, not the number: a client's numbers must not make label values.
             self.refused(name or "UNKNOWN", BadRequest(why), peer)
+            bk_timing.refused(self.op_stats, bk_timing.v3_op(name, request), arrived)
             return v3.frame(self.v3_response(request, v3.STATUS["EBADREQ"]))
-        refused = self.v3_version_refused(request, name, peer)
+        refused = self.v3_version_refused(request, name, peer, arrived)
         if refused is not None:
             return refused
         response, error = await handler(self, request)
         if error is not None:
             self.refused(name, error, peer)
+        bk_timing.answered(self.op_stats, bk_timing.v3_op(name, request), error is None,
+                           begun if arrived is None else arrived, begun)
         return v3.frame(response)
 
-    def v3_version_refused(self, request, name: str, peer=None) -> bytes | None:
+    def v3_version_refused(self, request, name: str, peer=None,
+                           arrived: float | None = None) -> bytes | None:
         """BK6, v3 and adds too: EBADVERSION (the status alone, a client reads the body's
         only on EOK) and nothing done; None when the version is served."""
         if (version := request.header.version) == v3.PROTOCOL_VERSIONS["VERSION_THREE"]:
             return None
         self.refusals.refused((name, "EBADVERSION"), f"protocol version {version}", peer)
+        bk_timing.refused(self.op_stats, bk_timing.v3_op(name, request), arrived)
         return v3.frame(self.v3_response(request, v3.STATUS["EBADVERSION"]))
 
     def begin_add(self, ledger_id: int, entry_id: int, data, master_key: bytes,
@@ -306,14 +315,17 @@ class BkOperations:
         name = _V2_NAMES.get(request.opcode, "ADD_ENTRY")
         self.refusals.refused((name, "EBADVERSION"), f"protocol version {request.version}",
                               peer)
+        bk_timing.refused(self.op_stats, "ADD_ENTRY" if name == "ADD_ENTRY" else
+                          bk_timing.v2_op(request))
         if request.opcode == v2.BATCH_READ_ENTRY:
             return v2.encode_batch_response(request.version, v2.EBADVERSION, request.ledger_id,
                                             request.entry_id, request.request_id, ())
         return v2.encode_response(request.version, request.opcode, v2.EBADVERSION,
                                   request.ledger_id, request.entry_id)
 
-    async def v2(self, request: v2.Request, peer=None) -> bytes:
+    async def v2(self, request: v2.Request, peer=None, arrived: float | None = None) -> bytes:
         """The framed answer to one v2 request (BK1); adds go as in ``v3``."""
+        begun = bk_timing.now()
         opcode, version = request.opcode, request.version
         error, data, entries = None, b"", ()
         try:
@@ -327,6 +339,8 @@ class BkOperations:
         code = v2_code(error)
         if error is not None:
             self.refused(_V2_NAMES[opcode], error, peer)
+        bk_timing.answered(self.op_stats, bk_timing.v2_op(request), error is None,
+                           begun if arrived is None else arrived, begun)
         if opcode == v2.BATCH_READ_ENTRY:
             return v2.encode_batch_response(version, code, request.ledger_id,
                                             request.entry_id, request.request_id, entries)

@@ -20,6 +20,7 @@ import functools
 import logging
 
 from api.bkproto import v2, v3
+from api.server import bk_timing
 from bookie.errors import TooManyRequests
 
 log = logging.getLogger("bookie.bkproto")
@@ -68,6 +69,7 @@ class RequestPath:
             if self.polls >= self.budget.limits.polls_per_connection:
                 self.ops.refused("READ_ENTRY", TooManyRequests(
                     f"{self.polls} long polls wait on this connection already"), self.peer)
+                bk_timing.refused(self.op_stats, "READ_ENTRY_LONG_POLL", self.slice_at[0])
                 self._send(refuse_poll())
             else:
                 self._begin(kind, make)

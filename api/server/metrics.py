@@ -42,6 +42,8 @@ registry of this app's own (so several bookies in one process never share metric
     bookie_checkpoint_lag_bytes                          gauge, journal bytes past lastMark
     bookie_journal_disk_bytes / _entrylog_disk_bytes     gauges, bytes of *.txn / *.log
     bookie_disk_warn_ratio / _disk_full_ratio            gauges, the configured thresholds
+    (BookKeeper's own names, beside these: api/server/metrics_bk.py)
+    bookkeeper_server_<OP>, bookie_journal_JOURNAL_*     summaries by success, in ms
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, \
     HistogramMetricFamily
 
 from api.server.keys import BOOKIE
+from api.server.metrics_bk import BookKeeperCollector, observe_http
 from bookie.disk_monitor import files_bytes
 from bookie.stats import Histogram
 
@@ -274,6 +277,7 @@ class BodyBudgetCollector:
 def make_registry(bookie, body_budget=None) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BookieCollector(bookie))
+    registry.register(BookKeeperCollector(bookie))  # BookKeeper's names (metrics_bk.py)
     if body_budget is not None:
         registry.register(BodyBudgetCollector(body_budget))
     return registry
@@ -286,5 +290,8 @@ def route_op(request: web.Request) -> str:
 
 
 def observe_request(request: web.Request, status: int, seconds: float) -> None:
-    """Latency by route handler and status (called by the one API middleware)."""
-    request.app[BOOKIE].stats.requests.labelled(route_op(request), str(status)).observe(seconds)
+    """Latency by route handler and status (called by the one API middleware), and under
+    BookKeeper's names for the routes that are BookKeeper operations (metrics_bk.py MB2)."""
+    op, stats = route_op(request), request.app[BOOKIE].stats
+    stats.requests.labelled(op, str(status)).observe(seconds)
+    observe_http(stats, request, op, status, seconds)

@@ -6,6 +6,7 @@ from aiohttp import web
 
 from api import wire
 from api.server.keys import BODY_BUDGET, BOOKIE
+from api.server.metrics_bk import BATCH_ENTRIES
 from api.server.routes_bookie import require_admin
 from bookie.entry import DigestType, entry_ids
 from bookie.errors import BadRequest
@@ -59,6 +60,7 @@ async def add_batch(request: web.Request) -> web.Response:
         # journal takes it whole, decode_batch having checked every frame to its end.
         ids = await bookie.add_batch(ledger_id, _batch_pairs(bookie, ledger_id, body),
                                      records=bytes(body), **options)
+    request[BATCH_ENTRIES] = len(ids)  # BookKeeper's ADD_ENTRY counts adds (metrics_bk.py)
     return web.json_response({"ledgerId": ledger_id, "entryIds": ids})
 
 

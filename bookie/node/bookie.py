@@ -188,7 +188,7 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
             prealloc_bytes=self.config.journal_prealloc_bytes,
             complete_group=self._complete_group_threadsafe,
             on_io_error=lambda exc: self._call_threadsafe(self.fail_io, exc),
-            on_flush=self.stats.on_journal_flush)
+            on_flush=self.stats.on_journal_flush, on_group_done=self.stats.on_journal_group)
         self.journal.start()
         self._checkpointer.current_mark = self.journal.current_mark
 

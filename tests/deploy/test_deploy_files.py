@@ -1,5 +1,6 @@
 """deploy/: the settings file matches the settings table, the systemd units verify, the alert
-rules pass promtool, and every metric the dashboard and the rules query is served.
+rules and every dashboard expression pass promtool, and every metric the dashboard and the
+rules query is served, BookKeeper's own names too (api/server/metrics_bk.py).
 
 These run the real tools (systemd-analyze from the image's systemd, promtool from Debian's
 `prometheus` package, which .ci/run installs) and a real bookie; a missing tool fails the test
@@ -30,6 +31,16 @@ UNITS = ("bookie.service", "bookie@.service")
 #: (bookie_zk_registered with metadata_service_uri set; the under-replication gauge on the
 #: auditor's bookie, with autorecovery).
 CLUSTER_METRICS = {"bookie_zk_registered", "bookie_autorecovery_underreplicated_ledgers"}
+#: BookKeeper's names the dashboard and the rules query, as BookKeeper's dashboards do
+#: (docs/operations.md §3.1): add and read rates by outcome and their quantiles, the journal.
+BOOKKEEPER_METRICS = {"bookkeeper_server_ADD_ENTRY_REQUEST",
+                      "bookkeeper_server_ADD_ENTRY_REQUEST_count",
+                      "bookkeeper_server_READ_ENTRY_REQUEST",
+                      "bookkeeper_server_READ_ENTRY_REQUEST_count",
+                      "bookkeeper_server_READ_ENTRY_FENCE_REQUEST_count",
+                      "bookkeeper_server_READ_ENTRY_LONG_POLL_REQUEST_count",
+                      "bookie_journal_JOURNAL_ADD_ENTRY", "bookie_journal_JOURNAL_SYNC",
+                      "bookie_journal_JOURNAL_QUEUE_SIZE"}
 
 
 def _tool(name: str, package: str) -> str:
@@ -128,7 +139,8 @@ def metric_names(exprs: list[str]) -> set[str]:
     for expr in exprs:
         without_labels = re.sub(r"\{[^}]*\}", "", expr)
         identifiers = re.findall(r"[A-Za-z_:][A-Za-z0-9_:]*", without_labels)
-        names.update(name for name in identifiers if name.startswith("bookie_"))
+        names.update(name for name in identifiers
+                      if name.startswith(("bookie_", "bookkeeper_")))
     return names
 
 
@@ -142,6 +154,26 @@ def test_the_queries_name_metrics_at_all():
     cluster = metric_names(_dashboard_exprs(True) + _rule_exprs(CLUSTER_RULES))
     assert len(standalone) >= 25, standalone
     assert cluster == CLUSTER_METRICS
+    assert sorted(BOOKKEEPER_METRICS - standalone) == []
+    rules = metric_names(_rule_exprs(STANDALONE_RULES))
+    assert {"bookkeeper_server_ADD_ENTRY_REQUEST", "bookkeeper_server_ADD_ENTRY_REQUEST_count",
+            "bookkeeper_server_READ_ENTRY_REQUEST"} <= rules
+
+
+def test_every_dashboard_expression_passes_promtool(tmp_path):
+    """promtool's own PromQL parser on each panel's query: as a recording rule each (the
+    dashboard's $instance is inside a label matcher's string, which PromQL takes as is)."""
+    promtool = _tool("promtool", "prometheus")
+    exprs = _dashboard_exprs(False) + _dashboard_exprs(True)
+    lines = ["groups:", "  - name: dashboard", "    rules:"]
+    for number, expr in enumerate(exprs):
+        lines += [f"      - record: dashboard:expr_{number}", f"        expr: {json.dumps(expr)}"]
+    path = tmp_path / "dashboard-rules.yml"
+    path.write_text("\n".join(lines) + "\n")
+    done = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"SUCCESS: {len(exprs)} rules found" in done.stdout
 
 
 async def test_every_metric_the_dashboard_and_rules_query_is_served(server, client):
