@@ -30,21 +30,19 @@ import json
 import logging
 import os
 import signal
-import socket
-import subprocess
 import sys
-import time
 import urllib.request
 
 from api.client.metadata import MetadataError
+from api.cluster.local_bookies import (alive, client_env, client_ssl, make_pki, next_free,
+                                      port_free, rpc_text, say, start_bookie, wait_gone,
+                                      wait_ready)
 from api.cluster.local_zookeeper import ZooKeeperServer, missing
 
 STATE_FILE = "cluster.json"
 #: Every command that takes --metadata-service-uri reads it from here when it is not given
 #: (and a bookie reads its metadata_service_uri setting from it too).
 URI_ENV = "BOOKIE_METADATA_SERVICE_URI"
-READY_TIMEOUT_S = 120.0
-STOP_TIMEOUT_S = 120.0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,19 +117,6 @@ def init_cluster(args) -> int:
     return 1
 
 
-def say(line: str) -> None:
-    print(line, flush=True)
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def up(args) -> int:
     root = os.path.abspath(args.dir)
     if os.path.exists(os.path.join(root, STATE_FILE)):
@@ -145,7 +130,7 @@ def up(args) -> int:
     ports = [args.base_port + i for i in range(args.bookies)]
     rpc_ports = ([args.rpc_base_port + i for i in range(args.bookies)]
                  if args.rpc_base_port is not None else [None] * args.bookies)
-    taken = [port for port in ports + rpc_ports if port is not None and not _port_free(port)]
+    taken = [port for port in ports + rpc_ports if port is not None and not port_free(port)]
     if args.bookies < 1 or taken:
         say(f"ports {taken} are in use: choose another --base-port" if taken
             else "--bookies must be at least 1")
@@ -156,52 +141,25 @@ def up(args) -> int:
     uri = f"zk://127.0.0.1:{zookeeper.port}/ledgers"
     state = {"metadataServiceUri": uri, "zookeeper": {"pid": zookeeper.pid,
                                                       "port": zookeeper.port},
-             "bookies": [], "tls": _make_pki(root) if args.tls else None,
+             "bookies": [], "tls": make_pki(root) if args.tls else None,
              "rpc": args.rpc_base_port is not None}
     for index, (port, rpc_port) in enumerate(zip(ports, rpc_ports)):
-        state["bookies"].append(_start_bookie(root, index, port, uri, state["tls"], rpc_port))
+        state["bookies"].append(start_bookie(root, index, port, uri, state["tls"], rpc_port))
     _save(root, state)
-    ok = all(_wait_ready(bookie, state["tls"]) for bookie in state["bookies"])
+    ok = all(wait_ready(bookie, state["tls"]) for bookie in state["bookies"])
     say(f"metadata service: {uri}")
     for bookie in state["bookies"]:
-        say(f"bookie {bookie['id']}: {bookie['url']}{_rpc_text(bookie)} (data "
+        say(f"bookie {bookie['id']}: {bookie['url']}{rpc_text(bookie)} (data "
             f"{bookie['dataDir']}, pid {bookie['pid']})")
     if not ok:
         say(f"not every bookie came up; logs in {root}/bookie-*/bookie.log")
     else:
         say(f"export {URI_ENV}={uri}   # then no command needs --metadata-service-uri")
         if state["tls"]:
-            for name, value in _client_env(state["tls"]).items():
+            for name, value in client_env(state["tls"]).items():
                 say(f"export {name}={value}   # TLS: trust the cluster's CA, show a "
                     f"client certificate")
     return 0 if ok else 1
-
-
-def _make_pki(root: str) -> dict:
-    """--tls: the cluster's CA and a client certificate (files under root/pki)."""
-    from api.cluster.certs import make_ca, make_cert  # noqa: PLC0415
-
-    pki = os.path.join(root, "pki")
-    ca = make_ca(pki, "local bookie cluster CA")
-    client = make_cert(ca, pki, "client")
-    say(f"made a CA and certificates in {pki} (keys mode 0600)")
-    return {"pki": pki, "ca": ca.cert_file, "caKey": ca.key_file,
-            "clientCert": client.cert_file, "clientKey": client.key_file}
-
-
-def _client_env(tls: dict) -> dict[str, str]:
-    from api.tls import CLIENT_CERT_ENV, CLIENT_KEY_ENV, TRUST_ENV  # noqa: PLC0415
-
-    return {TRUST_ENV: tls["ca"], CLIENT_CERT_ENV: tls["clientCert"],
-            CLIENT_KEY_ENV: tls["clientKey"]}
-
-
-def _client_ssl(tls: dict | None):
-    if tls is None:
-        return None
-    from api.tls import client_context  # noqa: PLC0415
-
-    return client_context(tls["ca"], tls["clientCert"], tls["clientKey"])
 
 
 def add(args) -> int:
@@ -210,96 +168,19 @@ def add(args) -> int:
     if state is None:
         say(f"no cluster in {root}: 'bookie cluster up --dir {args.dir}' first")
         return 1
-    port = _next_free(max(int(b["id"].rsplit(":", 1)[1]) for b in state["bookies"]) + 1)
+    port = next_free(max(int(b["id"].rsplit(":", 1)[1]) for b in state["bookies"]) + 1)
     rpc_port = None
     if state.get("rpc"):
-        rpc_port = _next_free(max(b["rpcPort"] for b in state["bookies"]) + 1, avoid=port)
-    bookie = _start_bookie(root, len(state["bookies"]), port, state["metadataServiceUri"],
+        rpc_port = next_free(max(b["rpcPort"] for b in state["bookies"]) + 1, avoid=port)
+    bookie = start_bookie(root, len(state["bookies"]), port, state["metadataServiceUri"],
                            state.get("tls"), rpc_port)
     state["bookies"].append(bookie)
     _save(root, state)
-    ok = _wait_ready(bookie, state.get("tls"))
+    ok = wait_ready(bookie, state.get("tls"))
     if ok:
-        say(f"bookie {bookie['id']}: {bookie['url']}{_rpc_text(bookie)} (data "
+        say(f"bookie {bookie['id']}: {bookie['url']}{rpc_text(bookie)} (data "
             f"{bookie['dataDir']}, pid {bookie['pid']})")
     return 0 if ok else 1
-
-
-def _rpc_text(bookie: dict) -> str:
-    port = bookie.get("rpcPort")
-    if port is None:
-        return ""
-    # A TLS bookie's bookie_port has the same certificate and CA (api/server/bk_tls.py).
-    tls = " (START_TLS, mutual TLS)" if bookie.get("url", "").startswith("https") else ""
-    return f", bookie-rpc 127.0.0.1:{port}{tls}"
-
-
-def _next_free(port: int, avoid: int | None = None) -> int:
-    while port == avoid or not _port_free(port):
-        port += 1
-    return port
-
-
-def _start_bookie(root: str, index: int, port: int, uri: str, tls: dict | None = None,
-                  rpc_port: int | None = None) -> dict:
-    home = os.path.join(root, f"bookie-{index}")
-    os.makedirs(home, exist_ok=True)
-    log = open(os.path.join(home, "bookie.log"), "ab")
-    flags = []
-    if tls is not None:
-        from api.cluster.certs import Issued, make_cert  # noqa: PLC0415
-
-        leaf = make_cert(Issued(tls["ca"], tls["caKey"]), tls["pki"], f"bookie-{index}")
-        flags = ["--tls-cert-file", leaf.cert_file, "--tls-key-file", leaf.key_file,
-                 "--tls-ca-file", tls["ca"]]
-    if rpc_port is not None:
-        flags += ["--bookie-port", str(rpc_port)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bookie", "serve", "--data-dir", os.path.join(home, "data"),
-         "--host", "127.0.0.1", "--port", str(port), "--metadata-service-uri", uri, *flags],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    say(f"starting bookie {index} on port {port} (pid {proc.pid}) ...")
-    scheme = "https" if tls is not None else "http"
-    return {"id": f"127.0.0.1:{port}", "url": f"{scheme}://127.0.0.1:{port}", "pid": proc.pid,
-            "dataDir": os.path.join(home, "data"), "log": os.path.join(home, "bookie.log"),
-            "rpcPort": rpc_port}
-
-
-def _wait_ready(bookie: dict, tls: dict | None = None) -> bool:
-    """Poll /ready (200 once replayed and registered), bounded; a line every 5 s."""
-    deadline, next_line = time.monotonic() + READY_TIMEOUT_S, time.monotonic() + 5
-    while time.monotonic() < deadline:
-        if not _alive(bookie["pid"]):
-            say(f"bookie {bookie['id']} exited; see {bookie['log']}")
-            return False
-        try:
-            with urllib.request.urlopen(bookie["url"] + "/ready", timeout=5,
-                                        context=_client_ssl(tls)) as reply:
-                if reply.status == 200:
-                    return True
-        except OSError:
-            pass
-        if time.monotonic() >= next_line:
-            say(f"  waiting for bookie {bookie['id']} to be ready ...")
-            next_line += 5
-        time.sleep(0.1)
-    say(f"bookie {bookie['id']} not ready after {READY_TIMEOUT_S:.0f} s; see {bookie['log']}")
-    return False
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child of this process is not alive: reap it if it is ours.
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        return done == 0
-    except ChildProcessError:
-        return True
 
 
 def _load(root: str) -> dict | None:
@@ -346,7 +227,7 @@ def status(args) -> int:
                 endpoint = decode_service_info(zk_read(client.get_async,
                                                        f"{path}/{bookie_id}")[0])[0]
                 url = f"{endpoint[3]}://{endpoint[1]}:{endpoint[2]}"
-                context = _client_ssl(state.get("tls"))
+                context = client_ssl(state.get("tls"))
                 info = _get(url + "/v1/bookie/info", context) or {}
                 ledgers = _get(url + "/v1/ledgers?limit=100000", context) or {}
                 free = (info.get("freeBytes") or {}).get("ledgers")
@@ -375,29 +256,19 @@ def down(args) -> int:
         return 1
     ok = True
     for bookie in state["bookies"]:
-        if not _alive(bookie["pid"]):
+        if not alive(bookie["pid"]):
             say(f"bookie {bookie['id']} (pid {bookie['pid']}) is not running")
             continue
         say(f"stopping bookie {bookie['id']} (pid {bookie['pid']}): SIGTERM, draining ...")
         os.kill(bookie["pid"], signal.SIGTERM)
     for bookie in state["bookies"]:
-        ok = _wait_gone(bookie["pid"], f"bookie {bookie['id']}") and ok
+        ok = wait_gone(bookie["pid"], f"bookie {bookie['id']}") and ok
     zookeeper = state["zookeeper"]
-    if _alive(zookeeper["pid"]):
+    if alive(zookeeper["pid"]):
         say(f"stopping ZooKeeper (pid {zookeeper['pid']})")
         os.kill(zookeeper["pid"], signal.SIGTERM)
-        ok = _wait_gone(zookeeper["pid"], "ZooKeeper") and ok
+        ok = wait_gone(zookeeper["pid"], "ZooKeeper") and ok
     if ok:
         os.remove(os.path.join(root, STATE_FILE))
         say(f"cluster stopped; data stays in {root}")
     return 0 if ok else 1
-
-
-def _wait_gone(pid: int, what: str) -> bool:
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.1)
-    say(f"{what} (pid {pid}) still running after {STOP_TIMEOUT_S:.0f} s")
-    return False

@@ -22,7 +22,7 @@ async def _until(fn, bound_s: float = 30.0):
         if answer is not None:
             return answer
         assert time.monotonic() < deadline, "condition not met within the bound"
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # noqa: sleep-ok (a bounded poll of ZooKeeper's state)
 
 
 async def test_cluster_paths_answer_from_zookeeper(start_bookies, zk, zk_uri):

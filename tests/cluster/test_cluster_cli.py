@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from api.cluster.cli import _alive, _port_free
+from api.cluster.local_bookies import alive as _alive, port_free as _port_free
 from tests.support.servers import ROOT
 from tests.support.zookeeper import free_port
 

@@ -13,4 +13,4 @@ async def until(predicate, what: str, timeout_s: float = 10.0) -> None:
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {timeout_s} s: {what}")
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0.005)  # noqa: sleep-ok (a bounded poll of the condition)
