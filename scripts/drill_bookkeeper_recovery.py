@@ -333,7 +333,7 @@ def repair(drill: Drill, uri: str, ledgers, mixed: bool, number: int) -> list[st
         drill.stop(recovery)
 
 
-def main(argv: list[str]) -> int:
+def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--launcher", default=os.environ.get("BOOKKEEPER_LAUNCHER"),
@@ -357,6 +357,46 @@ def main(argv: list[str]) -> int:
     if not args.launcher or (args.tls and args.mixed):
         parser.error("BookKeeper's launcher: --launcher or $BOOKKEEPER_LAUNCHER; --tls is "
                      "for our bookies only, not --mixed")
+    return args
+
+
+def start_cluster(drill: Drill, args, workdir: str):
+    """ZooKeeper, our bookies (with TLS if asked: a plain client must then be refused) and,
+    when mixed, two of BookKeeper's. Returns (uri, ours, tls)."""
+    uri = drill.start_zookeeper("cluster")
+    tls = TlsPeer(os.path.join(workdir, "pki")) if args.tls else None
+    if tls is not None:  # every client from here on, BookKeeper's and ours, uses TLS
+        os.environ.update(tls.env())
+    ours = [drill.start_ours(f"ours-{i}", uri, *(tls.bookie_flags() if tls else ()))
+            for i in range(3 if args.mixed else 4)]
+    drill.wait_registered(uri, [b["id"] for b in ours])
+    if tls is not None:
+        say(f"PASS plain client refused: {plain_client_refused(args.launcher, workdir, uri)}")
+    theirs = [drill.start_theirs(f"bk-{i}", uri) for i in range(2)] if args.mixed else []
+    drill.wait_registered(uri, [b["id"] for b in ours + theirs])
+    return uri, ours, tls
+
+
+def tally(totals: collections.Counter, result: dict, number: int) -> None:
+    """One round's result into the totals, and its line."""
+    totals.update(acked=result["acked"], ledgers=result["ledgers"],
+                  problems=len(result["problems"]))
+    totals[f"fault_{result['fault']}"] += 1
+    totals["recover_ms_max"] = max(totals["recover_ms_max"], result["recover_ms_max"])
+    totals["moved_s_max"] = max(totals["moved_s_max"], result["moved_s"] or 0)
+    totals["repaired"] += result["repaired"]
+    say(f"round {number}: fault={result['fault']} ledgers={result['ledgers']} "
+        f"acked={result['acked']} add_errors={result['add_errors']} "
+        f"recover_ms_max={result['recover_ms_max']} "
+        + (f"moved_s={result['moved_s']} " if result["moved_s"] is not None else "")
+        + (f"repaired={result['repaired']} " if result["repaired"] else "")
+        + f"{'ok' if not result['problems'] else 'FAILED'}")
+    for problem in result["problems"]:
+        say(f"  {problem}")
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
     seed = random.SystemRandom().randrange(2**31) if args.seed is None else args.seed
     rng = random.Random(seed)
     workdir = args.dir or tempfile.mkdtemp(prefix="bk-recovery-drill-")
@@ -364,33 +404,10 @@ def main(argv: list[str]) -> int:
     totals = collections.Counter()
     failures = []
     try:
-        uri = drill.start_zookeeper("cluster")
-        tls = TlsPeer(os.path.join(workdir, "pki")) if args.tls else None
-        if tls is not None:  # every client from here on, BookKeeper's and ours, uses TLS
-            os.environ.update(tls.env())
-        ours = [drill.start_ours(f"ours-{i}", uri, *(tls.bookie_flags() if tls else ()))
-                for i in range(3 if args.mixed else 4)]
-        drill.wait_registered(uri, [b["id"] for b in ours])
-        if tls is not None:
-            say(f"PASS plain client refused: {plain_client_refused(args.launcher, workdir, uri)}")
-        theirs = [drill.start_theirs(f"bk-{i}", uri) for i in range(2)] if args.mixed else []
-        drill.wait_registered(uri, [b["id"] for b in ours + theirs])
+        uri, ours, tls = start_cluster(drill, args, workdir)
         for number in range(args.rounds):
             result = one_round(drill, args, uri, ours, rng, number)
-            totals.update(acked=result["acked"], ledgers=result["ledgers"],
-                          problems=len(result["problems"]))
-            totals[f"fault_{result['fault']}"] += 1
-            totals["recover_ms_max"] = max(totals["recover_ms_max"], result["recover_ms_max"])
-            totals["moved_s_max"] = max(totals["moved_s_max"], result["moved_s"] or 0)
-            totals["repaired"] += result["repaired"]
-            say(f"round {number}: fault={result['fault']} ledgers={result['ledgers']} "
-                f"acked={result['acked']} add_errors={result['add_errors']} "
-                f"recover_ms_max={result['recover_ms_max']} "
-                + (f"moved_s={result['moved_s']} " if result["moved_s"] is not None else "")
-                + (f"repaired={result['repaired']} " if result["repaired"] else "")
-                + f"{'ok' if not result['problems'] else 'FAILED'}")
-            for problem in result["problems"]:
-                say(f"  {problem}")
+            tally(totals, result, number)
             failures += result["problems"]
         if tls is not None and not connected_over_tls(os.path.join(workdir, "writer-0.log")):
             raise Failed("BookKeeper's writer did not log a TLS connection")

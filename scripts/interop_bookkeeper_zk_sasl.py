@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import re
 import shutil
@@ -164,7 +165,21 @@ def all_sasl(run: Run, uri: str, when: str) -> None:
               f"others: {sorted(rest.items())[:3]}")
 
 
-def body(run: Run) -> None:
+@dataclasses.dataclass
+class Secured:
+    """The SASL cluster of one run: its URI, our bookies' ids, BookKeeper's confs and the
+    environment with the JAAS login."""
+
+    uri: str
+    ids: list[str]
+    jaas: str
+    conf: str
+    open_conf: str
+    env: dict
+
+
+def start_secured(run: Run) -> Secured:
+    """A SASL ZooKeeper, three of our bookies logging in to it, and BookKeeper's confs."""
     drill = run.drill
     password = os.urandom(12).hex()
     drill.zk = ZooKeeperServer(os.path.join(drill.dir, "zookeeper"),
@@ -179,50 +194,57 @@ def body(run: Run) -> None:
                  f"metadataServiceUri={uri}\nallowLoopback=true\nzkEnableSecurity=true\n")
     open_conf = write(os.path.join(drill.dir, "shell-unauthenticated.conf"),
                       f"metadataServiceUri={uri}\nallowLoopback=true\n")
-    secured = java_env(jaas)
     ours = [drill.start_ours(f"ours-{i}", uri, "--zk-sasl-file", sasl_file) for i in range(3)]
-    ids = sorted(b["id"] for b in ours)
+    return Secured(uri, sorted(b["id"] for b in ours), jaas, conf, open_conf, java_env(jaas))
 
+
+def check_shell_and_clients(run: Run, sec: Secured) -> None:
+    """BookKeeper's shell and Java client with the JAAS login, and ours, on each other's
+    znodes."""
     deadline, listed = time.monotonic() + 90, set()
-    while time.monotonic() < deadline and not set(ids) <= listed:
-        out = run.bk(secured, "shell", "-conf", conf, "listbookies", "-rw")
+    while time.monotonic() < deadline and not set(sec.ids) <= listed:
+        out = run.bk(sec.env, "shell", "-conf", sec.conf, "listbookies", "-rw")
         listed = set(re.findall(r"BookieID:(\S+?),", out))
         time.sleep(1)  # noqa: sleep-ok (bounded poll of our bookies' start)
-    run.check(set(ids) <= listed, f"listbookies -rw (zkEnableSecurity, JAAS Client "
-              f"{USER}) lists our 3 bookies {ids}", f"listed {sorted(listed)}")
+    run.check(set(sec.ids) <= listed, f"listbookies -rw (zkEnableSecurity, JAAS Client "
+              f"{USER}) lists our 3 bookies {sec.ids}", f"listed {sorted(listed)}")
 
-    mine = asyncio.run(write_ours(uri))
-    out = run.bk(secured, "shell", "-conf", conf, "simpletest", "-e", "3", "-w", "2", "-a", "2",
-                 "-n", "100")
+    mine = asyncio.run(write_ours(sec.uri))
+    out = run.bk(sec.env, "shell", "-conf", sec.conf, "simpletest", "-e", "3", "-w", "2",
+                 "-a", "2", "-n", "100")
     written = re.search(r"(\d+) entries written to ledger (\d+)", out)
     run.check(written is not None and written.group(1) == "100"
               and "Failed to process command" not in out,
               f"simpletest: {written and written.group(0)} through our bookies, read back",
               out[-300:])
     # simpletest deletes its ledger at its end: one BookKeeper's Java client leaves stays.
-    theirs = java_ledger(run, uri, java_env(jaas, READ_SYSTEM_PROPERTIES))
+    theirs = java_ledger(run, sec.uri, java_env(sec.jaas, READ_SYSTEM_PROPERTIES))
 
-    out = run.bk(secured, "shell", "-conf", conf, "listledgers")
+    out = run.bk(sec.env, "shell", "-conf", sec.conf, "listledgers")
     found = {int(n) for n in re.findall(r"ledgerI[Dd](?:: |=)(\d+)", out)}
     run.check({mine, theirs} <= found, f"listledgers lists ledger {mine} (our client's) and "
               f"{theirs} (BookKeeper's Java client's)", f"listed {sorted(found)}")
     for ledger in (mine, theirs):
-        out = run.bk(secured, "shell", "-conf", conf, "ledgermetadata", "-ledgerid",
+        out = run.bk(sec.env, "shell", "-conf", sec.conf, "ledgermetadata", "-ledgerid",
                      str(ledger))
         run.check("ensembles" in out.lower() and "NoAuth" not in out,
                   f"ledgermetadata -ledgerid {ledger} reads its metadata", out[-300:])
 
-    metadata = asyncio.run(read_metadata(uri, theirs))
+    metadata = asyncio.run(read_metadata(sec.uri, theirs))
     run.check(len(metadata.ensembles[0][1]) == 3,
               f"our client (SASL user {USER}) reads the metadata BookKeeper's Java client "
               f"created for ledger {theirs}: state {metadata.state.value}, ensemble "
               f"{list(metadata.ensembles[0][1])}")
-    all_sasl(run, uri, "after simpletest")
 
+
+def check_autorecovery(run: Run, sec: Secured) -> None:
+    """BookKeeper's autorecovery for a bounded while: it runs, becomes the auditor, and
+    ZooKeeper refuses it nothing."""
+    drill = run.drill
     log = os.path.join(drill.dir, "autorecovery.log")
     with open(log, "ab") as handle:  # Drill.spawn would not pass the JAAS login's env
-        proc = subprocess.Popen([drill.launcher, "autorecovery", "--conf", conf], env=secured,
-                                stdout=handle, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen([drill.launcher, "autorecovery", "--conf", sec.conf],
+                                env=sec.env, stdout=handle, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, cwd=drill.dir)
     drill.procs.append(proc)  # stop_all stops it by PID whatever happens
     time.sleep(AUTORECOVERY_S)  # noqa: sleep-ok (a bounded run of BookKeeper's daemon)
@@ -235,11 +257,17 @@ def body(run: Run) -> None:
               f"BookKeeper's autorecovery ran {AUTORECOVERY_S} s: "
               f"{auditor.group(0) if auditor else 'no auditor line'}, no NoAuth",
               f"alive={alive}; log {log}")
-    all_sasl(run, uri, "after autorecovery")
 
-    out = run.bk(java_env(None), "shell", "-conf", open_conf, "listbookies", "-rw",
+
+def body(run: Run) -> None:
+    sec = start_secured(run)
+    check_shell_and_clients(run, sec)
+    all_sasl(run, sec.uri, "after simpletest")
+    check_autorecovery(run, sec)
+    all_sasl(run, sec.uri, "after autorecovery")
+    out = run.bk(java_env(None), "shell", "-conf", sec.open_conf, "listbookies", "-rw",
                  timeout_s=120)
-    run.check("NoAuth" in out and not set(ids) & set(re.findall(r"BookieID:(\S+?),", out)),
+    run.check("NoAuth" in out and not set(sec.ids) & set(re.findall(r"BookieID:(\S+?),", out)),
               "BookKeeper's shell without the JAAS login: listbookies refused (NoAuth)",
               out[-300:])
 
