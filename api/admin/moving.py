@@ -20,27 +20,12 @@ import logging
 import time
 
 from api.client.ensemble import BookKeeper
-from api.client.fragments import referenced_bookies
 from api.cluster.underreplication import Underreplication
 from api.cluster.zookeeper import ZkCookies
-from bookie.errors import NoLedger
 
 log = logging.getLogger("bookie.admin")
 POLL_S = 1.0
 TIMEOUT_S = 24 * 3600.0
-
-
-async def referencing(bk: BookKeeper, bookie_id: str) -> list[int]:
-    """The ledgers whose ensembles name ``bookie_id`` (one scan of the metadata)."""
-    found = []
-    for ledger_id in await bk.store.ledger_ids():
-        try:
-            metadata = await bk.store.read(ledger_id)
-        except NoLedger:
-            continue  # deleted meanwhile
-        if bookie_id in referenced_bookies(metadata):
-            found.append(ledger_id)
-    return found
 
 
 async def move_off(bk: BookKeeper, ur: Underreplication, bookie_id: str, *,
@@ -53,7 +38,7 @@ async def move_off(bk: BookKeeper, ur: Underreplication, bookie_id: str, *,
     started = time.monotonic()
     try:
         while True:
-            ledgers = await referencing(bk, bookie_id)
+            ledgers = await asyncio.to_thread(bk.store.ledgers_naming, bookie_id)
             for ledger_id in ledgers:
                 await asyncio.to_thread(ur.mark, ledger_id, [bookie_id])
             if not ledgers:

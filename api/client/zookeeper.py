@@ -36,6 +36,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNodeError
 
 from api.client import metadata_format
+from api.client.fragments import referenced_bookies
 from api.client.metadata import BadVersion, LedgerExists, LedgerMetadata, MetadataError
 from api.client.metadata_paths import is_level, ledger_id_of, ledger_path
 from api.client.metadata_uri import parse_uri
@@ -199,6 +200,19 @@ class ZkMetadataStore:
         found: list[int] = []
         self._walk(self.root, [], found)
         return sorted(found)
+
+    def ledgers_naming(self, bookie_id: str) -> list[int]:
+        """The ledgers whose ensembles name ``bookie_id`` (one scan of the metadata; a
+        ledger deleted meanwhile is skipped): what a decommission still has to move."""
+        found = []
+        for ledger_id in self._ledger_ids():
+            try:
+                metadata = self._read(ledger_id)
+            except NoLedger:
+                continue
+            if bookie_id in referenced_bookies(metadata):
+                found.append(ledger_id)
+        return found
 
     def slices(self) -> list[list[str]]:
         """The ledger tree's second-level znodes as [level1, level2]: disjoint slices of the

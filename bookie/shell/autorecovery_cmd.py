@@ -8,11 +8,9 @@ import argparse
 import sys
 import time
 
-from api.client.fragments import referenced_bookies
-from api.client.zookeeper import KazooClient, ZkMetadataStore, alive_bookies
+from api.client.zookeeper import ZkMetadataStore, alive_bookies
 from api.cluster.underreplication import Underreplication
 from api.cluster.zookeeper import ZkCookies
-from bookie.errors import NoLedger
 from bookie.shell.cookie import zookeeper, zookeeper_options
 from bookie.shell.output import EXIT_OK, Output
 
@@ -75,20 +73,6 @@ def list_underreplicated(args: argparse.Namespace, out: Output) -> int:
         return EXIT_PROBLEMS if found else EXIT_OK
 
 
-def _referencing(client: KazooClient, uri: str, bookie_id: str) -> list[int]:
-    """The ledgers whose ensembles name ``bookie_id`` (a scan of the metadata)."""
-    store = ZkMetadataStore(uri, client=client).start()
-    found = []
-    for ledger_id in store._ledger_ids():
-        try:
-            metadata = store._read(ledger_id)
-        except NoLedger:
-            continue  # deleted meanwhile
-        if bookie_id in referenced_bookies(metadata):
-            found.append(ledger_id)
-    return found
-
-
 def decommission_bookie(args: argparse.Namespace, out: Output) -> int:
     bookie_id = args.bookie_id
     with zookeeper(args.metadata_service_uri) as (client, root):
@@ -100,10 +84,11 @@ def decommission_bookie(args: argparse.Namespace, out: Output) -> int:
         if not ur.enabled():
             out.error("autorecovery is disabled: 'bookie shell autorecovery enable' first")
         ur.set_decommissioning(bookie_id, True)
+        store = ZkMetadataStore(args.metadata_service_uri, client=client).start()
         started = time.monotonic()
         first = None
         while True:
-            ledgers = _referencing(client, args.metadata_service_uri, bookie_id)
+            ledgers = store.ledgers_naming(bookie_id)
             first = len(ledgers) if first is None else first
             for ledger_id in ledgers:
                 ur.mark(ledger_id, [bookie_id])
