@@ -217,8 +217,7 @@ class BkConnection(AddPath, RequestPath, FramePath, TlsSession, asyncio.Protocol
                     return self._session_v3(request)
                 else:
                     self._request(v3_kind(request), functools.partial(
-                        self.ops.v3, request, self.peer, self.slice_at[0]),
-                        functools.partial(self._poll_refused, request))
+                        self.ops.v3, request, self.peer, self.slice_at[0]), request)
                 return True
         request = self._decode_v2(packet)
         if request is None:
@@ -232,7 +231,7 @@ class BkConnection(AddPath, RequestPath, FramePath, TlsSession, asyncio.Protocol
             self._send(auth_v2(request))
         else:
             self._request(v2_kind(request), functools.partial(
-                self.ops.v2, request, self.peer, self.slice_at[0]), None)
+                self.ops.v2, request, self.peer, self.slice_at[0]))
         return True
 
     def _decode_v2(self, packet) -> v2.Request | None:

@@ -62,15 +62,15 @@ class RequestPath:
         self.cancellable: set[asyncio.Task] = set()
         self.charged_answers = 0  # PB2: this connection's part of budget.answer_bytes
 
-    def _request(self, kind: str, make, refuse_poll) -> None:
+    def _request(self, kind: str, make, request=None) -> None:
         """Begin the request ``make()`` makes when the budget has room, else keep it (PB1,
-        PB2); ``refuse_poll()`` is the ETOOMANYREQUESTS answer of a long poll over PB4."""
+        PB2); a long poll (``request``, v3) over PB4 is answered ETOOMANYREQUESTS."""
         if kind == POLL:
             if self.polls >= self.budget.limits.polls_per_connection:
                 self.ops.refused("READ_ENTRY", TooManyRequests(
                     f"{self.polls} long polls wait on this connection already"), self.peer)
                 bk_timing.refused(self.op_stats, "READ_ENTRY_LONG_POLL", self.slice_at[0])
-                self._send(refuse_poll())
+                self._send(self._poll_refused(request))
             else:
                 self._begin(kind, make)
             return
