@@ -9,6 +9,12 @@ listener opens only after replay, refusing connections until then (docs/admin-ap
 Unknown paths are aiohttp's 404, as vert.x's router answers them; an exception a handler
 does not turn into BookKeeper's answer is 500 with its message (vert.x's answer to a
 handler that throws is 500 too), logged.
+
+Invariant:
+    AD3. Every answer of 400 or more is an operator-visible refusal: counted in
+         bookie_http_requests_refused_total{op="admin_<handler>",code,error} (error EUA
+         for a missing or wrong token, ADMIN otherwise) and logged with the method, path
+         and peer, rate-limited as every refusal (api/server/refusals.py).
 """
 
 from __future__ import annotations
@@ -23,23 +29,34 @@ from api.admin import (routes_autorecovery, routes_bookie, routes_cluster, route
                        routes_ledger)
 from api.admin.cluster import AdminCluster, NotCluster
 from api.admin.common import BOOKIE, BOOKIE_ID, CLUSTER, STATE, text
+from api.server.metrics import route_op
+from api.server.refusals import RefusalLog
 from bookie.node import Bookie
 
 log = logging.getLogger("bookie.admin")
+#: AD3: every answer of 400 or more is counted in bookie_http_requests_refused_total (op
+#: ``admin_<handler>``, its status, EUA for a missing token) and logged, rate-limited.
+REFUSALS = web.AppKey("admin_refusals", RefusalLog)
 BODY_MAX = 1 << 20  # every admin body is a small JSON object
 
 
 @web.middleware
 async def _answers(request: web.Request, handler):
     try:
-        return await handler(request)
+        response = await handler(request)
     except NotCluster as exc:
-        return text(str(exc), 404)
+        response = text(str(exc), 404)
     except web.HTTPException:
         raise
     except Exception as exc:  # noqa: BLE001 - a failure BookKeeper's handler does not name
         log.warning("admin %s %s failed: %s", request.method, request.path_qs, exc)
-        return text(f"ERROR handling request: {exc}", 500)
+        response = text(f"ERROR handling request: {exc}", 500)
+    if response.status >= 400:  # AD3
+        error = "EUA" if response.status in (401, 403) else "ADMIN"
+        request.app[REFUSALS].refused(
+            (f"admin_{route_op(request)}", str(response.status), error),
+            f"{request.method} {request.path}", request.remote)
+    return response
 
 
 def make_admin_app(bookie: Bookie, bookie_id: str) -> web.Application:
@@ -48,6 +65,7 @@ def make_admin_app(bookie: Bookie, bookie_id: str) -> web.Application:
     app[BOOKIE_ID] = bookie_id
     app[CLUSTER] = AdminCluster(bookie.config, bookie_id)
     app[STATE] = {}
+    app[REFUSALS] = RefusalLog("admin", bookie.stats.http_refused)
     for module in (routes_bookie, routes_gc, routes_cluster, routes_autorecovery,
                    routes_ledger):
         app.add_routes(module.routes)

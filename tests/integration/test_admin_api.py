@@ -200,6 +200,9 @@ async def test_admin_token_guards_the_paths_that_change_something(bookie_config)
             url = running.admin + "/api/v1/bookie/state/readonly"
             refused = await call(session, url, "PUT", '{"readOnly": true}')
             assert refused.status == 401 and running.bookie.state.value == "writable"
+            # AD3: the operator sees it, in the refusals metric and in the log.
+            assert running.bookie.stats.http_refused[
+                ("admin_state_readonly", "401", "EUA")] == 1
             allowed = await call(session, url, "PUT", '{"readOnly": true}',
                                  Authorization="Bearer s3cret")
             assert (allowed.status, allowed.json()) == (200, {"readOnly": True})
