@@ -3,12 +3,13 @@
 BookKeeper's SyncThread and Journal.LastLogMark. The order (docs/design.md §3.4, docs/formats.md §8.2):
 
     # Checkpoint. Each step is durable before the next one starts.
-    #   1. mark = journal.current_mark()   First. Adds enter the write cache before the journal
+    #   1. mark = journal.current_mark()   First, of every journal (CM1). Adds enter the write cache before the journal
     #                                      queue (W1), so every record below the mark is in
     #                                      the cache or already flushed.
     #   2-4. storage.flush(): swap the cache, append sorted, fsync the log, index batch with
     #        sync=True, ledger states with sync=True (bookie/storage.py tells its crash story)
-    #   5. lastMark := mark                temp file, fsync, rename, fsync dir
+    #   5. lastMark := mark                temp file, fsync, rename, fsync dir; in every
+    #                                      ledger dir, lastMark.<i> per journal if several
     #   6. delete journals wholly below the mark, keeping journal_backups_count
     # 3! Crash during 3: the log holds entries no index points at. Replay from the old mark
     #    writes them again; GC reclaims the orphans.
@@ -33,7 +34,7 @@ import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from bookie.disk import atomic_replace
 from bookie.errors import IOFailure
@@ -42,45 +43,62 @@ from journal.retention import journals_to_delete
 
 if TYPE_CHECKING:
     from bookie.disk import Disk
-    from bookie.storage import LedgerStorage
+    from bookie.storage_dirs import DirsStorage
 
 log = logging.getLogger("bookie.checkpoint")
 
 LAST_MARK = "lastMark"
 
 
-def read_last_mark(disk: "Disk", ledger_dir: str, *, journals: bool = True,
-                   quiet: bool = False) -> LogMark:
-    """docs/formats.md §4.4: missing or short -> (0, 0) with a warning; longer -> first 16 bytes.
+def last_mark_name(journal_index: int, journals: int) -> str:
+    """docs/formats.md §4.1: ``lastMark`` with one journal dir, ``lastMark.<i>`` with several
+    (BookKeeper's Journal names them so)."""
+    return LAST_MARK if journals == 1 else f"{LAST_MARK}.{journal_index}"
+
+
+def read_last_mark(disk: "Disk", ledger_dirs: str | Sequence[str], *, journals: bool = True,
+                   quiet: bool = False, name: str = LAST_MARK) -> LogMark:
+    """docs/formats.md §4.4: the largest mark over the ledger dirs holding one (BookKeeper
+    writes it to every ledger dir); missing or short everywhere -> (0, 0) with a warning.
 
     A missing lastMark with no journal at all is a new data dir, not a problem: said once, at
     INFO. ``quiet`` for a second reader of the same file (the Checkpointer at start)."""
-    path = os.path.join(ledger_dir, LAST_MARK)
+    dirs = [ledger_dirs] if isinstance(ledger_dirs, str) else list(ledger_dirs)
+    found = [m for m in (_read_one(disk, os.path.join(d, name)) for d in dirs) if m is not None]
+    if found:
+        return max(found)
+    if quiet:
+        pass
+    elif journals:
+        log.warning("no %s in %s: replaying every journal", name, ", ".join(dirs))
+    else:
+        log.info("new data dir: no %s and no journal in %s yet", name, ", ".join(dirs))
+    return LogMark(0, 0)
+
+
+def _read_one(disk: "Disk", path: str) -> LogMark | None:
     if disk.exists(path + ".tmp"):
         disk.unlink(path + ".tmp")  # a checkpoint died before its rename (atomic_replace)
     if not disk.exists(path):
-        if quiet:
-            pass
-        elif journals:
-            log.warning("no %s in %s: replaying every journal", LAST_MARK, ledger_dir)
-        else:
-            log.info("new data dir: no %s and no journal in %s yet", LAST_MARK, ledger_dir)
-        return LogMark(0, 0)
+        return None
     handle = disk.open(path)
     try:
         data = handle.read_at(0, 4096)
     finally:
         handle.close()
     if len(data) < 16:
-        log.warning("%s is %d bytes, shorter than 16: replaying every journal", path, len(data))
-        return LogMark(0, 0)
+        log.warning("%s is %d bytes, shorter than 16: not a mark", path, len(data))
+        return None
     if len(data) > 16:
         log.warning("%s is %d bytes, longer than 16: reading the first 16", path, len(data))
     return LogMark.decode(data[:16])
 
 
-def write_last_mark(disk: "Disk", ledger_dir: str, mark: LogMark) -> None:
-    atomic_replace(disk, os.path.join(ledger_dir, LAST_MARK), mark.encode())
+def write_last_mark(disk: "Disk", ledger_dirs: str | Sequence[str], mark: LogMark,
+                    name: str = LAST_MARK) -> None:
+    """Into every ledger dir, as BookKeeper: the mark survives the loss of any one of them."""
+    for ledger_dir in [ledger_dirs] if isinstance(ledger_dirs, str) else ledger_dirs:
+        atomic_replace(disk, os.path.join(ledger_dir, name), mark.encode())
 
 
 def list_journal_ids(disk: "Disk", journal_dir: str) -> list[int]:
@@ -92,53 +110,76 @@ def list_journal_ids(disk: "Disk", journal_dir: str) -> list[int]:
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointResult:
-    mark: LogMark
+    mark: LogMark                 # the first journal's (the only one unless journal_dirs)
     entries: int
     bytes: int
     journals_deleted: tuple[int, ...]
     phase_s: dict
     finished_at: float = 0.0  # wall clock (time.time()), for the checkpoint-lag alert
+    marks: tuple[LogMark, ...] = ()   # every journal's, in journal order
 
 
 class Checkpointer:
-    """The checkpoint order. ``current_mark`` is the journal's in-memory mark (or replay's)."""
+    """The checkpoint order over every journal. ``current_marks`` gives each journal's
+    in-memory mark (or replay's ends), in the order of ``journal_dirs``.
 
-    def __init__(self, disk: "Disk", storage: "LedgerStorage", journal_dir: str,
-                 current_mark: Callable[[], LogMark], backups: int) -> None:
+    CM1. Every journal's mark is taken before the write cache is swapped (step 1 for each
+         journal), and each journal's ``lastMark.<i>`` moves only after every ledger dir
+         flushed (SD1): a ledger's records all go to one journal (ledgerId mod count), so
+         each mark covers what it says for every ledger in every dir."""
+
+    def __init__(self, disk: "Disk", storage: "DirsStorage", journal_dirs: Sequence[str],
+                 current_marks: Callable[[], list[LogMark]], backups: int) -> None:
         self.disk = disk
         self.storage = storage
-        self.journal_dir = journal_dir
-        self.current_mark = current_mark
+        self.journal_dirs = list(journal_dirs)
+        self.names = [last_mark_name(i, len(self.journal_dirs))
+                      for i in range(len(self.journal_dirs))]
+        self.current_marks = current_marks
         self.backups = backups
-        self.persisted = read_last_mark(disk, storage.ledger_dir, quiet=True)
+        self.persisted_marks = [read_last_mark(disk, storage.ledger_dirs, quiet=True, name=n)
+                                for n in self.names]
+
+    @property
+    def persisted(self) -> LogMark:
+        """The first journal's persisted mark."""
+        return self.persisted_marks[0]
 
     def run(self, delete_journals: bool = True) -> CheckpointResult:
         t0 = time.monotonic()
-        mark = self.current_mark()  # step 1, first (W1)
+        marks = list(self.current_marks())  # step 1, first (W1, CM1)
+        assert len(marks) == len(self.names), (marks, self.names)
         stats = self.storage.flush()  # steps 2-4
         t1 = time.monotonic()
-        if mark > self.persisted:
-            write_last_mark(self.disk, self.storage.ledger_dir, mark)  # step 5
-            self.persisted = mark
-        else:
-            assert mark == self.persisted, f"mark {mark} behind persisted {self.persisted} (C1)"
+        for index, mark in enumerate(marks):
+            persisted = self.persisted_marks[index]
+            if mark > persisted:
+                write_last_mark(self.disk, self.storage.ledger_dirs, mark,
+                                self.names[index])  # step 5
+                self.persisted_marks[index] = mark
+            else:
+                assert mark == persisted, f"mark {mark} behind persisted {persisted} (C1)"
         t2 = time.monotonic()
-        deleted = self._delete_old_journals() if delete_journals else ()
+        deleted = self._delete_old_journals() if delete_journals else []
         phases = {"flush": t1 - t0, "append": stats.append_s, "index": stats.index_s,
                   "lastmark": t2 - t1, "retention": time.monotonic() - t2}
-        return CheckpointResult(mark, stats.entries, stats.bytes, tuple(deleted), phases,
-                                time.time())
+        return CheckpointResult(marks[0], stats.entries, stats.bytes, tuple(deleted), phases,
+                                time.time(), tuple(marks))
 
     def _delete_old_journals(self) -> list[int]:
-        """Step 6 (C2): only files wholly below the persisted mark, keeping ``backups``."""
-        doomed = journals_to_delete(list_journal_ids(self.disk, self.journal_dir),
-                                    self.persisted, self.backups)
-        for journal_id in doomed:
-            assert journal_id < self.persisted.journal_id
-            self.disk.unlink(os.path.join(self.journal_dir, journal_file_name(journal_id)))
-        if doomed:
-            self.disk.fsync_dir(self.journal_dir)
-        return doomed
+        """Step 6 (C2): only files wholly below their journal's persisted mark, keeping
+        ``backups`` in each journal dir."""
+        deleted = []
+        for journal_dir, persisted in zip(self.journal_dirs, self.persisted_marks):
+            doomed = journals_to_delete(list_journal_ids(self.disk, journal_dir),
+                                        persisted, self.backups)
+            for journal_id in doomed:
+                assert journal_id < persisted.journal_id
+                self.disk.unlink(os.path.join(journal_dir, journal_file_name(journal_id)))
+            if doomed:
+                self.disk.fsync_dir(journal_dir)
+            deleted += doomed
+        return deleted
 
 
 class CheckpointThread:

@@ -34,6 +34,14 @@ class ConfigError(ValueError):
     """A setting that is unknown, unparsable or out of range; the message names it."""
 
 
+def split_dirs(listed: str | None, data_dir: str, default: str) -> list[str]:
+    """``journal_dirs``/``ledger_dirs`` as paths: comma-separated as BookKeeper's
+    journalDirectories and ledgerDirectories; unset, the one dir under ``data_dir``."""
+    if listed is None:
+        return [os.path.join(data_dir, default)]
+    return [part.strip() for part in listed.split(",") if part.strip()]
+
+
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +59,8 @@ class BookieConfig:
     verify_digest: bool = True
     group_max_bytes: int = 512 * KiB
     journal_prealloc_bytes: int = 16 * MiB
+    journal_dirs: str | None = None
+    ledger_dirs: str | None = None
     journal_backups_count: int = 5
     journal_queue_max_bytes: int = 64 * MiB
     write_cache_max_bytes: int = 256 * MiB
@@ -105,12 +115,26 @@ class BookieConfig:
     log_level: str = "info"
 
     @property
+    def journal_dirs_current(self) -> tuple[str, ...]:
+        """Each journal dir's ``current/``, in the order given (journal i of ledgerId mod n)."""
+        return tuple(os.path.join(d, "current")
+                     for d in split_dirs(self.journal_dirs, self.data_dir, "journal"))
+
+    @property
+    def ledger_dirs_current(self) -> tuple[str, ...]:
+        """Each ledger dir's ``current/``, in the order given (docs/design.md §3.8)."""
+        return tuple(os.path.join(d, "current")
+                     for d in split_dirs(self.ledger_dirs, self.data_dir, "ledgers"))
+
+    @property
     def journal_dir(self) -> str:
-        return os.path.join(self.data_dir, "journal", "current")
+        """The first journal dir's ``current/``: the only one unless ``journal_dirs``."""
+        return self.journal_dirs_current[0]
 
     @property
     def ledger_dir(self) -> str:
-        return os.path.join(self.data_dir, "ledgers", "current")
+        """The first ledger dir's ``current/``: the only one unless ``ledger_dirs``."""
+        return self.ledger_dirs_current[0]
 
     @property
     def tls(self) -> bool:
@@ -205,10 +229,29 @@ def validated(config: BookieConfig) -> BookieConfig:
         raise ConfigError(f"setting bookie_request_bytes_max ({config.bookie_request_bytes_max})"
                           f" must hold one whole frame: at least max_entry_size plus 4 KiB "
                           f"({config.max_entry_size + 4 * KiB})")
+    _check_dirs(config)
     if config.tls_authorized_roles is not None and not config.tls_ca_file:
         raise ConfigError("setting tls_authorized_roles needs tls_ca_file: a role is read "
                           "from the client certificate mutual TLS asks for")
     return config
+
+
+def _check_dirs(config: BookieConfig) -> None:
+    """Every journal and ledger dir named once, none inside another: two dirs sharing a
+    ``current/`` would share files two owners write."""
+    for name in ("journal_dirs", "ledger_dirs"):
+        if getattr(config, name) is not None and not split_dirs(getattr(config, name), "", ""):
+            raise ConfigError(f"setting {name} names no directory")
+    every = [os.path.abspath(d) for d in config.journal_dirs_current + config.ledger_dirs_current]
+    kinds = ["journal"] * len(config.journal_dirs_current) + \
+        ["ledger"] * len(config.ledger_dirs_current)
+    for i, path in enumerate(every):
+        for j in range(i):
+            if path == every[j] or path.startswith(every[j] + os.sep) \
+                    or every[j].startswith(path + os.sep):
+                raise ConfigError(f"{kinds[i]} dir {os.path.dirname(path)} and {kinds[j]} dir "
+                                  f"{os.path.dirname(every[j])} overlap: each journal and "
+                                  f"ledger dir must be its own directory")
 
 
 def add_setting_flags(parser: argparse.ArgumentParser) -> None:

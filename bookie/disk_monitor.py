@@ -7,8 +7,11 @@ Each watched dir (journal and ledger) is classified from its used fraction:
       used >= warn_ratio                       -> WARN   (logged; compaction is suspended)
       otherwise                                -> OK
 
-The bookie is full while any dir is FULL. BookKeeper's defaults: diskUsageThreshold 0.95,
-diskUsageWarnThreshold 0.90, diskUsageLwmThreshold 0.90.
+The bookie is full while any journal dir is FULL or every ledger dir is; a FULL ledger dir
+among writable ones only takes no new ledgers (PL2 in bookie/storage_routes.py), as
+BookKeeper's LedgerDirsManager turns the bookie read-only only when no ledger dir is
+writable. BookKeeper's defaults: diskUsageThreshold 0.95, diskUsageWarnThreshold 0.90,
+diskUsageLwmThreshold 0.90.
 """
 
 from __future__ import annotations
@@ -33,6 +36,19 @@ class DiskPolicy:
     def __post_init__(self) -> None:
         assert 0 < self.low_water_ratio <= self.full_ratio <= 1.0
         assert 0 < self.warn_ratio <= self.full_ratio
+
+
+JOURNAL, LEDGERS = "journal", "ledgers"
+
+
+def watched_dirs(journal_dirs, ledger_dirs) -> dict[str, str]:
+    """name -> path: ``journal`` and ``ledgers`` for the first of each (the names the
+    metrics have always had), ``journal.1``, ``ledgers.2``... for the others."""
+    named = {}
+    for kind, dirs in ((JOURNAL, journal_dirs), (LEDGERS, ledger_dirs)):
+        for index, path in enumerate(dirs):
+            named[kind if index == 0 else f"{kind}.{index}"] = path
+    return named
 
 
 def classify(policy: DiskPolicy, used_ratio: float, was_full: bool) -> DiskLevel:
@@ -76,7 +92,17 @@ class DiskMonitor:
 
     @property
     def full(self) -> bool:
-        return any(u.level is DiskLevel.FULL for u in self.usage.values())
+        """Any journal dir full, or every ledger dir (see the module docstring)."""
+        journals = [u for n, u in self.usage.items() if n.split(".")[0] == JOURNAL]
+        ledgers = [u for n, u in self.usage.items() if n.split(".")[0] != JOURNAL]
+        return any(u.level is DiskLevel.FULL for u in journals) or \
+            (bool(ledgers) and all(u.level is DiskLevel.FULL for u in ledgers))
+
+    def full_ledger_dirs(self) -> set[int]:
+        """Indexes of the ledger dirs that are FULL (PL2: they take no new ledgers)."""
+        return {0 if name == LEDGERS else int(name.split(".")[1])
+                for name, u in self.usage.items()
+                if name.split(".")[0] == LEDGERS and u.level is DiskLevel.FULL}
 
     @property
     def warn(self) -> bool:

@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Callable
 
 from bookie.compaction import MIN_WAIT_S, LogCompaction, RateLimiter
 from bookie.errors import CorruptRecord, IOFailure
-from bookie.gc_run import GcResult, GcRun, LogMeta, RunPhase
+from bookie.gc_run import GcResult, GcRun, LogMeta, RunPhase, count_run
 from bookie.stats import GcCounters
 from entrylog.reader import EntryLogReader
 from ledgerindex import keys
@@ -82,10 +82,11 @@ class GarbageCollector:
     """See the module docstring for phases, invariants and thread-safety."""
 
     def __init__(self, storage: "LedgerStorage", counters: GcCounters | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, *, counted: bool = True) -> None:
         self.storage = storage
         self.config = storage.config
-        self.counters = counters if counters is not None else GcCounters()
+        #: None (``counted=False``): bookie/gc_dirs.py counts the run of every dir as one.
+        self.counters = (counters if counters is not None else GcCounters()) if counted else None
         self.clock = clock
         self.suspended = False
         self.running: GcRun | None = None
@@ -200,19 +201,8 @@ class GarbageCollector:
                      len(result.problems))
 
     def _count(self, result: GcResult) -> None:
-        counters = self.counters
-        counters.runs += 1
-        counters.logs_deleted += len(result.logs_deleted)
-        counters.bytes_reclaimed_deletion += result.bytes_reclaimed_deletion
-        counters.logs_compacted += len(result.logs_compacted)
-        counters.bytes_reclaimed_compaction += result.bytes_reclaimed_compaction
-        counters.entries_moved += result.entries_moved
-        counters.bytes_written_compaction += result.bytes_written_compaction
-        counters.ledgers_index_cleaned += result.ledgers_index_cleaned
-        counters.logs_quarantined += len(result.quarantined)
-        counters.problems += len(result.problems)
-        counters.last_run_s = result.seconds
-        counters.last_run_finished_at = result.finished_at
+        if self.counters is not None:
+            count_run(self.counters, result)
 
     def forget_dead(self, ledger_id: int) -> None:
         """G8: on the checkpoint thread, after storage revived the ledger."""
@@ -361,7 +351,7 @@ class GarbageCollector:
         return {"running": run is not None, "suspended": self.suspended,
                 "current": run.progress_json() if run is not None else None,
                 "lastRun": last.to_json() if last is not None else None,
-                "totals": self.counters.to_json(),
+                "totals": self.counters.to_json() if self.counters is not None else None,
                 "settings": {
                     "intervalMs": self.config.gc_interval_ms,
                     "minorCompactionThreshold": self.config.minor_compaction_threshold,

@@ -26,6 +26,7 @@ class GcResult:
     problems: list[str] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
     finished_at: float = 0.0
+    dirs: list | None = None             # several ledger dirs: each dir's result, in order
 
     @property
     def bytes_reclaimed(self) -> int:
@@ -42,7 +43,41 @@ class GcResult:
                 "bytesWrittenByCompaction": self.bytes_written_compaction,
                 "ledgersIndexCleaned": self.ledgers_index_cleaned,
                 "quarantined": self.quarantined, "problems": self.problems,
-                "seconds": round(self.seconds, 6), "finishedAt": round(self.finished_at, 3)}
+                "seconds": round(self.seconds, 6), "finishedAt": round(self.finished_at, 3),
+                **({"ledgerDirs": [d.to_json() for d in self.dirs]} if self.dirs else {})}
+
+
+def count_run(counters, result: GcResult) -> None:
+    """A finished run into the GC totals (bookie/stats.py GcCounters)."""
+    counters.runs += 1
+    counters.logs_deleted += len(result.logs_deleted)
+    counters.bytes_reclaimed_deletion += result.bytes_reclaimed_deletion
+    counters.logs_compacted += len(result.logs_compacted)
+    counters.bytes_reclaimed_compaction += result.bytes_reclaimed_compaction
+    counters.entries_moved += result.entries_moved
+    counters.bytes_written_compaction += result.bytes_written_compaction
+    counters.ledgers_index_cleaned += result.ledgers_index_cleaned
+    counters.logs_quarantined += len(result.quarantined)
+    counters.problems += len(result.problems)
+    counters.last_run_s = result.seconds
+    counters.last_run_finished_at = result.finished_at
+
+
+def merge_results(results: list[GcResult]) -> GcResult:
+    """The runs of several ledger dirs as one run (bookie/gc_dirs.py). Log ids are per
+    dir, so the lists are by dir, in dir order; ``dirs`` keeps each dir's own result."""
+    merged = GcResult(compaction=results[0].compaction,
+                      compaction_skipped=results[0].compaction_skipped)
+    for result in results:
+        for name in ("logs_scanned", "bytes_reclaimed_deletion", "bytes_reclaimed_compaction",
+                     "entries_moved", "bytes_written_compaction", "ledgers_index_cleaned",
+                     "seconds"):
+            setattr(merged, name, getattr(merged, name) + getattr(result, name))
+        for name in ("logs_deleted", "logs_compacted", "quarantined", "problems"):
+            getattr(merged, name).extend(getattr(result, name))
+        merged.finished_at = max(merged.finished_at, result.finished_at)
+    merged.dirs = results
+    return merged
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,14 +1,14 @@
 """Data-dir identity: written on first start, checked on every start (BookKeeper's Cookie).
 
-``IDENTITY`` (JSON) lives in ``current/`` of both the journal dir and the ledger dir:
+``IDENTITY`` (JSON) lives in ``current/`` of every journal dir and every ledger dir:
 
     {"format": 1, "instanceId": "<uuid4>", "journalDir": "...", "ledgerDir": "...",
-     "createdAt": "<ISO 8601>"}
+     "journalDirs": [...], "ledgerDirs": [...], "createdAt": "<ISO 8601>"}
 
-A start is refused, naming both values, when the two dirs carry different instance ids
-(dirs swapped between bookies), when one dir has an identity and the other has none but
-holds data or was emptied (a lost or wiped disk would otherwise be served as if complete),
-or when the format version is unknown. A data dir with files but no identity at all (written
+A start is refused, naming both values, when two dirs carry different instance ids (dirs
+swapped between bookies), when one dir has an identity and another has none but holds data
+or was emptied (a lost or wiped disk would otherwise be served as if complete), when the
+number of journal or ledger dirs changed (ID1), or when the format version is unknown. A data dir with files but no identity at all (written
 before identities existed, or by Apache BookKeeper) is adopted with a warning.
 """
 
@@ -19,7 +19,7 @@ import json
 import logging
 import os
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from bookie.disk import atomic_replace, makedirs_durably
 from bookie.errors import BookieError
@@ -60,57 +60,102 @@ def _has_data(disk: "Disk", directory: str) -> bool:
         not name.startswith(IDENTITY) for name in disk.listdir(directory))
 
 
-def instance_id(disk: "Disk", journal_dir: str, ledger_dir: str) -> str | None:
-    """The data dirs' instance id if either has an identity, without creating anything (a
+def _as_list(dirs: str | Sequence[str]) -> list[str]:
+    return [dirs] if isinstance(dirs, str) else list(dirs)
+
+
+def instance_id(disk: "Disk", journal_dirs: str | Sequence[str],
+                ledger_dirs: str | Sequence[str]) -> str | None:
+    """The data dirs' instance id if any has an identity, without creating anything (a
     cluster bookie compares it with its cookie in ZooKeeper before it starts)."""
-    for directory in (journal_dir, ledger_dir):
+    for directory in _as_list(journal_dirs) + _as_list(ledger_dirs):
         ident = _read(disk, directory)
         if ident is not None:
             return ident["instanceId"]
     return None
 
 
-def check_or_create(disk: "Disk", journal_dir: str, ledger_dir: str) -> dict:
-    """Check both dirs' identity; create it on a fresh (or adopted) data dir. Returns it."""
-    for directory in (journal_dir, ledger_dir):
+def _counts(ident: dict) -> tuple[int, int]:
+    """How many journal and ledger dirs the identity was written for (format 1 without the
+    lists: one of each)."""
+    return len(ident.get("journalDirs") or [0]), len(ident.get("ledgerDirs") or [0])
+
+
+def check_or_create(disk: "Disk", journal_dirs: str | Sequence[str],
+                    ledger_dirs: str | Sequence[str]) -> dict:
+    """Check every dir's identity; create it on a fresh (or adopted) data dir. Returns it.
+
+    ID1. Every dir carries the same instance id, and the identity's count of journal dirs
+         and of ledger dirs is the configured one: a ledger's journal is ledgerId mod the
+         journal count and its lastMark name depends on it, and a dir missing from the list
+         would take its ledgers with it. Changing either count is refused, as BookKeeper's
+         cookie refuses a changed directory list."""
+    journals, ledgers = _as_list(journal_dirs), _as_list(ledger_dirs)
+    every = journals + ledgers
+    for directory in every:
         makedirs_durably(disk, directory)
-    found = {d: _read(disk, d) for d in (journal_dir, ledger_dir)}
+    found = {d: _read(disk, d) for d in every}
     for directory, ident in found.items():
         if ident is not None and ident["format"] != FORMAT_VERSION:
             raise IdentityMismatch(f"{directory}/{IDENTITY}: format version {ident['format']}, "
                                    f"this bookie knows {FORMAT_VERSION}")
-    journal_id, ledger_id = (found[journal_dir] or {}).get("instanceId"), \
-        (found[ledger_dir] or {}).get("instanceId")
-    if journal_id and ledger_id and journal_id != ledger_id:
-        raise IdentityMismatch(f"journal dir {journal_dir} belongs to bookie {journal_id} but "
-                               f"ledger dir {ledger_dir} to bookie {ledger_id}")
-    if bool(journal_id) != bool(ledger_id):
-        present, missing = (journal_dir, ledger_dir) if journal_id else (ledger_dir, journal_dir)
-        if not _has_data(disk, present) and not _has_data(disk, missing):
-            # ! A crash between the two writes of _create: nothing was stored yet, so
-            #   finishing the creation is safe.
-            return _write(disk, found[present], journal_dir, ledger_dir)
+    owners = {d: ident["instanceId"] for d, ident in found.items() if ident is not None}
+    if len(set(owners.values())) > 1:
+        b, b_id = next(iter(owners.items()))
+        a, a_id = next((d, i) for d, i in owners.items() if i != b_id)
+        raise IdentityMismatch(f"{_kind(a, journals)} dir {a} belongs to bookie {a_id} but "
+                               f"{_kind(b, journals)} dir {b} to bookie {b_id}")
+    if not owners:
+        return _create(disk, journals, ledgers)
+    ident = found[next(iter(owners))]
+    _check_counts(ident, journals, ledgers)
+    missing = [d for d in every if d not in owners]
+    if missing:
+        if any(_has_data(disk, d) for d in every):
+            held = missing[0]
+            raise IdentityMismatch(
+                f"{next(iter(owners))} belongs to bookie {ident['instanceId']} but "
+                f"{_kind(held, journals)} dir {held} has no identity "
+                f"({'it holds other files' if _has_data(disk, held) else 'emptied'})")
+        # ! A crash between the writes of _create: nothing was stored yet, so finishing the
+        #   creation is safe.
+        return _write(disk, ident, every)
+    return ident
+
+
+def _kind(directory: str, journals: list[str]) -> str:
+    return "journal" if directory in journals else "ledger"
+
+
+def _check_counts(ident: dict, journals: list[str], ledgers: list[str]) -> None:
+    """ID1."""
+    had_journals, had_ledgers = _counts(ident)
+    if (had_journals, had_ledgers) != (len(journals), len(ledgers)):
         raise IdentityMismatch(
-            f"{present} belongs to bookie {journal_id or ledger_id} but {missing} has no "
-            f"identity ({'it holds other files' if _has_data(disk, missing) else 'emptied'})")
-    if journal_id:
-        return found[journal_dir]
-    return _create(disk, journal_dir, ledger_dir)
+            f"bookie {ident['instanceId']} was created with {had_journals} journal dir(s) "
+            f"and {had_ledgers} ledger dir(s), now {len(journals)} and {len(ledgers)} are "
+            f"configured ({IDENTITY}: journalDirs {ident.get('journalDirs') or ident.get('journalDir')}, "
+            f"ledgerDirs {ident.get('ledgerDirs') or ident.get('ledgerDir')}): set journal_dirs "
+            f"and ledger_dirs back; adding or removing dirs is not supported")
 
 
-def _create(disk: "Disk", journal_dir: str, ledger_dir: str) -> dict:
-    if _has_data(disk, journal_dir) or _has_data(disk, ledger_dir):
+def _create(disk: "Disk", journals: list[str], ledgers: list[str]) -> dict:
+    every = journals + ledgers
+    if any(_has_data(disk, d) for d in every):
         log.warning("data dir has files but no identity: adopting it")
     ident = {"format": FORMAT_VERSION, "instanceId": str(uuid.uuid4()),
-             "journalDir": os.path.abspath(journal_dir), "ledgerDir": os.path.abspath(ledger_dir),
+             "journalDir": os.path.abspath(journals[0]),
+             "ledgerDir": os.path.abspath(ledgers[0]),
+             "journalDirs": [os.path.abspath(d) for d in journals],
+             "ledgerDirs": [os.path.abspath(d) for d in ledgers],
              "createdAt": datetime.datetime.now(datetime.timezone.utc).isoformat()}
     log.info("new data dir identity %s", ident["instanceId"])
-    return _write(disk, ident, journal_dir, ledger_dir)
+    return _write(disk, ident, every)
 
 
-def _write(disk: "Disk", ident: dict, journal_dir: str, ledger_dir: str) -> dict:
+def _write(disk: "Disk", ident: dict, dirs: list[str]) -> dict:
     data = (json.dumps(ident, indent=1) + "\n").encode()
-    for directory in (ledger_dir, journal_dir):
+    for directory in reversed(dirs):  # ledger dirs first, as before
         path = os.path.join(directory, IDENTITY)
         if not disk.exists(path):
             atomic_replace(disk, path, data)

@@ -59,7 +59,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("bookie.recovery")
 
 
-
 class MissingJournal(IOFailure):
     """The journal lastMark points into does not exist: replay cannot know what is lost."""
 
@@ -75,20 +74,24 @@ class Replayer:
         self.report = ReplayReport()
         self._indexed_last: dict[int, int] = {}
 
-    def run(self, mark: LogMark, journal_ids: list[int]) -> LogMark:
-        """Replay every journal from ``mark``; return the mark at the end of the data."""
-        started = time.monotonic()
-        self.report.mark_from = (mark.journal_id, mark.offset)
+    def run(self, mark: LogMark, journal_ids: list[int], journal_dir: str | None = None
+            ) -> LogMark:
+        """Replay one journal dir (default: the first) from ``mark``; the mark at the end of
+        the data. The report adds up over dirs; its marks are the first dir's."""
+        started, journal_dir = time.monotonic(), journal_dir or self.config.journal_dir
+        if first := journal_dir == self.config.journal_dir:
+            self.report.mark_from = (mark.journal_id, mark.offset)
         end = mark
         for journal_id in select_journals(mark, journal_ids):
-            path = os.path.join(self.config.journal_dir, journal_file_name(journal_id))
+            path = os.path.join(journal_dir, journal_file_name(journal_id))
             end = LogMark(journal_id, self._replay_file(path, self._start(path, mark,
                                                                          journal_id)))
         # A mark past its journal's end stays persisted (C1: never moved back); once the
         # replayed records are checkpointed it is true again: nothing of that file is left.
         end = max(end, mark)
-        self.report.mark_to = (end.journal_id, end.offset)
-        self.report.seconds = time.monotonic() - started
+        if first:
+            self.report.mark_to = (end.journal_id, end.offset)
+        self.report.seconds += time.monotonic() - started
         return end
 
     def _start(self, path: str, mark: LogMark, journal_id: int) -> int:

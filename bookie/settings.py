@@ -50,6 +50,14 @@ SETTINGS: tuple[Setting, ...] = (
             512, 256 * MiB),
     Setting("journal_prealloc_bytes", int, 16 * MiB,
             "zero-filled journal preallocation chunk", 4 * KiB, 1 * GiB),
+    Setting("journal_dirs", str, None,
+            "comma-separated journal dirs, each with its own journal and group-commit "
+            "thread; a ledger's records go to journal ledgerId mod count "
+            "(journalDirectories); unset: <data_dir>/journal"),
+    Setting("ledger_dirs", str, None,
+            "comma-separated ledger dirs, each with its own entry logs, index and disk "
+            "check; a new ledger goes to dir ledgerId mod count, or the next one not full "
+            "(ledgerDirectories); unset: <data_dir>/ledgers"),
     Setting("journal_backups_count", int, 5,
             "journal files below lastMark kept (journalMaxBackups)", 0, 10_000),
     Setting("journal_queue_max_bytes", int, 64 * MiB,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import threading
 
 from bookie.op_stats import OpStats
 
@@ -119,9 +120,16 @@ class Stats:
         # Per-operation outcome and latency under BookKeeper's names, both listeners and
         # the journal (bookie/op_stats.py; rendered by api/server/metrics_bk.py).
         self.ops = OpStats()
+        #: The journal hooks run on every journal dir's thread (docs/design.md §3.8): one at
+        #: a time, so that no count is lost between two threads' read-modify-writes.
+        self._journal_lock = threading.Lock()
 
     def on_journal_flush(self, reason, count: int, size: int, sync_s: float) -> None:
-        """The journal's ``on_flush`` hook (journal thread)."""
+        """The journal's ``on_flush`` hook (a journal thread)."""
+        with self._journal_lock:
+            self._journal_flush(reason, count, size, sync_s)
+
+    def _journal_flush(self, reason, count: int, size: int, sync_s: float) -> None:
         self.journal_fsync.observe(sync_s)
         if size:  # a group of FORCE markers alone writes and syncs nothing
             self.ops.JOURNAL_SYNC.ok.observe(sync_s)
@@ -133,7 +141,8 @@ class Stats:
     def on_journal_group(self, count: int, seconds: float, ok: bool) -> None:
         """The journal's ``on_group_done`` hook (journal thread): ``count`` records made
         durable (or failed) ``seconds`` after the journal thread took the group's first."""
-        self.ops.JOURNAL_ADD_ENTRY.record(ok, seconds, count)
+        with self._journal_lock:
+            self.ops.JOURNAL_ADD_ENTRY.record(ok, seconds, count)
 
     def on_checkpoint(self, phases: dict[str, float]) -> None:
         self.checkpoints += 1

@@ -51,11 +51,23 @@ class FlushStats:
     index_s: float
 
 
+@dataclasses.dataclass
+class _Flushing:
+    """What ``flush_append`` handed to ``flush_index``."""
+    started: float
+    deletes: set
+    batch: list
+    total_bytes: int
+    sizes: dict
+
+
 class LedgerStorage:
-    def __init__(self, disk: "Disk", config: "BookieConfig") -> None:
+    def __init__(self, disk: "Disk", config: "BookieConfig",
+                 ledger_dir: str | None = None) -> None:
         self.disk = disk
         self.config = config
-        self.ledger_dir = config.ledger_dir
+        #: This storage's one ledger dir (``current/``): bookie/storage_dirs.py has one each.
+        self.ledger_dir = ledger_dir or config.ledger_dir
         self.cache = WriteCache()
         self.entry_logger = EntryLogger(disk, self.ledger_dir, max_bytes=config.entrylog_max_bytes,
                                         max_entry_size=config.max_entry_size,
@@ -119,25 +131,39 @@ class LedgerStorage:
                ! crash between 4 and 5 and lastMark: replay re-adds identical bytes (idempotent)
             6. range-delete locations of ledgers deleted before this flush began
         """
+        flushing = self.flush_append()
+        self.flush_sync()
+        return self.flush_index(flushing)
+
+    def flush_append(self) -> "_Flushing":
+        """``flush`` steps 1-2: CPU and page cache only (bookie/storage_dirs.py runs the
+        dirs' appends one after the other and their fsyncs at once: SD1)."""
         started = time.monotonic()
         with self._delete_lock:
             deletes, self._pending_deletes = self._pending_deletes, set()
         self.cache.swap()
         batch, total_bytes, sizes = self._append_flushing(deletes)
+        return _Flushing(started, deletes, batch, total_bytes, sizes)
+
+    def flush_sync(self) -> None:
+        """``flush`` step 3: the entry log's fsync."""
         self.entry_logger.flush()
+
+    def flush_index(self, flushing: "_Flushing") -> FlushStats:
+        """``flush`` steps 3a-6, after ``flush_sync`` (R1)."""
         appended = time.monotonic()
-        deltas = self.usage.new_entries(sizes)
+        deltas = self.usage.new_entries(flushing.sizes)
         if deltas:
             self.ledgers.begin_usage(deltas)
         self.usage.count_flushing(deltas)
-        if batch:
-            self.locations.add_batch(batch, sync=True)
+        if flushing.batch:
+            self.locations.add_batch(flushing.batch, sync=True)
         self.ledgers.flush(sync=True)
-        for ledger_id in sorted(deletes):
+        for ledger_id in sorted(flushing.deletes):
             self.locations.delete_ledger(ledger_id, sync=True)
         self.cache.clear_flushing()
-        return FlushStats(len(batch), total_bytes, appended - started,
-                          time.monotonic() - appended)
+        return FlushStats(len(flushing.batch), flushing.total_bytes,
+                          appended - flushing.started, time.monotonic() - appended)
 
     def _append_flushing(self, deletes: set[int]):
         """(index batch, bytes, {ledger: {entry: length}}) of the flushing half, appended."""

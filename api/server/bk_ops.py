@@ -273,7 +273,7 @@ class BkOperations:
                                   lambda body: self._bookie_info_into(requested, body))
 
     async def _bookie_info_into(self, requested: int, body) -> None:
-        total, free = self.bookie.disk.usage(self.bookie.config.data_dir)
+        total, free = self.bookie.ledger_space()
         if requested & GET_INFO_FREE:
             body.freeDiskSpace = free
         if requested & GET_INFO_TOTAL:

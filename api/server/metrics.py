@@ -100,11 +100,11 @@ class BookieCollector:
         for reason, count in sorted(stats.flushes.items()):
             flushes.add_metric([reason], count)
         yield flushes
-        journal = self.bookie.journal
+        journals = self.bookie.journals  # every journal dir's, summed
         yield GaugeMetricFamily("bookie_journal_queue_records", "records queued, not synced",
-                                value=journal.queued_count if journal else 0)
+                                value=sum(j.queued_count for j in journals))
         yield GaugeMetricFamily("bookie_journal_queue_bytes", "bytes queued, not synced",
-                                value=journal.queued_bytes if journal else 0)
+                                value=sum(j.queued_bytes for j in journals))
 
     def _state(self):
         bookie = self.bookie
@@ -122,6 +122,12 @@ class BookieCollector:
             used.add_metric([name], usage.used_ratio)
         yield free
         yield used
+        placement = bookie.storage.placement
+        yield GaugeMetricFamily("bookie_ledger_dirs_full", "ledger dirs full, taking no new "
+                                "ledgers (docs/design.md §3.8)", value=len(placement.full))
+        yield CounterMetricFamily("bookie_ledgers_placed_off_full", "new ledgers placed in "
+                                  "another dir than ledgerId mod count, theirs being full",
+                                  value=placement.moved_by_full)
         yield GaugeMetricFamily("bookie_lac_waiters", "LAC long polls waiting",
                                 value=bookie._lac_waiters)
         if bookie.config.metadata_service_uri:
@@ -205,9 +211,11 @@ class BookieCollector:
                                 "persisted lastMark (a lower bound across a journal roll)",
                                 value=_checkpoint_lag_bytes(bookie))
         yield GaugeMetricFamily("bookie_journal_disk_bytes", "bytes of journal files",
-                                value=files_bytes(config.journal_dir, ".txn"))
+                                value=sum(files_bytes(d, ".txn")
+                                          for d in config.journal_dirs_current))
         yield GaugeMetricFamily("bookie_entrylog_disk_bytes", "bytes of entry log files",
-                                value=files_bytes(config.ledger_dir, ".log"))
+                                value=sum(files_bytes(d, ".log")
+                                          for d in config.ledger_dirs_current))
         yield GaugeMetricFamily("bookie_disk_warn_ratio", "used fraction that warns",
                                 value=config.disk_usage_warn_threshold)
         yield GaugeMetricFamily("bookie_disk_full_ratio", "used fraction that makes the bookie "
@@ -250,13 +258,16 @@ class BookieCollector:
 
 
 def _checkpoint_lag_bytes(bookie) -> int:
-    journal, last = bookie.journal, bookie.last_checkpoint
-    if journal is None or last is None:
+    """Journal bytes written since the last checkpoint's marks, over every journal."""
+    last = bookie.last_checkpoint
+    if not bookie.journals or last is None:
         return 0
-    current = journal.current_mark()
-    if current.journal_id == last.mark.journal_id:
-        return max(0, current.offset - last.mark.offset)
-    return current.offset
+    lag = 0
+    for journal, mark in zip(bookie.journals, last.marks or (last.mark,)):
+        current = journal.current_mark()
+        lag += max(0, current.offset - mark.offset) \
+            if current.journal_id == mark.journal_id else current.offset
+    return lag
 
 
 class BodyBudgetCollector:

@@ -32,12 +32,13 @@ import concurrent.futures
 import logging
 import time
 
-from bookie.checkpoint import Checkpointer, CheckpointThread, list_journal_ids, read_last_mark
+from bookie.checkpoint import (Checkpointer, CheckpointThread, last_mark_name, list_journal_ids,
+                               read_last_mark)
 from bookie.config import BookieConfig
 from bookie.disk import Disk, OsDisk
-from bookie.disk_monitor import DiskMonitor, DiskPolicy
+from bookie.disk_monitor import DiskMonitor, DiskPolicy, watched_dirs
 from bookie.errors import ReadOnly
-from bookie.gc import GarbageCollector
+from bookie.gc_dirs import DirsGc
 from bookie.identity import check_or_create
 from bookie.node.disk_watch import DiskWatch
 from bookie.node.gc_driver import GcDriver
@@ -49,7 +50,7 @@ from bookie.node.writes import LedgerWrites
 from bookie.recovery import ReplayReport, Replayer
 from bookie.state import BookieState, NodeState
 from bookie.stats import Stats
-from bookie.storage import LedgerStorage
+from bookie.storage_dirs import DirsStorage
 from journal.group_commit import GroupCommitPolicy
 from journal.journal import Journal
 
@@ -74,8 +75,8 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
         #: ledger?" (its metadata still lists it: GC deleted a copy placed elsewhere, and
         #: autorecovery places one here again). None: never (a standalone bookie).
         self.may_revive = None
-        self.storage = LedgerStorage(self.disk, config)
-        self.journal: Journal | None = None
+        self.storage = DirsStorage(self.disk, config)
+        self.journals: list[Journal] = []
         self.checkpoints: CheckpointThread | None = None
         self.replay_report: ReplayReport | None = None
         self.last_checkpoint = None
@@ -90,8 +91,8 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
         self.disk_monitor = DiskMonitor(
             DiskPolicy(config.disk_usage_warn_threshold, config.disk_usage_threshold,
                        config.disk_usage_lwm_threshold),
-            {"journal": config.journal_dir, "ledgers": config.ledger_dir})
-        self.gc = GarbageCollector(self.storage, counters=self.stats.gc)
+            watched_dirs(config.journal_dirs_current, config.ledger_dirs_current))
+        self.gc = DirsGc(self.storage.units, counters=self.stats.gc)
         self.last_gc = None
         self._gc_lock = asyncio.Lock()   # one GC run at a time: periodic or requested
         self._gc_task: asyncio.Task | None = None
@@ -164,33 +165,42 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
 
     def _open_and_replay(self) -> None:
         """On a worker thread: open storage, replay journals, checkpoint to the replay end."""
-        self.identity = check_or_create(self.disk, self.config.journal_dir,
-                                        self.config.ledger_dir)
+        config = self.config
+        self.identity = check_or_create(self.disk, config.journal_dirs_current,
+                                        config.ledger_dirs_current)
         if self.disk.exists(self._operator_flag_path):
             self.readonly_reasons.add("operator")
         self.storage.open()
-        journal_ids = list_journal_ids(self.disk, self.config.journal_dir)
-        mark = read_last_mark(self.disk, self.config.ledger_dir, journals=bool(journal_ids))
-        replayer = Replayer(self.disk, self.config, self.storage)
+        replayer = Replayer(self.disk, config, self.storage)
         # Published before the run: its counters are the replay's live progress (STATUS=).
         self.replay_report = replayer.report
-        end = replayer.run(mark, journal_ids)
-        self._checkpointer = Checkpointer(self.disk, self.storage, self.config.journal_dir,
-                                          lambda: end, self.config.journal_backups_count)
+        ends = []
+        count = len(config.journal_dirs_current)
+        for index, journal_dir in enumerate(config.journal_dirs_current):
+            journal_ids = list_journal_ids(self.disk, journal_dir)
+            mark = read_last_mark(self.disk, self.storage.ledger_dirs, journals=bool(journal_ids),
+                                  name=last_mark_name(index, count))
+            ends.append(replayer.run(mark, journal_ids, journal_dir))
+        self._checkpointer = Checkpointer(self.disk, self.storage, config.journal_dirs_current,
+                                          lambda: ends, config.journal_backups_count)
         self.last_checkpoint = self._checkpointer.run(delete_journals=False)
+        self.storage.replayed()  # PL1: every ledger with entries has its state now
 
     def _start_journal(self) -> None:
         policy = GroupCommitPolicy(group_wait_ms_max=self.config.group_max_wait_ms,
                                    group_bytes_max=self.config.group_max_bytes)
-        self.journal = Journal(
-            self.disk, self.config.journal_dir, policy=policy,
-            max_bytes=self.config.journal_max_bytes,
-            prealloc_bytes=self.config.journal_prealloc_bytes,
-            complete_group=self._complete_group_threadsafe,
-            on_io_error=lambda exc: self._call_threadsafe(self.fail_io, exc),
-            on_flush=self.stats.on_journal_flush, on_group_done=self.stats.on_journal_group)
-        self.journal.start()
-        self._checkpointer.current_mark = self.journal.current_mark
+        for journal_dir in self.config.journal_dirs_current:  # one thread each
+            journal = Journal(
+                self.disk, journal_dir, policy=policy,
+                max_bytes=self.config.journal_max_bytes,
+                prealloc_bytes=self.config.journal_prealloc_bytes,
+                complete_group=self._complete_group_threadsafe,
+                on_io_error=lambda exc: self._call_threadsafe(self.fail_io, exc),
+                on_flush=self.stats.on_journal_flush, on_group_done=self.stats.on_journal_group)
+            self.journals.append(journal)
+            journal.start()
+        journals = list(self.journals)
+        self._checkpointer.current_marks = lambda: [j.current_mark() for j in journals]
 
     def _start_checkpoints(self) -> None:
         self.checkpoints = CheckpointThread(
@@ -230,9 +240,9 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
             self.checkpoints.stop()
             self.gc.abort()  # the checkpoint thread is joined: no GC step runs any more
         failed_io = self._node_state.failed_io
-        if self.journal is not None:
-            self.journal.close()
-        if self.journal is not None and not failed_io and self.failure is None:
+        for journal in self.journals:
+            journal.close()
+        if self.journals and not failed_io and self.failure is None:
             try:
                 self._checkpointer.run(delete_journals=False)
             except Exception:
@@ -251,7 +261,14 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
         await self._ready.wait()
 
     @property
+    def persisted_marks(self) -> list:
+        """Every journal's lastMark on disk, in journal order; empty before the first
+        checkpoint."""
+        checkpointer = getattr(self, "_checkpointer", None)
+        return list(checkpointer.persisted_marks) if checkpointer is not None else []
+
+    @property
     def persisted_mark(self):
-        """The lastMark on disk, None before the first checkpoint."""
+        """The (first journal's) lastMark on disk, None before the first checkpoint."""
         checkpointer = getattr(self, "_checkpointer", None)
         return checkpointer.persisted if checkpointer is not None else None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 
 from bookie.disk import atomic_replace
 from bookie.errors import IOFailure
@@ -34,9 +35,18 @@ class DiskWatch:
             return
         if self.disk_monitor.warn and not was_warn:
             log.warning("disk usage over the warn threshold: %s", self._usage_text())
+        self._place_off_full(self.disk_monitor.full_ledger_dirs())
         if full != ("full" in self.readonly_reasons):
             log.warning("disk %s: %s", "full" if full else "usable again", self._usage_text())
             self.set_readonly("full", full)
+
+    def _place_off_full(self, full_dirs: set[int]) -> None:
+        """PL2: a full ledger dir takes no new ledgers while another can."""
+        placement = self.storage.placement
+        if full_dirs != placement.full and len(placement.units) > 1:
+            log.warning("ledger dirs full, taking no new ledgers: %s",
+                        [placement.units[i].ledger_dir for i in sorted(full_dirs)] or "none")
+        placement.full = full_dirs
 
     def _usage_text(self) -> str:
         return ", ".join(f"{name} {u.used_ratio:.1%} used, {u.free_bytes} free"
@@ -74,11 +84,25 @@ class DiskWatch:
             self.disk.unlink(path)
             self.disk.fsync_dir(self.config.ledger_dir)
 
+    def ledger_space(self) -> tuple[int, int]:
+        """(total, free) bytes over the ledger dirs' file systems, each counted once (as
+        BookKeeper's getTotalDiskSpace and getTotalFreeSpace); the bookie info request's."""
+        seen, total, free = set(), 0, 0
+        for path in self.config.ledger_dirs_current:
+            while not os.path.isdir(path) and os.path.dirname(path) != path:
+                path = os.path.dirname(path)  # before the first start made it: its parent's
+            device = os.stat(path).st_dev
+            if device not in seen:
+                seen.add(device)
+                size, left = self.disk.usage(path)
+                total, free = total + size, free + left
+        return total, free
+
     def free_bytes(self) -> dict:
-        """Free bytes of the journal and ledger dirs' file systems (None if unknown)."""
+        """Free bytes of every journal and ledger dir's file system (None if unknown), by
+        the disk monitor's names (``journal``, ``ledgers``, ``ledgers.1``...)."""
         free = {}
-        for name, path in (("journal", self.config.journal_dir),
-                           ("ledgers", self.config.ledger_dir)):
+        for name, path in self.disk_monitor.paths.items():
             try:
                 free[name] = self.disk.free_bytes(path)
             except OSError:

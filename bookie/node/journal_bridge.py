@@ -1,6 +1,9 @@
-"""The bridge between the journal thread and the event loop: records in, completions out.
+"""The bridge between the journal threads and the event loop: records in, completions out.
 
 A group's completion reaches the loop through one ``call_soon_threadsafe`` (N1, N4, N5).
+With several journal dirs each has its own journal and thread; every record of a ledger goes
+to journal ``ledgerId mod count`` (BookKeeper's Bookie.getJournal), so a ledger's records
+keep their order and one journal's mark covers all of them (CM1 in bookie/checkpoint.py).
 """
 
 from __future__ import annotations
@@ -36,10 +39,19 @@ class JournalBridge:
                 else:
                     future.set_exception(error)
 
+    @property
+    def journal(self):
+        """The first journal (the only one unless ``journal_dirs``), None before start."""
+        return self.journals[0] if self.journals else None
+
+    def journal_of(self, ledger_id: int):
+        """The journal every record of the ledger goes to."""
+        return self.journals[ledger_id % len(self.journals)]
+
     def _submit(self, record: bytes | None, ledger_id: int, lac: int | None = None):
         future = self._loop.create_future()
         try:
-            self.journal.submit(record, (future, ledger_id, lac))
+            self.journal_of(ledger_id).submit(record, (future, ledger_id, lac))
         except BookieError:
             raise
         except Exception as exc:
@@ -54,12 +66,14 @@ class JournalBridge:
         and without the type replay cannot tell a torn first entry from a good one (J4)."""
         key, digest_type = state.master_key, state.digest_type
         if runtime.journaled_key != key or runtime.journaled_digest != digest_type:
-            self.journal.submit(jformat.encode_master_key(ledger_id, key, digest_type), None)
+            self.journal_of(ledger_id).submit(
+                jformat.encode_master_key(ledger_id, key, digest_type), None)
             runtime.journaled_key, runtime.journaled_digest = key, digest_type
 
     def _admit(self, size: int) -> None:
         """Back-pressure (docs/design.md §3.1 step 3): bounded journal queue and write cache."""
-        if self.journal.queued_bytes + size > self.config.journal_queue_max_bytes:
+        queued = sum(journal.queued_bytes for journal in self.journals)  # one memory budget
+        if queued + size > self.config.journal_queue_max_bytes:
             raise TooManyRequests("journal queue is full")
         cache = self.storage.cache
         if cache.active_bytes > self.config.write_cache_max_bytes // 2:

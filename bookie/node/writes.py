@@ -115,7 +115,7 @@ class LedgerWrites:
         if deferred_sync:
             # N4: acknowledged now, but its LAC counts only once its group is synced: a LAC
             # raised at enqueue could be read and then taken back by a crash (kill -9 drill).
-            self.journal.submit(record, (None, ledger_id, lac))
+            self.journal_of(ledger_id).submit(record, (None, ledger_id, lac))
             return None
         return self._submit(record, ledger_id, lac)
 
@@ -200,7 +200,7 @@ class LedgerWrites:
         if records is None:
             records = jformat.encode_adds(entries)
         if deferred_sync:
-            self.journal.submit(records, (None, ledger_id, lac))  # N4, as in _queue_add
+            self.journal_of(ledger_id).submit(records, (None, ledger_id, lac))  # N4, as in _queue_add
             return None
         return self._submit(records, ledger_id, lac)
 

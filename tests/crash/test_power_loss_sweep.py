@@ -32,6 +32,19 @@ FIXED_SEED, FIXED_FATE = 3, "garbage"
 
 
 @pytest.mark.timeout(300)
+async def test_power_loss_with_3_ledger_dirs_and_2_journals_loses_nothing(tmp_path, seed):
+    """The sweep with ledger_dirs of 3 and journal_dirs of 2 (docs/design.md §3.8): every
+    dir's syncs are crash points, and a checkpoint's lastMark.<i> in every ledger dir."""
+    result = await sweep_seed(seed, str(tmp_path), ops=30, fate=None, dirs=(3, 2))
+    failures = [f"{run.line()}: {violation}" for run, violation in result.violations]
+    rerun = f"re-run: scripts/drill_power_loss.py --seed {seed} --ops 30 --fates 1 --dirs 3,2"
+    assert not failures, "\n".join(failures + [rerun])
+    print(f"power-loss sweep, 3 ledger dirs + 2 journals, seed={seed}: {len(result.runs)} "
+          f"crash points, 0 violations")
+    assert result.runs[-1].finished and len(result.runs) >= 60
+
+
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("which", ["fixed", "random"])
 async def test_power_loss_at_every_sync_and_rename_loses_no_acknowledged_write(
         tmp_path, seed, which):
@@ -135,8 +148,7 @@ async def test_torn_group_is_cut_saved_aside_and_reported(tmp_path):
     assert disk.reached_crash_point
     image = disk.after_power_loss(11, fate="garbage", dir_changes=False)
     await bookie.close()
-    for index in (bookie.storage.locations, bookie.storage.ledgers):
-        index.close()
+    bookie.storage.close_indexes()
     restarted = Bookie(config, disk=image)
     await restarted.start()
     try:

@@ -72,18 +72,27 @@ class SeedResult:
         return [(run, v) for run in self.runs for v in run.violations]
 
 
-def config_for(data_dir: str) -> BookieConfig:
-    return BookieConfig(data_dir=data_dir, port=0, **SETTINGS)
+def config_for(data_dir: str, dirs: tuple[int, int] | None = None) -> BookieConfig:
+    """``dirs`` (L, J): L ledger dirs and J journal dirs, D/d<i>/ledgers and D/d<i>/journal."""
+    if dirs is None:
+        return BookieConfig(data_dir=data_dir, port=0, **SETTINGS)
+    ledgers, journals = dirs
+    return BookieConfig(
+        data_dir=data_dir, port=0, **SETTINGS,
+        ledger_dirs=",".join(os.path.join(data_dir, f"d{i}", "ledgers") for i in range(ledgers)),
+        journal_dirs=",".join(os.path.join(data_dir, f"d{i}", "journal")
+                              for i in range(journals)))
 
 
 async def sweep_seed(seed: int, workdir: str, ops: int, fates: int = 1,
                      k_first: int = 1, k_last: int = K_MAX, progress=None,
-                     fate: str | None = None) -> SeedResult:
+                     fate: str | None = None, dirs: tuple[int, int] | None = None
+                     ) -> SeedResult:
     """Run the workload of ``seed`` with a power loss at k = k_first.. until one finishes.
     ``fate`` forces one ``SimDisk`` write fate on every unsynced write instead of drawing."""
     runs = []
     for crash_at in range(k_first, k_last + 1):
-        for run in await run_one(seed, crash_at, workdir, ops, fates, fate):
+        for run in await run_one(seed, crash_at, workdir, ops, fates, fate, dirs):
             runs.append(run)
             if progress is not None:
                 progress(run)
@@ -93,12 +102,14 @@ async def sweep_seed(seed: int, workdir: str, ops: int, fates: int = 1,
 
 
 async def run_one(seed: int, crash_at: int, workdir: str, ops: int,
-                  fates: int = 1, fate: str | None = None) -> list[RunResult]:
+                  fates: int = 1, fate: str | None = None,
+                  dirs: tuple[int, int] | None = None) -> list[RunResult]:
     """One workload with power lost at the ``crash_at``-th event; one result per outcome."""
     root = os.path.join(workdir, f"seed{seed}-k{crash_at}")
     data_dir = os.path.join(root, "data")
-    config = config_for(data_dir)
-    os.makedirs(config.ledger_dir)  # the real dir under which RocksDB keeps its files
+    config = config_for(data_dir, dirs)
+    for ledger_dir in config.ledger_dirs_current:
+        os.makedirs(ledger_dir)  # the real dirs under which RocksDB keeps its files
     disk = SimDisk(root, crash_at=crash_at)
     model = Model()
     try:
@@ -152,10 +163,7 @@ async def _power_off(bookie: Bookie) -> None:
         bookie._reads.shutdown(wait=True)
     finally:
         quiet.setLevel(level)
-        storage = bookie.storage
-        for index in (storage.locations, storage.ledgers):
-            if index is not None:
-                index.close()
+        bookie.storage.close_indexes()
 
 
 async def _after_power_loss(config: BookieConfig, image: SimDisk,
@@ -201,19 +209,21 @@ def _read(disk, path: str) -> bytes:
 
 def _snapshot(config: BookieConfig, root: str) -> str:
     target = os.path.join(root, "rocksdb-at-crash")
-    for name in ("locations", "ledgers"):
-        source = os.path.join(config.ledger_dir, name)
-        if os.path.isdir(source):
-            shutil.copytree(source, os.path.join(target, name))
+    for index, ledger_dir in enumerate(config.ledger_dirs_current):
+        for name in ("locations", "ledgers"):
+            source = os.path.join(ledger_dir, name)
+            if os.path.isdir(source):
+                shutil.copytree(source, os.path.join(target, str(index), name))
     return target
 
 
 def _restore(config: BookieConfig, snapshot: str) -> None:
-    for name in ("locations", "ledgers"):
-        live = os.path.join(config.ledger_dir, name)
-        shutil.rmtree(live, ignore_errors=True)
-        if os.path.isdir(os.path.join(snapshot, name)):
-            shutil.copytree(os.path.join(snapshot, name), live)
+    for index, ledger_dir in enumerate(config.ledger_dirs_current):
+        for name in ("locations", "ledgers"):
+            live = os.path.join(ledger_dir, name)
+            shutil.rmtree(live, ignore_errors=True)
+            if os.path.isdir(os.path.join(snapshot, str(index), name)):
+                shutil.copytree(os.path.join(snapshot, str(index), name), live)
 
 
 # -- the workload ---------------------------------------------------------------------------

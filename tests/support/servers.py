@@ -12,7 +12,6 @@ import time
 import urllib.request
 
 from api.server.app import serving
-from bookie.errors import IOFailure
 from bookie.node import Bookie
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -47,15 +46,7 @@ def release_after_io_failure(bookie: Bookie) -> None:
     entry logs open (a real daemon exits there). Let them go without writing, so this process
     can start a bookie on the same dir again or unmount its file system. RocksDB's own close
     flushes its memtable, which fails on a broken device: the handle goes anyway."""
-    storage = bookie.storage
-    storage.entry_logger.abandon()
-    for index in (storage.locations, storage.ledgers):
-        if index is None:
-            continue
-        try:
-            index.close()
-        except IOFailure:
-            pass
+    bookie.storage.abandon()
 
 
 class Daemon:
