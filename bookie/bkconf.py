@@ -124,13 +124,8 @@ def _value(conf: BkConf, key: str) -> str:
     return prop.value if prop is not None else ""
 
 
-def _one_dir(conf: BkConf, key: str) -> str:
-    items = conf.props[key].items
-    if len(items) > 1:
-        raise conf.fail(key, f"{len(items)} directories: this bookie keeps one journal and "
-                             f"one ledger directory (several are not supported yet)")
-    return os.path.normpath(items[0])
-
+def _dirs(conf: BkConf, key: str) -> list[str]:
+    return [os.path.normpath(item) for item in conf.props[key].items]
 
 def _directories(conf: BkConf) -> None:
     journal_key = "journalDirectories" if _value(conf, "journalDirectories") else (
@@ -149,30 +144,26 @@ def _directories(conf: BkConf) -> None:
         return
     if journal_key is None or ledger_key is None:
         given = journal_key or ledger_key
-        raise conf.fail(given, "set journalDirectories and ledgerDirectories together, as "
-                               "D/journal and D/ledgers: both live under one data_dir D here")
-    journal, ledgers = _one_dir(conf, journal_key), _one_dir(conf, ledger_key)
-    root = os.path.dirname(ledgers)
-    if (os.path.basename(journal), os.path.basename(ledgers)) != ("journal", "ledgers") \
-            or os.path.dirname(journal) != root:
-        # ! Our layout is data_dir/journal/current and data_dir/ledgers/current
-        #   (BookieConfig.journal_dir, ledger_dir). Any other pair would put the data
-        #   somewhere other than the file names, so the start is refused instead.
-        raise ConfigError(
-            f"{conf.where(journal_key)} {journal_key}={journal} and {conf.where(ledger_key)} "
-            f"{ledger_key}={ledgers}: this bookie keeps both under one data_dir D, as "
-            f"D/journal and D/ledgers (each with its current/, as BookKeeper's): set "
-            f"{journal_key}=D/journal and {ledger_key}=D/ledgers, or leave both out and set "
-            f"data_dir")
-    conf.set("data_dir", root, journal_key, ledger_key)
+        raise conf.fail(given, "set journalDirectories and ledgerDirectories together: "
+                               "without the other, this bookie would put it under data_dir "
+                               "where BookKeeper takes its default (/tmp/bk-txn, /tmp/bk-data)")
+    journals, ledgers = _dirs(conf, journal_key), _dirs(conf, ledger_key)
+    root = os.path.dirname(ledgers[0])
+    if len(journals) == len(ledgers) == 1 and os.path.dirname(journals[0]) == root \
+            and (os.path.basename(journals[0]), os.path.basename(ledgers[0])) == \
+            ("journal", "ledgers"):
+        conf.set("data_dir", root, journal_key, ledger_key)  # our own layout: D/journal...
+    else:
+        conf.set("journal_dirs", ",".join(journals), journal_key)
+        conf.set("ledger_dirs", ",".join(ledgers), ledger_key)
     _index(conf, ledgers)
 
 
-def _index(conf: BkConf, ledgers: str | None) -> None:
+def _index(conf: BkConf, ledgers: list[str] | None) -> None:
     if "indexDirectories" not in conf.props:
         return
     items = conf.props["indexDirectories"].items
-    if not items or (ledgers is not None and [os.path.normpath(i) for i in items] == [ledgers]):
+    if not items or (ledgers is not None and [os.path.normpath(i) for i in items] == ledgers):
         conf.note("ignored", "indexDirectories", "the indexes live in the ledger directory")
     else:
         conf.note("refused", "indexDirectories", "the indexes live in the ledger directory, "

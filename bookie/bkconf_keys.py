@@ -124,12 +124,13 @@ SPECIAL: dict[str, str] = {
     "httpServerEnabled": "true: BookKeeper's admin REST API on `admin_port` "
                          "(httpServerPort, default 8000; docs/admin-api.md); false: not served",
     "httpServerPort": "`admin_port` when httpServerEnabled=true, else ignored",
-    "journalDirectories": "`data_dir` D when it is D/journal and ledgerDirectories is "
-                          "D/ledgers (each holds current/, as BookKeeper's); else refused, "
-                          "exit 78; more than one directory: refused, exit 78",
+    "journalDirectories": "`journal_dirs` (each holds current/, as BookKeeper's; one "
+                          "journal and group-commit thread per directory); `data_dir` D "
+                          "when it is one D/journal and ledgerDirectories one D/ledgers; "
+                          "without ledgerDirectories: refused, exit 78",
     "journalDirectory": "as journalDirectories (BookKeeper's older key; journalDirectories "
                         "wins when both are set)",
-    "ledgerDirectories": "`data_dir`, with journalDirectories",
+    "ledgerDirectories": "`ledger_dirs`, with journalDirectories (or `data_dir`, as there)",
     "indexDirectories": "the indexes live in the ledger directory: the same directory is "
                         "ignored, another is refused",
     "metadataServiceUri": "`metadata_service_uri`; zk:// and zk+hierarchical:// only, else "
@@ -285,9 +286,12 @@ IGNORED_GROUPS: dict[str, tuple[str, ...]] = {
     "free space is kept by disk_reserved_bytes": _keys(
         "minUsableSizeForEntryLogCreation minUsableSizeForHighPriorityWrites "
         "minUsableSizeForIndexFileCreation"),
-    "one ledger directory: these choose among several": _keys(
-        "allowStorageExpansion allowMultipleDirsUnderSameDiskPartition "
-        "readOnlyModeOnAnyDiskFullEnabled"),
+    "the number of journal and ledger dirs is fixed at creation: a change is refused at "
+    "start (docs/design.md §3.8)": _keys("allowStorageExpansion"),
+    "several dirs on one partition are allowed and not checked": _keys(
+        "allowMultipleDirsUnderSameDiskPartition"),
+    "read-only when every ledger dir or any journal dir is full; a full ledger dir takes no "
+    "new ledgers (docs/design.md §3.8)": _keys("readOnlyModeOnAnyDiskFullEnabled"),
     "port 0 picks a free port here": _keys("allowEphemeralPorts"),
     "Python's ssl module (OpenSSL) is the TLS provider": _keys("tlsProvider"),
     "ZooKeeper retries and rates are the client library's": _keys(

@@ -103,15 +103,11 @@ async def is_ready(request: web.Request) -> web.Response:
 
 @routes.route("*", "/api/v1/bookie/info")
 async def info(request: web.Request) -> web.Response:
-    """freeSpace and totalSpace of the ledger dir's file system (BookKeeper sums its
-    ledger dirs'; this bookie has one)."""
+    """freeSpace and totalSpace summed over the ledger dirs' file systems, each counted
+    once, as BookKeeper sums its ledger dirs'."""
     if method(request) != "GET":
         return text("Only GET is supported.", 404)
-    bookie = request.app[BOOKIE]
-    path = bookie.config.ledger_dir
-    while not os.path.isdir(path) and os.path.dirname(path) != path:
-        path = os.path.dirname(path)  # before the first start made the dir: its parent's
-    total, free = bookie.disk.usage(path)
+    total, free = request.app[BOOKIE].ledger_space()
     return as_json({"freeSpace": free, "totalSpace": total})
 
 
@@ -160,15 +156,16 @@ async def sanity(request: web.Request) -> web.Response:
 
 @routes.route("*", "/api/v1/bookie/last_log_mark")
 async def last_log_mark(request: web.Request) -> web.Response:
-    """The lastMark this bookie's last checkpoint persisted, in BookKeeper's words."""
+    """The lastMark of every journal the last checkpoint persisted, in BookKeeper's words
+    (one key per journal dir, as its handler)."""
     if method(request) != "GET":
         return text("Not found method. Should be GET method", 404)
-    mark = request.app[BOOKIE].persisted_mark
-    if mark is None:
+    marks = request.app[BOOKIE].persisted_marks
+    if not marks:
         return text("ERROR handling request: no lastMark yet, the bookie has not finished "
                     "replaying its journal", 404)
     return as_json({f"LastLogMark: Journal Id - {mark.journal_id}({mark.journal_id:x}.txn)":
-                    f"Pos - {mark.offset}"})
+                    f"Pos - {mark.offset}" for mark in marks})
 
 
 def _files(directory: str, suffix: str) -> str:
@@ -197,18 +194,19 @@ async def list_disk_file(request: web.Request) -> web.Response:
     kind = request.query.get("file_type")
     kinds = (kind,) if kind in ("journal", "entrylog", "index") else (
         "journal", "entrylog", "index")
-    found = {"journal": ("journal files", config.journal_dir, ".txn"),
-             "entrylog": ("entrylog files", config.ledger_dir, ".log"),
-             "index": ("index files", config.ledger_dir, ".idx")}
-    return as_json({found[k][0]: _files(found[k][1], found[k][2]) for k in kinds})
+    found = {"journal": ("journal files", config.journal_dirs_current, ".txn"),
+             "entrylog": ("entrylog files", config.ledger_dirs_current, ".log"),
+             "index": ("index files", config.ledger_dirs_current, ".idx")}
+    return as_json({found[k][0]: "".join(_files(d, found[k][2]) for d in found[k][1])
+                    for k in kinds})
 
 
 @routes.route("*", "/api/v1/bookie/expand_storage")
 async def expand_storage(request: web.Request) -> web.Response:
-    """Refused: one data_dir holds the journal and the ledgers, there is no list of
-    ledger dirs to grow (a bigger disk under data_dir needs no call)."""
+    """Refused: the number of ledger dirs is fixed when the bookie is created (ID1 in
+    bookie/identity.py), so there is no list of ledger dirs to grow."""
     if method(request) != "PUT":
         return text("Not found method. Should be PUT method", 404)
     return refused_without_token(request) or text(
-        "expand_storage does not apply: this bookie keeps its journal and ledgers under one "
-        "data_dir, with no ledger dirs to add", 403)
+        "expand_storage does not apply: this bookie's ledger dirs are fixed when it is "
+        "created (ledger_dirs); adding one is not supported", 403)

@@ -71,25 +71,30 @@ def _gc_done(state: dict, task: asyncio.Task) -> None:
 
 @routes.route("*", "/api/v1/bookie/gc_details")
 async def gc_details(request: web.Request) -> web.Response:
-    """One GarbageCollectionStatus: this bookie has one ledger dir, one collector."""
+    """One GarbageCollectionStatus per ledger dir, as DbLedgerStorage lists one per
+    directory's collector (bookie/gc_dirs.py)."""
     if method(request) != "GET":
         return text("Only support GET method to retrieve GC details. If you want to trigger "
                     "gc, send a POST to gc endpoint.", 404)
-    bookie = request.app[BOOKIE]
-    gc_ = bookie.gc
-    run = gc_.running
+    gcs = request.app[BOOKIE].gc
+    run = gcs.running
+    state = request.app[STATE]
+    return as_json([_gc_status(gc_, run if run is not None and run.index == index else None,
+                               state) for index, gc_ in enumerate(gcs.gcs)])
+
+
+def _gc_status(gc_, run, state: dict) -> dict:
+    """One dir's GarbageCollectionStatus; ``run`` the run over every dir if it is at this
+    dir now."""
     kind = run.result.compaction if run is not None else None
-    compacting = request.app[STATE].get("location_compactions", 0)
     (minors, last_minor), (majors, last_major) = gc_.compactions["minor"], \
         gc_.compactions["major"]
-    return as_json([{"forceCompacting": run is not None and run.forced and kind is not None,
-                     "majorCompacting": kind == "major", "minorCompacting": kind == "minor",
-                     "lastMajorCompactionTime": last_major,
-                     "lastMinorCompactionTime": last_minor,
-                     "lastEntryLocationCompactionTime":
-                         request.app[STATE].get("location_compacted_at", 0),
-                     "majorCompactionCounter": majors, "minorCompactionCounter": minors,
-                     "entryLocationCompactionCounter": compacting}])
+    return {"forceCompacting": run is not None and run.forced and kind is not None,
+            "majorCompacting": kind == "major", "minorCompacting": kind == "minor",
+            "lastMajorCompactionTime": last_major, "lastMinorCompactionTime": last_minor,
+            "lastEntryLocationCompactionTime": state.get("location_compacted_at", 0),
+            "majorCompactionCounter": majors, "minorCompactionCounter": minors,
+            "entryLocationCompactionCounter": state.get("location_compactions", 0)}
 
 
 async def _switch(request: web.Request, verb_name: str, suspend: bool) -> web.Response:
@@ -143,9 +148,9 @@ async def entry_location_compact(request: web.Request) -> web.Response:
     verb = method(request)
     bookie = request.app[BOOKIE]
     state = request.app[STATE]
-    path = os.path.join(bookie.config.ledger_dir, "locations")
-    if verb == "GET":
-        return as_json({path: bool(state.get("location_compacting"))})
+    paths = [os.path.join(d, "locations") for d in bookie.config.ledger_dirs_current]
+    if verb == "GET":  # one key per ledger dir's index, as BookKeeper's
+        return as_json({path: bool(state.get("location_compacting")) for path in paths})
     if verb != "PUT":
         return text("Not found method. Should be PUT to trigger entry location compact, Or "
                     "GET to get entry location compact state.", 405)
@@ -161,9 +166,9 @@ async def entry_location_compact(request: web.Request) -> web.Response:
     if not body.get("entryLocationRocksDBCompact", False):
         return as_json("Not trigger Entry Location RocksDB compact.")
     wanted = str(body.get("entryLocations", "") or "").strip()
-    if wanted and not set(wanted.split(",")) <= {path}:
+    if wanted and not set(wanted.split(",")) <= set(paths):
         return as_json(f"Specified trigger compact entryLocations: {wanted} is invalid. "
-                       f"Bookie entry location RocksDB path: [{path}].", 400)
+                       f"Bookie entry location RocksDB path: [{', '.join(paths)}].", 400)
     if not running(bookie) or bookie.checkpoints is None:
         return text(NOT_STARTED, 503)
     if not state.get("location_compacting"):

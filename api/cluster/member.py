@@ -93,7 +93,8 @@ class ClusterMember:
     def _check_cookie(self) -> None:
         config = self.bookie.config
         self.instance_id = self._cluster_instance()
-        local = instance_id(self.bookie.disk, config.journal_dir, config.ledger_dir)
+        local = instance_id(self.bookie.disk, config.journal_dirs_current,
+                            config.ledger_dirs_current)
         mine = self._local_cookie()
         found = self.cookies.read(self.bookie_id)
         override = (f"bookie shell cookie delete --metadata-service-uri {self.uri} "
@@ -142,7 +143,7 @@ class ClusterMember:
                              self.instance_id)
         if in_zookeeper:
             self.cookies.replace(self.bookie_id, data, version)
-        for directory in (config.journal_dir, config.ledger_dir):
+        for directory in _every_dir(config):
             atomic_replace(self.bookie.disk, os.path.join(directory, COOKIE_FILE), data)
         log.info("bookie %s: cookie upgraded from data-dir instance %s to cluster instance %s",
                  self.bookie_id, old["instanceId"], self.instance_id)
@@ -165,9 +166,10 @@ class ClusterMember:
         return created
 
     def _local_cookie(self) -> dict | None:
-        """The cookie beside the data dirs (journal's first), None if neither has one."""
+        """The cookie beside the data dirs (the first journal dir's first), None if no dir
+        has one."""
         config, disk = self.bookie.config, self.bookie.disk
-        for directory in (config.journal_dir, config.ledger_dir):
+        for directory in _every_dir(config):
             path = os.path.join(directory, COOKIE_FILE)
             if disk.exists(path):
                 handle = disk.open(path)
@@ -207,12 +209,13 @@ class ClusterMember:
         """First start: the cookie in ZooKeeper and beside the data dirs (both, every time
         one is missing; the ZooKeeper one is never replaced here)."""
         config, disk = self.bookie.config, self.bookie.disk
-        data = encode_cookie(self.bookie_id, os.path.abspath(config.journal_dir),
-                             [os.path.abspath(config.ledger_dir)], self.instance_id)
+        data = encode_cookie(self.bookie_id, local_cookie_journal_dirs(config),
+                             [os.path.abspath(d) for d in config.ledger_dirs_current],
+                             self.instance_id)
         if self.cookies.read(self.bookie_id) is None:
             self.cookies.create(self.bookie_id, data)
             log.info("wrote the cookie of bookie %s to ZooKeeper", self.bookie_id)
-        for directory in (config.journal_dir, config.ledger_dir):
+        for directory in _every_dir(config):
             path = os.path.join(directory, COOKIE_FILE)
             if not disk.exists(path):
                 atomic_replace(disk, path, data)
@@ -260,3 +263,14 @@ class ClusterMember:
     async def close(self) -> None:
         """A start refused: nothing was registered; only the session goes."""
         await asyncio.to_thread(self.registration.stop)
+
+
+def _every_dir(config) -> tuple[str, ...]:
+    """Every journal and ledger dir's ``current/``: each holds the cookie (VERSION)."""
+    return config.journal_dirs_current + config.ledger_dirs_current
+
+
+def local_cookie_journal_dirs(config) -> str:
+    """The cookie's ``journalDir``: the journal dirs comma-joined, as BookKeeper's Cookie
+    joins its journalDirs (docs/formats.md §11.3); one dir: that dir, as before."""
+    return ",".join(os.path.abspath(d) for d in config.journal_dirs_current)

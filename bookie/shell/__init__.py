@@ -42,6 +42,15 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--data-dir", default="./data",
                         help="the bookie's data dir (default ./data)")
+    common.add_argument("--journal-dir", metavar="DIR",
+                        help="one journal dir of a bookie with several (journal_dirs): "
+                        "read DIR/current instead of <data-dir>/journal/current")
+    common.add_argument("--ledger-dir", metavar="DIR",
+                        help="one ledger dir of a bookie with several (ledger_dirs): "
+                        "read DIR/current instead of <data-dir>/ledgers/current")
+    common.add_argument("--journal-index", type=int, default=None, metavar="I",
+                        help="lastmark: the mark of journal I (lastMark.I) of a bookie "
+                        "with several journal dirs; pass that journal's --journal-dir")
     common.add_argument("--json", action="store_true",
                         help="one JSON object per line instead of text")
     common.add_argument("--no-progress", action="store_true",

@@ -34,7 +34,7 @@ def register(commands, common: argparse.ArgumentParser) -> None:
 
 
 def check_index(args: argparse.Namespace, out: Output) -> int:
-    data_dir = DataDir(args.data_dir)
+    data_dir = DataDir.of(args)
     locations = data_dir.open_locations()
     ledgers = data_dir.open_ledgers()
     try:

@@ -32,12 +32,26 @@ class UsageError(ValueError):
 class DataDir:
     """Paths of one data dir (docs/formats.md §2) and read-only access to its parts."""
 
-    def __init__(self, data_dir: str) -> None:
+    def __init__(self, data_dir: str, journal_dir: str | None = None,
+                 ledger_dir: str | None = None, journal_index: int | None = None) -> None:
         config = BookieConfig(data_dir=data_dir)
         self.root = data_dir
-        self.journal_dir = config.journal_dir
-        self.ledger_dir = config.ledger_dir
+        self.journal_dir = os.path.join(journal_dir, "current") if journal_dir \
+            else config.journal_dir
+        self.ledger_dir = os.path.join(ledger_dir, "current") if ledger_dir \
+            else config.ledger_dir
+        #: docs/formats.md §4.1: ``lastMark``, or ``lastMark.<i>`` with several journals.
+        self.mark_name = LAST_MARK if journal_index is None else f"{LAST_MARK}.{journal_index}"
         self.disk = OsDisk()
+        if (journal_dir or ledger_dir) and data_dir == "./data":
+            self.root = ledger_dir or journal_dir  # what require() checks
+
+    @classmethod
+    def of(cls, args) -> "DataDir":
+        """The data dir the shell's common flags name (--data-dir, --journal-dir,
+        --ledger-dir, --journal-index)."""
+        return cls(args.data_dir, getattr(args, "journal_dir", None),
+                   getattr(args, "ledger_dir", None), getattr(args, "journal_index", None))
 
     def require(self) -> "DataDir":
         """Refuse a data dir that does not exist (a typo), rather than report it empty."""
@@ -78,11 +92,14 @@ class DataDir:
 
     def read_mark(self) -> tuple[LogMark | None, str]:
         """(mark, note): docs/formats.md §4.4 without startup's side effects. None if missing."""
-        path = os.path.join(self.ledger_dir, LAST_MARK)
+        path = os.path.join(self.ledger_dir, self.mark_name)
         try:
             with open(path, "rb") as handle:
                 data = handle.read(4096)
         except FileNotFoundError:
+            if self.mark_name == LAST_MARK and os.path.exists(path + ".0"):
+                return None, (f"no {path} but {path}.0: this bookie has several journal "
+                              f"dirs; pass --journal-index I and journal I's --journal-dir")
             return None, f"no {path}: a bookie would replay every journal"
         except OSError as exc:
             raise IOFailure(f"cannot read {path}: {exc.strerror}") from exc

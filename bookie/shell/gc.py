@@ -51,10 +51,10 @@ def register(commands, common: argparse.ArgumentParser) -> None:
 
 
 def run_gc(args: argparse.Namespace, out: Output) -> int:
-    data_dir = DataDir(args.data_dir).require()
+    data_dir = DataDir.of(args).require()
     _require_indexes(data_dir)
     data_dir.check_not_in_use()  # before opening: a probe's close would drop our own lock
-    storage = LedgerStorage(OsDisk(), _config(args))
+    storage = LedgerStorage(OsDisk(), _config(args), data_dir.ledger_dir)
     try:
         storage.open()  # takes both RocksDB locks, as the daemon does
         result = _collect(GarbageCollector(storage), args.force,

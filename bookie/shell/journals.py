@@ -51,7 +51,7 @@ def register(commands, common: argparse.ArgumentParser) -> None:
 
 
 def read_journal(args: argparse.Namespace, out: Output) -> int:
-    data_dir = DataDir(args.data_dir)
+    data_dir = DataDir.of(args)
     path = data_dir.resolve(args.journal, "journal")
     with JournalReader(data_dir.disk, path) as reader:
         _check_start(reader, args.from_offset)
@@ -131,11 +131,11 @@ def _emit_counts(out: Output, reader: JournalReader, counts: collections.Counter
 
 
 def last_mark(args: argparse.Namespace, out: Output) -> int:
-    data_dir = DataDir(args.data_dir).require()
+    data_dir = DataDir.of(args).require()
     mark, note = data_dir.read_mark()
     journal_ids = data_dir.journal_ids()
     if mark is None:
-        out.problem({"file": os.path.join(data_dir.ledger_dir, "lastMark"), "offset": 0,
+        out.problem({"file": os.path.join(data_dir.ledger_dir, data_dir.mark_name), "offset": 0,
                      "reason": note}, note)
         return out.exit_code()
     if note:

@@ -52,7 +52,7 @@ def register(commands, common: argparse.ArgumentParser) -> None:
 
 
 def read_log(args: argparse.Namespace, out: Output) -> int:
-    data_dir = DataDir(args.data_dir)
+    data_dir = DataDir.of(args)
     path = data_dir.resolve(args.log, "log")
     with EntryLogReader(data_dir.disk, path, log_id=_log_id(path)) as reader:
         if not _emit_header(out, reader):
@@ -135,7 +135,7 @@ def _scan_notes(reader: EntryLogReader) -> list[str]:
 
 
 def read_log_metadata(args: argparse.Namespace, out: Output) -> int:
-    data_dir = DataDir(args.data_dir)
+    data_dir = DataDir.of(args)
     path = data_dir.resolve(args.log, "log")
     with EntryLogReader(data_dir.disk, path, log_id=_log_id(path)) as reader:
         if not _emit_header(out, reader):

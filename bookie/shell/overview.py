@@ -50,7 +50,7 @@ def register(commands, common: argparse.ArgumentParser) -> None:
 
 
 def list_files(args: argparse.Namespace, out: Output) -> int:
-    data_dir = DataDir(args.data_dir).require()
+    data_dir = DataDir.of(args).require()
     for journal_id in data_dir.journal_ids():
         path = data_dir.journal_path(journal_id)
         with open(path, "rb") as handle:
@@ -97,7 +97,7 @@ def _finalized(path: str) -> bool:
 
 
 def list_ledgers(args: argparse.Namespace, out: Output) -> int:
-    data_dir = DataDir(args.data_dir)
+    data_dir = DataDir.of(args)
     ledgers = data_dir.open_ledgers()
     locations = data_dir.open_locations() if args.entries else None
     try:
@@ -139,7 +139,7 @@ def _describe_ledger(ledger_id: int, state) -> tuple[dict, str]:
 
 
 def show_ledger(args: argparse.Namespace, out: Output) -> int:
-    data_dir = DataDir(args.data_dir)
+    data_dir = DataDir.of(args)
     ledgers = data_dir.open_ledgers()
     locations = data_dir.open_locations()
     readers: dict[int, EntryLogReader] = {}
@@ -198,7 +198,7 @@ def _emit_location(out: Output, data_dir: DataDir, ledger_id: int, entry_id: int
 
 
 def show_info(args: argparse.Namespace, out: Output) -> int:
-    data_dir = DataDir(args.data_dir).require()
+    data_dir = DataDir.of(args).require()
     mark, note = data_dir.read_mark()
     journal_ids = data_dir.journal_ids()
     log_ids = data_dir.log_ids()

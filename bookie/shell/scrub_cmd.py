@@ -38,7 +38,7 @@ def register(commands, common: argparse.ArgumentParser) -> None:
 def run_scrub(args: argparse.Namespace, out: Output) -> int:
     if args.rate is not None and args.rate <= 0:
         raise UsageError("--rate must be positive")
-    data_dir = DataDir(args.data_dir)
+    data_dir = DataDir.of(args)
     locations = data_dir.open_locations()
     ledgers = data_dir.open_ledgers()
     progress = Progress("scrub", out.err, enabled=not args.no_progress)

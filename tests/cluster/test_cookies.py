@@ -154,3 +154,26 @@ def test_no_cookie_no_bookie_id_is_a_usage_error(zk_uri):
     assert done.returncode == 2 and "needs --bookie-id" in done.stderr
     absent = shell("cookie", "show", "--metadata-service-uri", zk_uri, "--bookie-id", "h:1")
     assert absent.returncode == 1 and "no cookie of bookie h:1" in absent.stderr
+
+
+def test_the_cookie_lists_every_journal_and_ledger_dir(tmp_path, zk, zk_uri):
+    """docs/formats.md §11.3: journalDir holds every journal dir comma-joined (BookKeeper's
+    Cookie joins its journalDirs so), ledgerDirs "<count>\\t<dir>..." every ledger dir, and
+    each dir keeps its copy (VERSION); a dir that lost it refuses the start (CK1)."""
+    _, root = parse_uri(zk_uri)
+    port = free_port()
+    journals = [str(tmp_path / f"j{i}" / "bk") for i in range(2)]
+    ledgers = [str(tmp_path / f"d{i}" / "bk") for i in range(3)]
+    flags = (*FLAGS, "--metadata-service-uri", zk_uri, "--port", str(port),
+             "--journal-dirs", ",".join(journals), "--ledger-dirs", ",".join(ledgers))
+    data = str(tmp_path / "data")
+    assert Daemon(data, *flags).start().terminate() == 0
+    cookie = decode_cookie(zk.get(f"{root}/cookies/127.0.0.1:{port}")[0])
+    assert cookie["journalDir"] == ",".join(f"{d}/current" for d in journals)
+    assert cookie["ledgerDirs"] == [f"{d}/current" for d in ledgers]
+    for directory in journals + ledgers:
+        with open(os.path.join(directory, "current", "VERSION"), "rb") as local:
+            assert decode_cookie(local.read()) == cookie
+    shutil.rmtree(ledgers[2])  # one disk of three replaced
+    log = refused(Daemon(data, *flags))
+    assert f"{ledgers[2]}/current has no identity (emptied)" in log
