@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Kill -9 drill (crash model "kill -9", docs/design.md §2.2): SIGKILL a loaded daemon, restart, check.
 
-    .venv/bin/python scripts/drill_kill9.py [--rounds 1000] [--seconds 1800] [--seed N]
+    .venv/bin/python scripts/drill_kill9.py [--rounds 1000] [--seconds 1800] [--seed N] [--dirs 3,2]
 
 Each round restarts the real daemon (`python -m bookie serve`, a subprocess on 127.0.0.1 with
 small journal, entry-log and checkpoint intervals so rolls and checkpoints happen all the
@@ -141,7 +141,8 @@ class Drill:
     def _daemon(self, plan: tuple | None) -> Daemon:
         crash_at = None if plan is None or plan[0] != "crash" else (plan[2], plan[3])
         listener = ("--bookie-port", "0") if self.args.protocol == "mixed" else ()
-        return Daemon(self.data_dir, *FLAGS, *listener, crash_at=crash_at)
+        return Daemon(self.data_dir, *FLAGS, *listener, *dir_flags(self.data_dir, self.args),
+                      crash_at=crash_at)
 
     async def _start_and_recover(self, plan: tuple) -> tuple[Daemon, str]:
         """Start (the planned daemon, or plain ones after it died in recovery), check, redo."""
@@ -362,7 +363,9 @@ async def run(args: argparse.Namespace, data_dir: str) -> int:
     drill = Drill(args, data_dir)
     started = time.monotonic()
     drill._settle_lists()
-    print(f"kill -9 drill: seed={args.seed} data dir {data_dir}", flush=True)
+    print(f"kill -9 drill: seed={args.seed} data dir {data_dir}"
+          + (f" ledger dirs {args.dirs[0]}, journal dirs {args.dirs[1]}" if args.dirs else ""),
+          flush=True)
     number = 0
     try:
         while number < args.rounds and time.monotonic() - started < args.seconds:
@@ -375,6 +378,23 @@ async def run(args: argparse.Namespace, data_dir: str) -> int:
         drill._violation(Violation("start", 0, str(exc)))
     print(summary(drill, time.monotonic() - started), flush=True)
     return 1 if drill.totals.violations else 0
+
+
+def dir_flags(data_dir: str, args: argparse.Namespace) -> tuple[str, ...]:
+    """``--dirs L,J``: L ledger dirs and J journal dirs, as D/d<i>/ledgers and D/d<i>/journal
+    (one "disk" d<i> each; the crash targets' globs still match them)."""
+    if args.dirs is None:
+        return ()
+    ledgers, journals = args.dirs
+    return ("--ledger-dirs", ",".join(f"{data_dir}/d{i}/ledgers" for i in range(ledgers)),
+            "--journal-dirs", ",".join(f"{data_dir}/d{i}/journal" for i in range(journals)))
+
+
+def _dirs(text: str) -> tuple[int, int]:
+    ledgers, journals = (int(part) for part in text.split(","))
+    if ledgers < 1 or journals < 1:
+        raise argparse.ArgumentTypeError("--dirs L,J needs at least one of each")
+    return ledgers, journals
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -392,6 +412,9 @@ def main(argv: list[str] | None = None) -> int:
                              "writes LACs over it (v3), the rest over HTTP")
     parser.add_argument("--keep-going", action="store_true",
                         help="run every round even after a violation")
+    parser.add_argument("--dirs", type=_dirs, metavar="L,J",
+                        help="run the bookie with L ledger dirs and J journal dirs "
+                             "(ledger_dirs, journal_dirs), e.g. 3,2")
     args = parser.parse_args(argv)
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(2**31)

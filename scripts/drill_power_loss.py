@@ -4,6 +4,7 @@
     .venv/bin/python scripts/drill_power_loss.py [--seeds 200] [--first-seed 1] [--ops 40]
                                                  [--fates 2] [--fate garbage] [--seconds 1800]
     .venv/bin/python scripts/drill_power_loss.py --seed 17 [--crash-at 57]    # re-run one
+    .venv/bin/python scripts/drill_power_loss.py --dirs 3,2 ...   # 3 ledger dirs, 2 journals
 
 For each seed, tests/support/power_loss.py runs the seed's workload (adds, batch adds,
 deferred-sync adds + force, explicit LACs, fences, deletes, checkpoints, adds racing a
@@ -36,13 +37,21 @@ from tests.support.power_loss import K_MAX, sweep_seed  # noqa: E402
 from tests.support.sim_disk import WRITE_FATES  # noqa: E402
 
 
+def _dirs(text: str) -> tuple[int, int]:
+    ledgers, journals = (int(part) for part in text.split(","))
+    if ledgers < 1 or journals < 1:
+        raise argparse.ArgumentTypeError("--dirs L,J needs at least one of each")
+    return ledgers, journals
+
+
 def _report_failure(run, args: argparse.Namespace) -> None:
     print(f"  FAIL {run.line()}", flush=True)
     for violation in run.violations:
         print(f"    {violation}", flush=True)
     forced = f" --fate {args.fate}" if args.fate else ""
     print(f"    re-run: .venv/bin/python scripts/drill_power_loss.py --seed {run.seed} "
-          f"--crash-at {run.crash_at} --ops {args.ops} --fates {args.fates}{forced}",
+          f"--crash-at {run.crash_at} --ops {args.ops} --fates {args.fates}{forced}"
+          + (f" --dirs {args.dirs[0]},{args.dirs[1]}" if args.dirs else ""),
           flush=True)
 
 
@@ -59,7 +68,7 @@ async def sweep(args: argparse.Namespace, workdir: str) -> tuple[int, int, int]:
         t0 = time.monotonic()
         first = args.crash_at or 1
         result = await sweep_seed(seed, workdir, args.ops, args.fates, k_first=first,
-                                  k_last=args.crash_at or K_MAX, fate=args.fate,
+                                  k_last=args.crash_at or K_MAX, fate=args.fate, dirs=args.dirs,
                                   progress=lambda run: run.violations
                                   and _report_failure(run, args))
         points = len({run.crash_at for run in result.runs})
@@ -89,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="force this outcome on every unsynced write instead of drawing")
     parser.add_argument("--seconds", type=float, default=1800.0)
     parser.add_argument("--verbose", action="store_true", help="show the bookies' logs")
+    parser.add_argument("--dirs", type=_dirs, metavar="L,J",
+                        help="L ledger dirs and J journal dirs (ledger_dirs, journal_dirs), "
+                             "e.g. 3,2")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.verbose else logging.CRITICAL)
     with tempfile.TemporaryDirectory(prefix="drill-power-loss-") as workdir:

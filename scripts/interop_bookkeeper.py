@@ -92,10 +92,18 @@ def step_bench_and_shell(run: Interop) -> None:
             + plain_client_refused(run.launcher, run.dir, uri))
     run.stop_all()
     for bookie in ours:
-        scrub = subprocess.run([sys.executable, "-m", "bookie", "shell", "scrub", "--data-dir",
-                                bookie["data"]], capture_output=True, text=True, cwd=ROOT)
-        check(scrub.returncode == 0, f"bookie shell scrub on {bookie['id']}'s files: "
-              f"{scrub.stdout.strip().splitlines()[-1] if scrub.stdout.strip() else ''}")
+        for where in [("--ledger-dir", d) for d in bookie["ledger_dirs"]] or [()]:
+            scrub = subprocess.run([sys.executable, "-m", "bookie", "shell", "scrub",
+                                    "--data-dir", bookie["data"], *where],
+                                   capture_output=True, text=True, cwd=ROOT)
+            check(scrub.returncode == 0, f"bookie shell scrub on {bookie['id']}'s files "
+                  f"{' '.join(where)}: "
+                  f"{scrub.stdout.strip().splitlines()[-1] if scrub.stdout.strip() else ''}")
+
+
+def _dirs(text: str) -> tuple[int, int]:
+    ledgers, journals = (int(part) for part in text.split(","))
+    return ledgers, journals
 
 
 def main(argv: list[str]) -> int:
@@ -106,6 +114,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--dir", default=None, help="work dir (default: a new temp dir)")
     parser.add_argument("--seconds", type=int, default=5, help="each benchmark's run time")
     parser.add_argument("--steps", default="1,3", help="which steps: 1 (with 2), 3")
+    parser.add_argument("--dirs", type=_dirs, metavar="L,J",
+                        help="our bookies with L ledger dirs and J journal dirs, e.g. 3,2")
     parser.add_argument("--tls", action="store_true", help="mutual TLS on every bookie, "
                         "every BookKeeper client through START_TLS")
     args = parser.parse_args(argv)
@@ -121,6 +131,7 @@ def main(argv: list[str]) -> int:
     if tls is not None:  # our read-backs in this process: HTTPS with the CA
         os.environ.update(tls.our_client_env())
     run = Interop(os.path.abspath(args.launcher), workdir, args.seconds, tls)
+    run.dirs = args.dirs
     steps = {"1": step_bench_and_shell, "3": step_mixed}
     try:
         for step in args.steps.split(","):

@@ -46,6 +46,7 @@ class Interop:
         self.procs: list[subprocess.Popen] = []
         self.zk: ZooKeeperServer | None = None
         self.ours: dict[str, dict] = {}
+        self.dirs: tuple[int, int] | None = None  # our bookies' (ledger, journal) dir counts
 
     # -- processes -------------------------------------------------------------------
 
@@ -100,14 +101,20 @@ class Interop:
         home = os.path.join(self.dir, name)
         os.makedirs(home, exist_ok=True)
         http, rpc = free_port(), free_port()
+        ledger_dirs = [os.path.join(home, f"d{i}", "ledgers") for i in range(self.dirs[0])] \
+            if self.dirs else []
+        dirs = ("--ledger-dirs", ",".join(ledger_dirs), "--journal-dirs", ",".join(
+            os.path.join(home, f"d{i}", "journal") for i in range(self.dirs[1]))) \
+            if self.dirs else ()
         proc = self.spawn([sys.executable, "-m", "bookie", "serve", "--data-dir",
                            os.path.join(home, "data"), "--host", "127.0.0.1", "--port",
                            str(http), "--bookie-port", str(rpc), "--metadata-service-uri",
-                           uri, "--autorecovery-daemon-enabled", "false", *flags,
+                           uri, "--autorecovery-daemon-enabled", "false", *flags, *dirs,
                            *(self.tls.bookie_flags() if self.tls else ())],
                           os.path.join(home, "bookie.log"))
         bookie = {"id": f"127.0.0.1:{http}", "rpc": rpc, "proc": proc, "home": home,
-                  "data": os.path.join(home, "data"), "kind": "ours"}
+                  "data": os.path.join(home, "data"), "kind": "ours",
+                  "ledger_dirs": ledger_dirs}
         self.ours[bookie["id"]] = bookie
         return bookie
 
