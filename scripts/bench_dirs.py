@@ -28,6 +28,8 @@ import asyncio
 import contextlib
 import os
 import select
+import shutil
+import signal
 import socket
 import statistics
 import struct
@@ -63,10 +65,13 @@ def _frame(ledger_id: int, entry_id: int, txn: int, body: bytes) -> bytes:
 def client(port: int, seconds: float, outstanding: int, ledgers: int, rate: int,
            warmup: float) -> None:
     """Adds at ``rate`` a second (0: as fast as answers come) with at most ``outstanding``
-    in flight, until ``seconds`` pass; prints answered, elapsed, p50 and p99 latency (ms)
-    of the adds sent after ``warmup`` seconds (the journals' first preallocations). A fixed
-    rate measures latency at the same offered load for every layout."""
+    in flight, until ``seconds`` pass; prints adds answered EOK, elapsed, p50 and p99
+    latency (ms) of the adds sent after ``warmup`` seconds (the journals' first
+    preallocations), and the answers that were not EOK. A fixed rate measures latency at
+    the same offered load for every layout."""
     from api.bkproto import v3
+
+    eok, refused = v3.STATUS["EOK"], 0
 
     body = b"x" * 1024
     next_entry = [0] * ledgers
@@ -98,14 +103,18 @@ def client(port: int, seconds: float, outstanding: int, ledgers: int, rate: int,
                 break
             response = v3.Response.FromString(buffer[at + 4:at + 4 + length])
             sent = sent_at.pop(response.header.txnId)
-            if sent >= measured_from:
+            status = response.addResponse.status if response.HasField("addResponse") \
+                else response.status
+            if status != eok:
+                refused += 1
+            elif sent >= measured_from:
                 latencies.append(now - sent)
             at += 4 + length
         buffer = buffer[at:]
     elapsed = time.monotonic() - measured_from
     latencies.sort()
     p50, p99 = (latencies[int(len(latencies) * q)] * 1000 for q in (0.5, 0.99))
-    print(len(latencies), elapsed, p50, p99, flush=True)
+    print(len(latencies), elapsed, p50, p99, refused, flush=True)
 
 
 # -- devices ------------------------------------------------------------------------------
@@ -187,7 +196,12 @@ async def measure(layout: str, mounts: list[str], args: argparse.Namespace, run:
             process = await asyncio.create_subprocess_exec(*argv, stdout=subprocess.PIPE)
             out, _ = await process.communicate()
             flushes.stop()
-    answered, elapsed, p50, p99 = out.decode().split()[-4:]
+    for device in set(journals + ledgers):  # the next point starts on empty devices
+        shutil.rmtree(os.path.join(mounts[device], tag), ignore_errors=True)
+    answered, elapsed, p50, p99, refused = out.decode().split()[-5:]
+    if int(refused):
+        raise RuntimeError(f"{layout}: {refused} adds were not answered EOK (a device too "
+                           f"small?): the point does not count")
     return {"rate": int(answered) / float(elapsed), "p50": float(p50), "p99": float(p99),
             "checkpoints": flushes.count, "flush_mib_s": flushes.mib_s()}
 
@@ -264,6 +278,7 @@ def main() -> int:
         return 2
     layouts = args.layouts.split(",")
     os.sched_setaffinity(0, {0})
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unmount and detach on TERM too
     results: dict[str, list[dict]] = {layout: [] for layout in layouts}
     with tempfile.TemporaryDirectory(prefix="bench-dirs-", dir="/var/tmp") as base:
         throttle = args.throttle if args.backend == "loop" else None
