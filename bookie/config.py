@@ -242,7 +242,8 @@ def _check_dirs(config: BookieConfig) -> None:
     for name in ("journal_dirs", "ledger_dirs"):
         if getattr(config, name) is not None and not split_dirs(getattr(config, name), "", ""):
             raise ConfigError(f"setting {name} names no directory")
-    every = [os.path.abspath(d) for d in config.journal_dirs_current + config.ledger_dirs_current]
+    every = [os.path.realpath(d)  # two names of one directory are one directory
+             for d in config.journal_dirs_current + config.ledger_dirs_current]
     kinds = ["journal"] * len(config.journal_dirs_current) + \
         ["ledger"] * len(config.ledger_dirs_current)
     for i, path in enumerate(every):

@@ -93,8 +93,11 @@ class DirsGc:
         gc = self.gcs[run.index]
         try:
             wait = gc.step(run.current) if budget_s is None else gc.step(run.current, budget_s)
-        except BaseException:
-            self.last_result, self.running = gc.last_result, None  # the run ended there
+        except BaseException:  # the run ended there: counted with what the dirs did so far
+            results = run.results + [gc.last_result]
+            self.last_result = results[0] if len(results) == 1 else merge_results(results)
+            self.running = None
+            count_run(self.counters, self.last_result)
             raise
         if wait is not None:
             return wait

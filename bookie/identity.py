@@ -89,7 +89,10 @@ def check_or_create(disk: "Disk", journal_dirs: str | Sequence[str],
          and of ledger dirs is the configured one: a ledger's journal is ledgerId mod the
          journal count and its lastMark name depends on it, and a dir missing from the list
          would take its ledgers with it. Changing either count is refused, as BookKeeper's
-         cookie refuses a changed directory list."""
+         cookie refuses a changed directory list. So is a changed order: each dir's copy
+         names its own kind and place (``dirKind``, ``dirIndex``), since journal i's
+         ``lastMark.<i>`` is read for whatever dir stands at place i (swapped journal dirs
+         replayed each from the other's mark: acknowledged adds lost)."""
     journals, ledgers = _as_list(journal_dirs), _as_list(ledger_dirs)
     every = journals + ledgers
     for directory in every:
@@ -107,8 +110,9 @@ def check_or_create(disk: "Disk", journal_dirs: str | Sequence[str],
                                f"{_kind(b, journals)} dir {b} to bookie {b_id}")
     if not owners:
         return _create(disk, journals, ledgers)
-    ident = found[next(iter(owners))]
+    ident = _shared(found[next(iter(owners))])
     _check_counts(ident, journals, ledgers)
+    _check_places(found, journals, ledgers)
     missing = [d for d in every if d not in owners]
     if missing:
         if any(_has_data(disk, d) for d in every):
@@ -119,12 +123,38 @@ def check_or_create(disk: "Disk", journal_dirs: str | Sequence[str],
                 f"({'it holds other files' if _has_data(disk, held) else 'emptied'})")
         # ! A crash between the writes of _create: nothing was stored yet, so finishing the
         #   creation is safe.
-        return _write(disk, ident, every)
+        return _write(disk, ident, journals, ledgers)
     return ident
 
 
 def _kind(directory: str, journals: list[str]) -> str:
     return "journal" if directory in journals else "ledger"
+
+
+def _places(journals: list[str], ledgers: list[str]) -> dict[str, tuple[str, int]]:
+    """Each dir's kind and place in its list, as its IDENTITY copy records them."""
+    return {**{d: ("journal", i) for i, d in enumerate(journals)},
+            **{d: ("ledger", i) for i, d in enumerate(ledgers)}}
+
+
+def _shared(ident: dict) -> dict:
+    """The identity every dir shares, without the one dir's place."""
+    return {k: v for k, v in ident.items() if k not in ("dirKind", "dirIndex")}
+
+
+def _check_places(found: dict, journals: list[str], ledgers: list[str]) -> None:
+    """ID1: every dir stands where its copy says it stood (copies written before places
+    were recorded say nothing, and one dir of each kind has only one place)."""
+    for directory, (kind, index) in _places(journals, ledgers).items():
+        ident = found.get(directory)
+        if ident is None or "dirKind" not in ident:
+            continue
+        if (ident["dirKind"], ident["dirIndex"]) != (kind, index):
+            raise IdentityMismatch(
+                f"{directory} was {ident['dirKind']} dir {ident['dirIndex']} of bookie "
+                f"{ident['instanceId']} and is now configured as {kind} dir {index}: restore "
+                f"the order of journal_dirs and ledger_dirs (a journal's lastMark.<i> is "
+                f"read for the dir at place i)")
 
 
 def _check_counts(ident: dict, journals: list[str], ledgers: list[str]) -> None:
@@ -150,13 +180,15 @@ def _create(disk: "Disk", journals: list[str], ledgers: list[str]) -> dict:
              "ledgerDirs": [os.path.abspath(d) for d in ledgers],
              "createdAt": datetime.datetime.now(datetime.timezone.utc).isoformat()}
     log.info("new data dir identity %s", ident["instanceId"])
-    return _write(disk, ident, every)
+    return _write(disk, ident, journals, ledgers)
 
 
-def _write(disk: "Disk", ident: dict, dirs: list[str]) -> dict:
-    data = (json.dumps(ident, indent=1) + "\n").encode()
-    for directory in reversed(dirs):  # ledger dirs first, as before
+def _write(disk: "Disk", ident: dict, journals: list[str], ledgers: list[str]) -> dict:
+    places = _places(journals, ledgers)
+    for directory in reversed(journals + ledgers):  # ledger dirs first, as before
         path = os.path.join(directory, IDENTITY)
         if not disk.exists(path):
-            atomic_replace(disk, path, data)
+            kind, index = places[directory]
+            data = dict(ident, dirKind=kind, dirIndex=index)
+            atomic_replace(disk, path, (json.dumps(data, indent=1) + "\n").encode())
     return ident

@@ -59,7 +59,8 @@ class DirsStorage:
     def open(self) -> None:
         for unit in self.units:
             unit.open()
-        self.placement.load()
+        if len(self.units) > 1:  # one dir: every ledger is there, no map to keep
+            self.placement.load()
         self.locations = RoutedLocations(self.placement)
         if len(self.units) == 1:
             self._bind_the_one(self.units[0])

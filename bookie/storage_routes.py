@@ -91,11 +91,8 @@ class Placement:
         return self.units[self.place(ledger_id)]
 
     def counts(self) -> list[int]:
-        """Ledgers known per dir, in dir order (tombstones too)."""
-        counts = [0] * len(self.units)
-        for home in list(self._home.values()):
-            counts[home] += 1
-        return counts
+        """Live ledgers per dir, in dir order."""
+        return [len(unit.ledgers) for unit in self.units]
 
 
 class RoutedLedgers:
