@@ -174,7 +174,9 @@ async def entry_location_compact(request: web.Request) -> web.Response:
     if not state.get("location_compacting"):
         state["location_compacting"] = True
         loop = asyncio.get_running_loop()
-        future = bookie.checkpoints.submit(bookie.storage.locations.compact)
+        named = set(wanted.split(",")) if wanted else set(paths)  # only those, as BookKeeper
+        units = [u for u, path in zip(bookie.storage.units, paths) if path in named]
+        future = bookie.checkpoints.submit(lambda: [u.locations.compact() for u in units])
         future.add_done_callback(lambda f: loop.call_soon_threadsafe(_compacted, state, f))
     bookie_id = request.app[BOOKIE_ID]
     if wanted:

@@ -7,6 +7,7 @@ new ledgers while another can, and the bookie is read-only only when every ledge
 
 from __future__ import annotations
 
+import json
 import os
 
 import aiohttp
@@ -24,6 +25,7 @@ from entrylog.format import parse_log_id
 from journal.format import parse_journal_id
 from journal.reader import JournalReader
 from tests.support.bk_admin import admin_bookie, call
+from tests.support.conditions import until
 from tests.support.servers import Daemon
 
 KEY = master_key(b"dirs")
@@ -250,3 +252,24 @@ async def test_the_admin_api_answers_for_every_dir(tmp_path):
     assert len(details) == 3
     assert files["entrylog files"].count(".log") >= 3  # a log in each ledger dir
     assert files["journal files"].count(".txn") >= 2   # a journal in each journal dir
+
+
+async def test_entry_location_compact_compacts_the_named_dir_only(tmp_path):
+    """BookKeeper's entry_location_compact with entryLocations compacts the named indexes;
+    ours compacted every ledger dir's."""
+    async with admin_bookie(_config(tmp_path).replace(admin_token="t")) as served:
+        compacted = []
+        for index, unit in enumerate(served.bookie.storage.units):
+            def compact(index=index, original=unit.locations.compact):
+                compacted.append(index)
+                original()
+            unit.locations.compact = compact
+        named = os.path.join(served.bookie.config.ledger_dirs_current[1], "locations")
+        async with aiohttp.ClientSession() as session:
+            answer = await call(session, f"{served.admin}/api/v1/bookie/entry_location_compact",
+                                "PUT", json.dumps({"entryLocationRocksDBCompact": True,
+                                                   "entryLocations": named}),
+                                Authorization="Bearer t")
+            assert answer.status == 200, answer
+            await until(lambda: compacted, "the compaction ran")
+    assert compacted == [1]
