@@ -47,6 +47,7 @@ from bookie.errors import (BookieError, Fenced, NoLedger, TooManyRequests,  # no
 from tests.support import checker  # noqa: E402
 from tests.support.bk_api import BkApi  # noqa: E402
 from tests.support.checker import LedgerModel, Model, Violation  # noqa: E402
+from tests.support.dir_layout import dir_lists, parse_dirs  # noqa: E402
 from tests.support.servers import Daemon  # noqa: E402
 
 FLAGS = ("--journal-max-bytes", "128KiB", "--entrylog-max-bytes", "48KiB",
@@ -385,16 +386,8 @@ def dir_flags(data_dir: str, args: argparse.Namespace) -> tuple[str, ...]:
     (one "disk" d<i> each; the crash targets' globs still match them)."""
     if args.dirs is None:
         return ()
-    ledgers, journals = args.dirs
-    return ("--ledger-dirs", ",".join(f"{data_dir}/d{i}/ledgers" for i in range(ledgers)),
-            "--journal-dirs", ",".join(f"{data_dir}/d{i}/journal" for i in range(journals)))
-
-
-def _dirs(text: str) -> tuple[int, int]:
-    ledgers, journals = (int(part) for part in text.split(","))
-    if ledgers < 1 or journals < 1:
-        raise argparse.ArgumentTypeError("--dirs L,J needs at least one of each")
-    return ledgers, journals
+    ledger_dirs, journal_dirs = dir_lists(data_dir, *args.dirs)
+    return ("--ledger-dirs", ledger_dirs, "--journal-dirs", journal_dirs)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -412,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
                              "writes LACs over it (v3), the rest over HTTP")
     parser.add_argument("--keep-going", action="store_true",
                         help="run every round even after a violation")
-    parser.add_argument("--dirs", type=_dirs, metavar="L,J",
+    parser.add_argument("--dirs", type=parse_dirs, metavar="L,J",
                         help="run the bookie with L ledger dirs and J journal dirs "
                              "(ledger_dirs, journal_dirs), e.g. 3,2")
     args = parser.parse_args(argv)

@@ -33,15 +33,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from tests.support.dir_layout import parse_dirs  # noqa: E402
 from tests.support.power_loss import K_MAX, sweep_seed  # noqa: E402
 from tests.support.sim_disk import WRITE_FATES  # noqa: E402
-
-
-def _dirs(text: str) -> tuple[int, int]:
-    ledgers, journals = (int(part) for part in text.split(","))
-    if ledgers < 1 or journals < 1:
-        raise argparse.ArgumentTypeError("--dirs L,J needs at least one of each")
-    return ledgers, journals
 
 
 def _report_failure(run, args: argparse.Namespace) -> None:
@@ -98,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="force this outcome on every unsynced write instead of drawing")
     parser.add_argument("--seconds", type=float, default=1800.0)
     parser.add_argument("--verbose", action="store_true", help="show the bookies' logs")
-    parser.add_argument("--dirs", type=_dirs, metavar="L,J",
+    parser.add_argument("--dirs", type=parse_dirs, metavar="L,J",
                         help="L ledger dirs and J journal dirs (ledger_dirs, journal_dirs), "
                              "e.g. 3,2")
     args = parser.parse_args(argv)

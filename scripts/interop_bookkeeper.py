@@ -46,6 +46,7 @@ sys.path.insert(0, ROOT)
 from bk_tls_peer import TlsPeer, plain_client_refused  # noqa: E402
 from interop_bookkeeper_mixed import step_mixed  # noqa: E402
 from interop_run import Failed, Interop, check, say  # noqa: E402
+from tests.support.dir_layout import parse_dirs  # noqa: E402
 
 
 
@@ -101,11 +102,6 @@ def step_bench_and_shell(run: Interop) -> None:
                   f"{scrub.stdout.strip().splitlines()[-1] if scrub.stdout.strip() else ''}")
 
 
-def _dirs(text: str) -> tuple[int, int]:
-    ledgers, journals = (int(part) for part in text.split(","))
-    return ledgers, journals
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--launcher", default=os.environ.get("BOOKKEEPER_LAUNCHER"),
@@ -114,7 +110,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--dir", default=None, help="work dir (default: a new temp dir)")
     parser.add_argument("--seconds", type=int, default=5, help="each benchmark's run time")
     parser.add_argument("--steps", default="1,3", help="which steps: 1 (with 2), 3")
-    parser.add_argument("--dirs", type=_dirs, metavar="L,J",
+    parser.add_argument("--dirs", type=parse_dirs, metavar="L,J",
                         help="our bookies with L ledger dirs and J journal dirs, e.g. 3,2")
     parser.add_argument("--tls", action="store_true", help="mutual TLS on every bookie, "
                         "every BookKeeper client through START_TLS")

@@ -17,6 +17,7 @@ sys.path.insert(0, ROOT)
 
 from api.cluster.local_zookeeper import ZooKeeperServer, free_port  # noqa: E402
 from bk_tls_peer import TLS_CONNECTED, TlsPeer  # noqa: E402
+from tests.support.dir_layout import dir_lists  # noqa: E402
 
 BENCH_CLASS = "org.apache.bookkeeper.benchmark.BenchThroughputLatency"
 PASSWORD = "benchPasswd"  # BenchThroughputLatency's default
@@ -101,10 +102,9 @@ class Interop:
         home = os.path.join(self.dir, name)
         os.makedirs(home, exist_ok=True)
         http, rpc = free_port(), free_port()
-        ledger_dirs = [os.path.join(home, f"d{i}", "ledgers") for i in range(self.dirs[0])] \
-            if self.dirs else []
-        dirs = ("--ledger-dirs", ",".join(ledger_dirs), "--journal-dirs", ",".join(
-            os.path.join(home, f"d{i}", "journal") for i in range(self.dirs[1]))) \
+        ledger_list, journal_list = dir_lists(home, *self.dirs) if self.dirs else ("", "")
+        ledger_dirs = ledger_list.split(",") if ledger_list else []
+        dirs = ("--ledger-dirs", ledger_list, "--journal-dirs", journal_list) \
             if self.dirs else ()
         proc = self.spawn([sys.executable, "-m", "bookie", "serve", "--data-dir",
                            os.path.join(home, "data"), "--host", "127.0.0.1", "--port",

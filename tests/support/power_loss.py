@@ -36,6 +36,7 @@ from bookie.config import BookieConfig
 from bookie.node import Bookie
 from tests.support import checker
 from tests.support.checker import InProcessApi, Model, Violation
+from tests.support.dir_layout import dir_lists
 from tests.support.sim_disk import SimDisk
 
 #: Small rolls so a short workload crosses journal rolls, entry-log rolls and retention.
@@ -76,12 +77,9 @@ def config_for(data_dir: str, dirs: tuple[int, int] | None = None) -> BookieConf
     """``dirs`` (L, J): L ledger dirs and J journal dirs, D/d<i>/ledgers and D/d<i>/journal."""
     if dirs is None:
         return BookieConfig(data_dir=data_dir, port=0, **SETTINGS)
-    ledgers, journals = dirs
-    return BookieConfig(
-        data_dir=data_dir, port=0, **SETTINGS,
-        ledger_dirs=",".join(os.path.join(data_dir, f"d{i}", "ledgers") for i in range(ledgers)),
-        journal_dirs=",".join(os.path.join(data_dir, f"d{i}", "journal")
-                              for i in range(journals)))
+    ledger_dirs, journal_dirs = dir_lists(data_dir, *dirs)
+    return BookieConfig(data_dir=data_dir, port=0, **SETTINGS, ledger_dirs=ledger_dirs,
+                        journal_dirs=journal_dirs)
 
 
 async def sweep_seed(seed: int, workdir: str, ops: int, fates: int = 1,
