@@ -100,11 +100,10 @@ class BookieCollector:
         for reason, count in sorted(stats.flushes.items()):
             flushes.add_metric([reason], count)
         yield flushes
-        journals = self.bookie.journals  # every journal dir's, summed
         yield GaugeMetricFamily("bookie_journal_queue_records", "records queued, not synced",
-                                value=sum(j.queued_count for j in journals))
+                                value=self.bookie.journal_queued_records)
         yield GaugeMetricFamily("bookie_journal_queue_bytes", "bytes queued, not synced",
-                                value=sum(j.queued_bytes for j in journals))
+                                value=self.bookie.journal_queued_bytes)
 
     def _state(self):
         bookie = self.bookie

@@ -89,9 +89,8 @@ class BookKeeperCollector:
         for name in JOURNAL_OPS:
             yield _summary(f"bookie_journal_{name}", f"BookKeeper's {name} (ms)",
                            ops.get(name), JOURNAL_LABELS)
-        queued = sum(journal.queued_count for journal in self.bookie.journals)
         queue = GaugeMetricFamily("bookie_journal_JOURNAL_QUEUE_SIZE",
                                   "records queued for the journal, not yet synced",
                                   labels=list(JOURNAL_LABELS))
-        queue.add_metric(list(JOURNAL_LABELS.values()), queued)
+        queue.add_metric(list(JOURNAL_LABELS.values()), self.bookie.journal_queued_records)
         yield queue

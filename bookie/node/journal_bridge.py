@@ -44,6 +44,15 @@ class JournalBridge:
         """The first journal (the only one unless ``journal_dirs``), None before start."""
         return self.journals[0] if self.journals else None
 
+    @property
+    def journal_queued_bytes(self) -> int:
+        """Bytes queued over every journal, not yet synced: one memory budget."""
+        return sum(journal.queued_bytes for journal in self.journals)
+
+    @property
+    def journal_queued_records(self) -> int:
+        return sum(journal.queued_count for journal in self.journals)
+
     def journal_of(self, ledger_id: int):
         """The journal every record of the ledger goes to."""
         return self.journals[ledger_id % len(self.journals)]
@@ -72,8 +81,7 @@ class JournalBridge:
 
     def _admit(self, size: int) -> None:
         """Back-pressure (docs/design.md §3.1 step 3): bounded journal queue and write cache."""
-        queued = sum(journal.queued_bytes for journal in self.journals)  # one memory budget
-        if queued + size > self.config.journal_queue_max_bytes:
+        if self.journal_queued_bytes + size > self.config.journal_queue_max_bytes:
             raise TooManyRequests("journal queue is full")
         cache = self.storage.cache
         if cache.active_bytes > self.config.write_cache_max_bytes // 2:
