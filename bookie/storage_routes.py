@@ -91,8 +91,9 @@ class Placement:
         return self.units[self.place(ledger_id)]
 
     def counts(self) -> list[int]:
-        """Live ledgers per dir, in dir order."""
-        return [len(unit.ledgers) for unit in self.units]
+        """Live ledgers per dir, in dir order (0 before the indexes are open: /v1/bookie/info
+        answers from the first moment of a start)."""
+        return [len(unit.ledgers) if unit.ledgers is not None else 0 for unit in self.units]
 
 
 class RoutedLedgers:

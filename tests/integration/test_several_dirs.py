@@ -14,6 +14,7 @@ import aiohttp
 import pytest
 
 from api.client import BookieClient
+from api.server.info_json import bookie_info
 from bookie.config import BookieConfig
 from bookie.disk import OsDisk
 from bookie.entry import frame_entry, master_key
@@ -279,3 +280,12 @@ async def test_entry_location_compact_compacts_the_named_dir_only(tmp_path):
             assert answer.status == 200, answer
             await until(lambda: compacted, "the compaction ran")
     assert compacted == [1]
+
+
+@pytest.mark.parametrize("ledgers", [1, 3])
+def test_info_answers_before_the_dirs_are_open(tmp_path, ledgers):
+    """/v1/bookie/info is served from the first moment (a probe during start): counting
+    ledgers per dir before the indexes were open raised, and the answer was a 500 (caught
+    by the daemon probe test in CI)."""
+    info = bookie_info(Bookie(_config(tmp_path, ledgers=ledgers)))
+    assert info["state"] == "starting" and info["ledgersByDir"] == [0] * ledgers
