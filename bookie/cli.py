@@ -19,8 +19,8 @@ import time
 
 from bookie import __version__
 from bookie.bkconf import add_conf_flag, load_settings, log_summary, render_notes
-from bookie.config import (EXIT_BAD_CONFIG, BookieConfig, ConfigError, add_setting_flags,
-                           render_config, render_defaults)
+from bookie.config import EXIT_BAD_CONFIG, BookieConfig, ConfigError, add_setting_flags
+from bookie.config_render import render_config, render_defaults
 from bookie.sd_notify import Notifier
 
 log = logging.getLogger("bookie")

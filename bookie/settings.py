@@ -109,6 +109,34 @@ SETTINGS: tuple[Setting, ...] = (
             "how often the auditor asks every bookie which entries it holds and marks ledgers "
             "missing copies; 0 = never (auditorPeriodicReplicasCheckInterval)",
             0, 365 * 86_400),
+    Setting("topology_location", str, None,
+            "this bookie's network location, /zone/rack (BookKeeper's /region/rack; a "
+            "one-level /rack is in default-region), published in its registration for "
+            "placement (docs/cluster.md §6); unset: /default-region/default-rack"),
+    Setting("topology_host", str, None,
+            "the machine this bookie runs on, for host-aware placement (several bookies on "
+            "one host share it); unset: the host of the bookie's id"),
+    Setting("placement_policy", str, "rack",
+            "where this bookie's autorecovery places copies: random, host (no two copies of "
+            "an entry on one host), rack (minNumRacksPerWriteQuorum), zone (min and desired "
+            "zones per write set); BookKeeper's ensemblePlacementPolicy",
+            choices=("random", "host", "rack", "zone")),
+    Setting("placement_min_racks_per_write_quorum", int, 2,
+            "rack policy: racks every write set spans, at most Qw (minNumRacksPerWriteQuorum)",
+            1, 64),
+    Setting("placement_min_zones_per_write_quorum", int, 2,
+            "zone policy: zones every write set must span (minNumZonesPerWriteQuorum)", 1, 64),
+    Setting("placement_desired_zones_per_write_quorum", int, 3,
+            "zone policy: zones a write set spans to meet the policy strictly "
+            "(desiredNumZonesPerWriteQuorum)", 1, 64),
+    Setting("placement_strict", bool, False,
+            "refuse a placement that breaks the policy instead of placing it anyway and "
+            "counting it; also keeps bookies of the default rack out "
+            "(enforceMinNumRacksPerWriteQuorum, enforceStrictZoneawarePlacement)"),
+    Setting("placement_check_interval_s", int, 0,
+            "how often the auditor finds closed ledgers whose write sets break the placement "
+            "policy and marks them for the workers to repair; 0 = never "
+            "(auditorPeriodicPlacementPolicyCheckInterval)", 0, 365 * 86_400),
     Setting("minor_compaction_threshold", float, 0.2,
             "minor compaction rewrites logs whose live fraction is below this; 0 = off",
             0.0, 1.0),

@@ -6,14 +6,19 @@ the deterministic simulator), what counts as a bookie failing, and the timeouts.
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import aiohttp
 
 from api.client.bookie_client import BookieClient
 from api.client.metadata import LedgerMetadataStore
-from api.client.zookeeper import ZkMetadataStore, alive_bookies, bookie_scheme, writable_bookies
+from api.client.topology import Location, decode_rack_map, locate
+from api.client.zookeeper import (ZkMetadataStore, alive_bookies, bookie_service_info,
+                                  read_rack_map, writable_bookies)
 from bookie.errors import IOFailure, ReadOnly
+
+if TYPE_CHECKING:
+    from api.client.placement import Placement
 
 #: A bookie that answers no add within this is treated as failed (an ensemble change).
 ADD_TIMEOUT_S = 10.0
@@ -41,6 +46,9 @@ class Transport(Protocol):
     async def learn(self, bookie_ids) -> None:
         """Look up how to reach these bookies (their scheme) before clients are made."""
 
+    async def locations(self, bookie_ids) -> dict[str, Location]:
+        """Where each of these bookies stands (api/client/topology.py TP1)."""
+
 
 class HttpTransport:
     """Bookies over HTTP or HTTPS, membership from ZooKeeper's ``available/``
@@ -52,6 +60,7 @@ class HttpTransport:
         self.store = store
         self.tls = tls
         self._schemes: dict[str, str] = {}
+        self._properties: dict[str, dict[str, str]] = {}
 
     def client(self, bookie_id: str) -> BookieClient:
         scheme = self._schemes.get(bookie_id) or ("https" if self.tls is not None else "http")
@@ -68,14 +77,25 @@ class HttpTransport:
         return found
 
     async def learn(self, bookie_ids) -> None:
-        """The scheme of each bookie not seen before, from its service info (one read each,
-        once: a bookie id's listener does not change scheme while it is registered)."""
+        """The scheme and published place of each bookie not seen before, from its service
+        info (one read each, once: a bookie id's listener does not change scheme while it
+        is registered; a new place is seen by clients started after it)."""
         for bookie_id in bookie_ids:
-            if bookie_id not in self._schemes:
-                scheme = await asyncio.to_thread(bookie_scheme, self.store.client,
-                                                 self.store.root, bookie_id)
+            if bookie_id not in self._properties:
+                scheme, properties = await asyncio.to_thread(
+                    bookie_service_info, self.store.client, self.store.root, bookie_id)
                 if scheme is not None:
                     self._schemes[bookie_id] = scheme
+                if properties is not None:
+                    self._properties[bookie_id] = properties
+
+    async def locations(self, bookie_ids) -> dict[str, Location]:
+        """TP1: Pulsar's rack map (read each time: an operator's change counts at once),
+        else each bookie's registration, else the default rack."""
+        bookie_ids = list(bookie_ids)
+        await self.learn(bookie_ids)
+        rack_map = decode_rack_map(await asyncio.to_thread(read_rack_map, self.store.client))
+        return {b: locate(b, rack_map, self._properties.get(b)) for b in bookie_ids}
 
 
 class Bookies(Protocol):
@@ -87,9 +107,12 @@ class Bookies(Protocol):
     add_timeout_s: float
     read_timeout_s: float
     speculative_read_s: float
+    placement: "Placement"
 
     def client(self, bookie_id: str) -> BookieClient: ...
 
     async def writable_bookies(self) -> list[str]: ...
 
     async def alive_bookies(self) -> set[str]: ...
+
+    async def locations(self, bookie_ids) -> dict[str, Location]: ...

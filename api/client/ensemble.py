@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import random
 
 from api.client.bookie_client import BookieClient
 from api.client.bookies import (ADD_TIMEOUT_S, BOOKIE_FAILURES, READ_TIMEOUT_S,
@@ -46,6 +45,8 @@ from api.client.ensemble_recovery import Recovery
 from api.client.ensemble_writer import EnsembleWriter
 from api.client.fragments import referenced_bookies
 from api.client.metadata import LedgerMetadata, MetadataState
+from api.client.placement import Placement
+from api.client.topology import Location
 from api.client.zookeeper import ZkMetadataStore
 from api.tls import client_context_from_env
 from bookie.entry import DigestType
@@ -62,8 +63,11 @@ class BookKeeper:
     def __init__(self, store: ZkMetadataStore, add_timeout_s: float = ADD_TIMEOUT_S,
                  read_timeout_s: float = READ_TIMEOUT_S,
                  speculative_read_s: float = SPECULATIVE_READ_S,
-                 transport: "Transport | None" = None, tls=None) -> None:
+                 transport: "Transport | None" = None, tls=None,
+                 placement: Placement | None = None) -> None:
         self.store = store
+        #: Which bookies hold copies (api/client/placement.py): every caller places with it.
+        self.placement = placement or Placement()
         self.add_timeout_s = add_timeout_s
         self.read_timeout_s = read_timeout_s
         self.speculative_read_s = speculative_read_s
@@ -73,8 +77,10 @@ class BookKeeper:
         self._clients: dict[str, BookieClient] = {}
 
     @classmethod
-    async def connect(cls, metadata_service_uri: str, tls=None, **timeouts) -> "BookKeeper":
-        """``add_timeout_s``/``read_timeout_s``: how long a bookie may keep an add or a read
+    async def connect(cls, metadata_service_uri: str, tls=None, placement=None,
+                      **timeouts) -> "BookKeeper":
+        """``placement``: a Placement (api/client/placement.py; default rack-aware, not
+        strict, as BookKeeper's client). ``add_timeout_s``/``read_timeout_s``: how long a bookie may keep an add or a read
         unanswered before it counts as failed (default 10 s each). ``tls``: the client TLS
         context for https bookies (api/tls.py ``client_context``: the cluster's CA, and a
         client certificate where bookies ask for one)."""
@@ -82,7 +88,7 @@ class BookKeeper:
         await asyncio.to_thread(store.start)
         if tls is None:  # BOOKIE_TLS_TRUST_FILE and friends (docs/operations.md §6)
             tls = client_context_from_env()
-        return cls(store, tls=tls, **timeouts)
+        return cls(store, tls=tls, placement=placement, **timeouts)
 
     async def __aenter__(self) -> "BookKeeper":
         return self
@@ -107,6 +113,12 @@ class BookKeeper:
         """Registered bookies, writable or read-only."""
         return await self.transport.alive_bookies()
 
+    async def locations(self, bookie_ids) -> dict[str, Location]:
+        """Where each bookie stands; not asked (all default) under the random policy."""
+        if not self.placement.needs_topology:
+            return {b: Location() for b in bookie_ids}
+        return await self.transport.locations(bookie_ids)
+
     async def create_ledger(self, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2,
                             digest: DigestType | str = DigestType.CRC32C,
                             password: bytes | str = b"") -> "EnsembleWriter":
@@ -117,11 +129,13 @@ class BookKeeper:
         if len(available) < ensemble:
             raise NotEnoughBookies(f"{len(available)} writable bookies, the ensemble needs "
                                    f"{ensemble}")
+        chosen = self.placement.new_ensemble(ensemble, write_quorum, available,
+                                             await self.locations(available))
         secret = password.encode() if isinstance(password, str) else bytes(password)
         metadata = await self.store.create(LedgerMetadata(
             ledger_id=None, digest_type=digest_type_of(digest), ensemble_size=ensemble,
             write_quorum=write_quorum, ack_quorum=ack_quorum, password=secret,
-            ensembles=((0, tuple(random.sample(available, ensemble))),)))
+            ensembles=((0, chosen),)))
         codec = LedgerCodec.for_password(metadata.ledger_id, secret, metadata.digest_type)
         return EnsembleWriter(self, metadata, codec)
 

@@ -42,7 +42,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import random
 
 from api.client.batch_read import WINDOW_IDS, HeldRead, held_read
 from api.client.bookies import BOOKIE_FAILURES, Bookies
@@ -288,9 +287,9 @@ class Recovery:
         if len(candidates) < len(failed):
             raise RecoveryUndecided(f"ledger {self.ledger_id}: no bookie to replace "
                                     f"{[ensemble[i] for i in failed]} during recovery")
-        chosen = list(ensemble)
-        for index, bookie_id in zip(failed, random.sample(candidates, len(failed))):
-            chosen[index] = bookie_id
+        chosen = self.bk.placement.replace(
+            ensemble, failed, self.metadata.write_quorum, candidates,
+            await self.bk.locations(list(ensemble) + candidates), caller="recovery")
         self.ensembles = with_segment(self.ensembles, entry_id, chosen)
         log.info("recovery of ledger %d: %s replaced by %s from entry %d (committed with the "
                  "close)", self.ledger_id, [ensemble[i] for i in failed],

@@ -15,7 +15,6 @@ import asyncio
 import dataclasses
 import itertools
 import logging
-import random
 from api.client.bookies import BOOKIE_FAILURES, Bookies
 from api.client.codec import LedgerCodec
 from api.client.distribution import segment_for, with_segment, write_set
@@ -298,8 +297,9 @@ class EnsembleWriter:
             if not candidates:
                 raise NotEnoughBookies(f"no writable bookie to replace {failed} in ledger "
                                        f"{self.ledger_id}")
-            ensemble = list(self.ensemble)
-            ensemble[index] = random.choice(candidates)
+            ensemble = list(self.bk.placement.replace_one(
+                self.ensemble, index, self.metadata.write_quorum, candidates,
+                await self.bk.locations(list(self.ensemble) + candidates)))
             first = self.lac + 1
             try:
                 self.metadata = await self.bk.store.write(dataclasses.replace(

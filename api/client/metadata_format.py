@@ -74,6 +74,12 @@ def _descriptor() -> descriptor_pb2.FileDescriptorProto:
     protodesc.field(endpoint, "extensions", 6, _F.TYPE_STRING, _F.LABEL_REPEATED)
     protodesc.field(info, "endpoints", 6, _F.TYPE_MESSAGE, _F.LABEL_REPEATED,
                     ".bookie.BookieServiceInfoFormat.Endpoint")
+    entry = info.nested_type.add(name="PropertiesEntry")  # map<string, string> properties
+    entry.options.map_entry = True
+    protodesc.field(entry, "key", 1, _F.TYPE_STRING)
+    protodesc.field(entry, "value", 2, _F.TYPE_STRING)
+    protodesc.field(info, "properties", 7, _F.TYPE_MESSAGE, _F.LABEL_REPEATED,
+                    ".bookie.BookieServiceInfoFormat.PropertiesEntry")
     # CookieFormat (DataFormats.proto): a bookie's cookie, written in protobuf text format.
     cookie = file.message_type.add(name="CookieFormat")
     protodesc.field(cookie, "bookieHost", 1, _F.TYPE_STRING, req)
@@ -163,7 +169,8 @@ def decode_cookie(data: bytes) -> dict:
 
 
 def encode_service_info(host: str, port: int, tls: bool = False,
-                        rpc_port: int | None = None) -> bytes:
+                        rpc_port: int | None = None,
+                        properties: dict[str, str] | None = None) -> bytes:
     """A registered bookie's znode data: its HTTP endpoint (docs/cluster.md §1), protocol
     ``https`` when its listener speaks TLS only (clients pick the scheme from it); then,
     when the bookie speaks Apache BookKeeper's protocol, the endpoint BookKeeper's own
@@ -173,7 +180,16 @@ def encode_service_info(host: str, port: int, tls: bool = False,
     info.endpoints.add(id="http", port=port, host=host, protocol="https" if tls else "http")
     if rpc_port is not None:
         info.endpoints.add(id="bookie", port=rpc_port, host=host, protocol="bookie-rpc")
-    return info.SerializeToString()
+    for key, value in sorted((properties or {}).items()):
+        info.properties[key] = value  # the bookie's place (api/client/topology.py)
+    return info.SerializeToString(deterministic=True)
+
+
+def decode_service_info_properties(data: bytes) -> dict[str, str]:
+    """The service info's ``properties`` map (a bookie's topology, among others)."""
+    info = BookieServiceInfoFormat()
+    info.ParseFromString(bytes(data))
+    return dict(info.properties)
 
 
 def decode_service_info(data: bytes) -> list[tuple[str, str, int, str]]:

@@ -37,6 +37,7 @@ from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNo
 
 from api.client import metadata_format
 from api.client.fragments import referenced_bookies
+from api.client.topology import RACK_MAP_PATH
 from api.client.metadata import BadVersion, LedgerExists, LedgerMetadata, MetadataError
 from api.client.metadata_paths import is_level, ledger_id_of, ledger_path
 from api.client.metadata_uri import parse_uri
@@ -47,8 +48,8 @@ from bookie.errors import NoLedger
 
 __all__ = ["ZK_ANSWER_S", "ZkUnavailable", "zk_call", "zk_read", "zk_start", "zk_watch",
            "KazooClient",
-           "alive_bookies", "bookie_scheme", "ZkMetadataStore", "parse_uri",
-           "writable_bookies"]
+           "alive_bookies", "bookie_scheme", "bookie_service_info", "read_rack_map",
+           "ZkMetadataStore", "parse_uri", "writable_bookies"]
 
 LAYOUT = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1\n"
 
@@ -265,6 +266,15 @@ def writable_bookies(client: KazooClient, root: str) -> list[str]:
 def bookie_scheme(client: KazooClient, root: str, bookie_id: str) -> str | None:
     """``http`` or ``https``: the protocol a registered bookie's service info names (an
     https bookie speaks TLS only); None if it is not registered or names neither."""
+    return bookie_service_info(client, root, bookie_id)[0]
+
+
+def bookie_service_info(client: KazooClient, root: str,
+                        bookie_id: str) -> tuple[str | None, dict[str, str] | None]:
+    """(scheme, properties) of a registered bookie's service info: the scheme as
+    ``bookie_scheme`` says; the properties (its place, api/client/topology.py), None if it
+    is not registered, empty if its info is not ours to read (an Apache BookKeeper
+    bookie's)."""
     for path in (f"{root}/available/{bookie_id}", f"{root}/available/readonly/{bookie_id}"):
         try:
             data, _ = zk_read(client.get_async, path)
@@ -274,13 +284,22 @@ def bookie_scheme(client: KazooClient, root: str, bookie_id: str) -> str | None:
             raise refused("read", path) from None
         try:
             endpoints = metadata_format.decode_service_info(data)
+            properties = metadata_format.decode_service_info_properties(data)
         except Exception:  # noqa: BLE001 - not ours (an Apache BookKeeper bookie's): no scheme
-            return None
-        for _, _, _, protocol in endpoints:
-            if protocol in ("http", "https"):
-                return protocol
+            return None, {}
+        schemes = [protocol for _, _, _, protocol in endpoints if protocol in ("http", "https")]
+        return (schemes[0] if schemes else None), properties
+    return None, None
+
+
+def read_rack_map(client: KazooClient) -> bytes | None:
+    """Pulsar's rack map (api/client/topology.py), None where there is none."""
+    try:
+        return zk_read(client.get_async, RACK_MAP_PATH)[0]
+    except NoNodeError:
         return None
-    return None
+    except NoAuthError:
+        raise refused("read", RACK_MAP_PATH) from None
 
 
 def alive_bookies(client: KazooClient, root: str) -> set[str]:

@@ -36,6 +36,7 @@ from api.client.metadata_format import (MetadataFormatError, decode_cookie, enco
                                        encode_service_info)
 from api.client.metadata import MetadataError
 from api.client.zookeeper import ZkMetadataStore
+from api.cluster.placement_config import published_place
 from api.cluster.gc_metadata import MetadataGc
 from api.cluster.underreplication import Underreplication
 from api.cluster.zookeeper import (ZkCookies, ZkRegistration, cluster_instance_id,
@@ -63,7 +64,8 @@ class ClusterMember:
                  rpc_port: int | None = None) -> None:
         self.bookie = bookie
         self.bookie_id = f"{host}:{port}"
-        info = encode_service_info(host, port, bookie.config.tls, rpc_port)
+        info = encode_service_info(host, port, bookie.config.tls, rpc_port,
+                                   published_place(bookie.config))
         self.registration = ZkRegistration(uri, self.bookie_id, info,
                                            on_change=self._changed)
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -26,7 +26,10 @@ registry of this app's own (so several bookies in one process never share metric
     bookie_autorecovery_underreplicated_ledgers     gauge, ledgers marked under-replicated
     bookie_autorecovery_auditor                     gauge, 1 while this bookie audits
     bookie_autorecovery_{ledgers_replicated,fragments_replaced,entries_copied,bytes_copied,
-                         failures}_total            counters of this bookie's worker
+                         failures,placement_moves}_total  counters of this bookie's worker
+    bookie_placement_{not_adhering,refused}_total{caller}  counters (docs/cluster.md §6)
+    bookie_autorecovery_placement_{not_adhering,softly_adhering}_ledgers  gauges, the
+                                                    auditor's last placement check
                                                     in ZooKeeper (cluster; refreshed every 2 s)
     bookie_gc_running / _suspended                  gauges, 1 while a run goes / suspended
     bookie_gc_runs_total                            counter
@@ -60,6 +63,29 @@ from bookie.disk_monitor import files_bytes
 from bookie.stats import Histogram
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def _placement(service):
+    """PP3's process-wide counts by caller (api/client/placement.py, reached through the
+    service: this room imports no client module), and the auditor's last placement check."""
+    counts = service.placement_counts
+    for name, by_caller, doc in (
+            ("not_adhering", counts.not_adhering, "placements made though a write set "
+             "breaks the policy (not strict), by caller"),
+            ("refused", counts.refused, "placements refused: strict, and no choice meets "
+             "the policy, by caller")):
+        family = CounterMetricFamily(f"bookie_placement_{name}", doc, labels=["caller"])
+        for caller in counts.CALLERS:
+            family.add_metric([caller], by_caller[caller])
+        yield family
+    report = service.auditor.placement_report if service.auditor is not None else None
+    if report is not None and service.elected:
+        for name, value in (("not_adhering", report.not_adhering),
+                            ("softly_adhering", report.softly_adhering)):
+            yield GaugeMetricFamily(f"bookie_autorecovery_placement_{name}_ledgers",
+                                    f"closed ledgers {name.replace('_', ' ')} to the "
+                                    f"placement policy at the auditor's last check",
+                                    value=value)
 
 
 def _histogram(name: str, doc: str, labels=(), children=None) -> HistogramMetricFamily:
@@ -147,9 +173,12 @@ class BookieCollector:
                                   ("fragments_replaced", "fragments copied and replaced"),
                                   ("entries_copied", "entries copied to new bookies"),
                                   ("bytes_copied", "bytes copied to new bookies"),
-                                  ("failures", "failed re-replication attempts")):
+                                  ("failures", "failed re-replication attempts"),
+                                  ("placement_moves", "copies moved for the placement "
+                                   "policy (docs/cluster.md §6)")):
                     yield CounterMetricFamily(f"bookie_autorecovery_{name}", doc,
                                               value=getattr(stats, name) if stats else 0)
+                yield from _placement(service)
 
     def _checkpoints(self):
         stats = self.bookie.stats

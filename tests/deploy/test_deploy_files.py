@@ -19,7 +19,8 @@ import tomllib
 
 import pytest
 
-from bookie.config import SETTINGS, load_config, render_defaults
+from bookie.config import SETTINGS, load_config
+from bookie.config_render import render_defaults
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEPLOY = os.path.join(ROOT, "deploy")

@@ -6,7 +6,7 @@ bookie it knows of is gone, and once one has been gone ``lostBookieRecoveryDelay
 (ZooKeeper's value, the setting stored there first) marks every ledger whose ensembles name
 it. Bookies being decommissioned count as lost at once. The replica check runs every
 ``replicas_check_interval_s`` (its last run is in ZooKeeper, so a new auditor keeps the
-rhythm).
+rhythm); the placement check every ``placement_check_interval_s`` (placement_check.py).
 
 Invariants:
     AU1. Marking is idempotent (UR1): a new auditor that takes over mid-marking marks the
@@ -31,6 +31,7 @@ import time
 from api.client.ensemble import BookKeeper
 from api.client.fragments import referenced_bookies
 from api.client.zookeeper import zk_call, zk_watch
+from api.cluster.autorecovery.placement_check import PlacementReport, check_placement
 from api.cluster.autorecovery.replica_check import check_ledgers
 from api.cluster.underreplication import Underreplication
 from bookie.errors import NoLedger
@@ -47,8 +48,12 @@ MARK_PAUSE_S = float(os.environ.get("BKTEST_AUDITOR_MARK_PAUSE_S", "0"))
 
 class Auditor:
     def __init__(self, bk: BookKeeper, ur: Underreplication, delay_default_s: int,
-                 replicas_check_interval_s: int, wake: asyncio.Event) -> None:
+                 replicas_check_interval_s: int, wake: asyncio.Event,
+                 placement_check_interval_s: int = 0) -> None:
         self.bk, self.ur = bk, ur
+        self.placement_check_interval_s = placement_check_interval_s
+        self.placement_report: PlacementReport | None = None  # the last placement check
+        self._placement_due = time.monotonic() + placement_check_interval_s
         self.delay_default_s = delay_default_s
         self.replicas_check_interval_s = replicas_check_interval_s
         self.wake = wake
@@ -75,6 +80,7 @@ class Auditor:
             try:
                 await self.audit_once()
                 await self._maybe_check_replicas()
+                await self._maybe_check_placement()
             except Exception:  # noqa: BLE001 - a lost session, a restart: next round
                 log.exception("audit round failed; retrying")
             try:
@@ -184,6 +190,19 @@ class Auditor:
         if last is not None and time.time() * 1000 - last < interval * 1000:
             return
         await self.check_replicas()
+
+    async def _maybe_check_placement(self) -> None:
+        """Every placement_check_interval_s of this auditor's reign, while enabled (AU2)."""
+        interval = self.placement_check_interval_s
+        if interval <= 0 or time.monotonic() < self._placement_due or \
+                not await asyncio.to_thread(self.ur.enabled):
+            return
+        self._placement_due = time.monotonic() + interval
+
+        async def mark(ledger_id: int) -> bool:
+            return await asyncio.to_thread(self.ur.mark, ledger_id, [])
+        self.placement_report = await check_placement(
+            self.bk, await self.bk.store.ledger_ids(), mark)
 
     async def check_replicas(self):
         alive = await self._alive()

@@ -27,6 +27,8 @@ from api.tls import bookie_client_context
 from api.cluster.autorecovery.auditor import Auditor
 from api.cluster.autorecovery.throttle import Throttle
 from api.cluster.autorecovery.worker import ReplicationWorker
+from api.client.placement import COUNTS
+from api.cluster.placement_config import placement_of
 from api.cluster.underreplication import Underreplication
 
 log = logging.getLogger("api.cluster.autorecovery")
@@ -45,9 +47,13 @@ class AutoRecovery:
         self.elected = False
         self._tasks: list[asyncio.Task] = []
 
+    #: PP3's counts (api/client/placement.py), for the bookie's /metrics.
+    placement_counts = COUNTS
+
     async def start(self) -> "AutoRecovery":
         # A TLS cluster's worker verifies the other bookies and shows its own certificate.
-        self.bk = await BookKeeper.connect(self.uri, tls=bookie_client_context(self.config))
+        self.bk = await BookKeeper.connect(self.uri, tls=bookie_client_context(self.config),
+                                           placement=placement_of(self.config))
         self.ur = Underreplication(self.bk.store.client, self.bk.store.root, self.holder_id)
         await asyncio.to_thread(self.ur.ensure)
         loop = asyncio.get_running_loop()
@@ -78,7 +84,8 @@ class AutoRecovery:
             if self.elected:
                 log.info("%s is the auditor", self.holder_id)
                 self.auditor = Auditor(self.bk, self.ur, self.config.lost_bookie_recovery_delay_s,
-                                       self.config.replicas_check_interval_s, asyncio.Event())
+                                       self.config.replicas_check_interval_s, asyncio.Event(),
+                                       self.config.placement_check_interval_s)
                 try:
                     await self.auditor.run(self._still_elected)
                 except Exception:  # noqa: BLE001 - logged; the election runs again

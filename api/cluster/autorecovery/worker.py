@@ -49,7 +49,6 @@ import asyncio
 import collections
 import dataclasses
 import logging
-import random
 import time
 import typing
 from typing import Callable
@@ -64,6 +63,7 @@ from api.client.ensemble_errors import NotEnoughBookies
 from api.client.ensemble_recovery import Recovery
 from api.client.fragments import Fragment, fragments, missing_entries
 from api.client.metadata import BadVersion, LedgerMetadata
+from api.cluster.autorecovery.placement_repair import repair_placement
 from api.cluster.autorecovery.throttle import Throttle
 from api.cluster.underreplication import Underreplication
 from bookie.errors import BookieError, IOFailure, NoLedger
@@ -100,6 +100,7 @@ class WorkerStats:
     entries_copied: int = 0
     bytes_copied: int = 0
     failures: int = 0
+    placement_moves: int = 0  # copies moved for the placement policy (PR1)
 
 
 class ReplicationWorker:
@@ -190,6 +191,7 @@ class ReplicationWorker:
                     failed = failed or exc
         if failed is not None:
             raise failed
+        await repair_placement(self, metadata, codec, alive, leaving)  # PR1
         current = await self.bk.store.read(ledger_id)
         left = [f for f in fragments(current) if f.last is not None and
                 await self._bad(current, f, replicas, alive, leaving)]
@@ -217,11 +219,15 @@ class ReplicationWorker:
                                     metadata.write_quorum))
 
     async def _replace(self, metadata: LedgerMetadata, fragment: Fragment, codec: LedgerCodec,
-                       alive: set[str], leaving: set[str]) -> LedgerMetadata:
+                       alive: set[str], leaving: set[str], targets=None) -> LedgerMetadata:
         first, members = metadata.ensembles[fragment.segment]
-        writable = await self.bk.writable_bookies()
-        candidates = [b for b in writable if b not in members and b not in leaving]
-        random.shuffle(candidates)
+        candidates = targets
+        if candidates is None:
+            writable = await self.bk.writable_bookies()
+            candidates = self.bk.placement.targets(  # PP1: best for the policy first
+                members, fragment.index, metadata.write_quorum,
+                [b for b in writable if b not in members and b not in leaving],
+                await self.bk.locations(list(members) + writable))
         entries = fragment.entries(metadata.ensemble_size, metadata.write_quorum)
         refusals = []
         for target in candidates:  # RW5: a target that refuses is ruled out

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import random
 
+from api.client.topology import Location
 from bookie import entry as framing
 from bookie.entry import METADATA_LENGTH, DigestType
 from bookie.errors import BookieError
@@ -50,6 +51,8 @@ class SimNetwork:
         self.bookies: dict[str, SimBookie] = {}
         self.partitions: set[tuple[str, str]] = set()  # (client, bookie)
         self.messages = 0
+        #: bookie id -> Location: the run's topology (plan.py; empty: one default rack).
+        self.topology: dict = {}
         self.paused: dict[str, asyncio.Event] = {}  # NW1: client -> set while it runs
         self.reframe = False
         self.reframed = 0  # recovery adds sent with another LAC than the copy read
@@ -246,4 +249,9 @@ class SimTransport:
 
     async def learn(self, bookie_ids) -> None:
         """No schemes here: it returns without yielding, so it changes no schedule."""
+
+    async def locations(self, bookie_ids) -> dict:
+        """The run's topology (``net.topology``; a bookie not in it: its own host in the
+        default rack). Returns without yielding, as ``learn``."""
+        return {b: self.net.topology.get(b) or Location(host=b) for b in bookie_ids}
 

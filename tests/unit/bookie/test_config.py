@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from bookie.config import (EXIT_BAD_CONFIG, SETTINGS, BookieConfig, ConfigError, load_config,
-                           render_config)
+from bookie.config import EXIT_BAD_CONFIG, SETTINGS, BookieConfig, ConfigError, load_config
+from bookie.config_render import render_config
 from tests.support.servers import ROOT
 
 

@@ -1,0 +1,293 @@
+"""Placement policies (docs/cluster.md §6): which bookies hold a ledger's copies, by the
+topology of api/client/topology.py, in BookKeeper's terms.
+
+Policies (setting ``placement_policy``):
+    random  any writable bookies (the behaviour before topologies).
+    host    no two copies of an entry on one host.
+    rack    every write set spans min(Qw, min_racks) racks (RackawareEnsemblePlacementPolicy,
+            ``minNumRacksPerWriteQuorum``); strict also keeps bookies of the default rack out
+            (``enforceMinNumRacksPerWriteQuorum``). The default, as BookKeeper's client's.
+    zone    every write set spans min(Qw, min_zones) zones, and min(Qw, desired_zones) to
+            meet it strictly (ZoneawareEnsemblePlacementPolicy's min/desired zones); strict
+            keeps bookies of the default zone out.
+A write set is positions i..i+Qw-1 (mod E) of a segment's ensemble, the bookies that hold
+one entry. Each write set adheres MEETS_STRICT, MEETS_SOFT (zone: fewer than desired zones)
+or FAIL, as BookKeeper's ``isEnsembleAdheringToPlacementPolicy`` grades it.
+
+Invariants:
+    PP1. One code for every caller: ensemble creation, a writer's ensemble change, recovery's
+         replacements, the replication worker's targets and the auditor's check all place
+         and grade through this module.
+    PP2. Among the candidates, a choice is the best of a few randomised greedy passes by
+         (failing write sets, soft ones, copies sharing a host, copies sharing a rack),
+         compared in that order; ties are broken at random, which spreads ledgers.
+    PP3. A placement with a failing write set is refused in strict mode (PlacementNotMet,
+         nothing is written) and otherwise made and counted (``COUNTS``, the metric
+         ``bookie_placement_not_adhering_total{caller}``), as BookKeeper counts an ensemble
+         not adhering to the placement policy.
+    PP4. When the candidates span one rack (host, zone: the level the policy needs), there is
+         nothing to choose by: the choice is random, with exactly the random calls made
+         before topologies (BookKeeper's "only one rack, use the random algorithm"), so the
+         simulator's seeds replay as they did.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import threading
+from collections import Counter
+from typing import Sequence
+
+from api.client.ensemble_errors import NotEnoughBookies
+from api.client.topology import Location
+
+POLICIES = ("random", "host", "rack", "zone")
+
+MEETS_STRICT, MEETS_SOFT, FAIL = "MEETS_STRICT", "MEETS_SOFT", "FAIL"
+#: Greedy passes per placement (PP2); each is O(candidates x Qw x Qw) per position.
+PASSES = 6
+
+log = logging.getLogger("bookie.placement")
+
+
+class PlacementNotMet(NotEnoughBookies):
+    """PP3: strict placement, and no choice among the writable bookies meets the policy."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PlacementRules:
+    policy: str = "rack"
+    min_racks: int = 2
+    min_zones: int = 2
+    desired_zones: int = 3
+    strict: bool = False
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"placement policy {self.policy!r}: one of {', '.join(POLICIES)}")
+        if not 1 <= self.min_zones <= self.desired_zones or self.min_racks < 1:
+            raise ValueError("need 1 <= min_zones <= desired_zones and min_racks >= 1")
+
+    def level(self, where: Location) -> str:
+        """What this policy spreads copies over (PP4)."""
+        return {"host": where.host, "zone": where.zone}.get(self.policy, where.rack)
+
+
+class PlacementCounts:
+    """PP3's counters, process-wide: a bookie's metrics read them for its autorecovery."""
+
+    #: Who places (PP1), the ``caller`` label of the metrics.
+    CALLERS = ("create", "ensemble_change", "recovery", "replication")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.not_adhering: Counter[str] = Counter()
+        self.refused: Counter[str] = Counter()
+
+    def count(self, caller: str, refused: bool) -> None:
+        with self._lock:
+            (self.refused if refused else self.not_adhering)[caller] += 1
+
+
+COUNTS = PlacementCounts()
+
+
+def write_sets(ensemble: Sequence, write_quorum: int) -> list[list]:
+    size = len(ensemble)
+    return [[ensemble[(i + j) % size] for j in range(min(write_quorum, size))]
+            for i in range(size)]
+
+
+def grade(rules: PlacementRules, places: Sequence[Location]) -> tuple[int, int, int, int]:
+    """One write set's (fail, soft, copies sharing a host, copies sharing a rack); while an
+    ensemble is being built the set may be partial, and is graded by its size."""
+    size = len(places)
+    host_shared = size - len({p.host for p in places})
+    rack_shared = size - len({p.rack for p in places})
+    zones = len({p.zone for p in places})
+    unplaced = rules.strict and any(not p.placed for p in places)
+    fail = soft = False
+    if rules.policy == "host":
+        fail = host_shared > 0
+    elif rules.policy == "rack":
+        fail = size - rack_shared < min(size, rules.min_racks) or unplaced
+    elif rules.policy == "zone":
+        fail = zones < min(size, rules.min_zones) or unplaced
+        soft = not fail and zones < min(size, rules.desired_zones)
+    return int(fail), int(soft), host_shared, rack_shared
+
+
+def _score(rules, sets) -> tuple[int, int, int, int]:
+    total = [0, 0, 0, 0]
+    for places in sets:
+        for k, value in enumerate(grade(rules, places)):
+            total[k] += value
+    return tuple(total)
+
+
+def adherence(rules: PlacementRules, ensemble: Sequence[str], write_quorum: int,
+              where: dict[str, Location]) -> str:
+    """BookKeeper's grade of a whole segment: FAIL if any write set fails, else MEETS_SOFT
+    if any is soft, else MEETS_STRICT."""
+    fail, soft, _, _ = _score(rules, ([where[b] for b in ws]
+                                      for ws in write_sets(ensemble, write_quorum)))
+    return FAIL if fail else MEETS_SOFT if soft else MEETS_STRICT
+
+
+class Placement:
+    """The policy in force for one client (PP1)."""
+
+    def __init__(self, rules: PlacementRules | None = None,
+                 counts: PlacementCounts = COUNTS) -> None:
+        self.rules = rules or PlacementRules()
+        self.counts = counts
+
+    @property
+    def needs_topology(self) -> bool:
+        return self.rules.policy != "random"
+
+    def _one_level(self, names, where) -> bool:
+        return not self.needs_topology or \
+            len({self.rules.level(where[b]) for b in names}) < 2
+
+    def new_ensemble(self, size: int, write_quorum: int, candidates: Sequence[str],
+                     where: dict[str, Location], caller: str = "create") -> tuple[str, ...]:
+        if len(candidates) < size:
+            raise NotEnoughBookies(f"{len(candidates)} writable bookies, the ensemble needs "
+                                   f"{size}")
+        if self._one_level(candidates, where):  # PP4
+            chosen = tuple(random.sample(list(candidates), size))
+        else:
+            chosen = self._best([None] * size, write_quorum, candidates, where)
+        return self._checked(chosen, write_quorum, where, caller)
+
+    def replace_one(self, ensemble: Sequence[str], index: int, write_quorum: int,
+                    candidates: Sequence[str], where: dict[str, Location],
+                    caller: str = "ensemble_change") -> tuple[str, ...]:
+        """The ensemble with ``ensemble[index]`` replaced by one of ``candidates``."""
+        if self._one_level(list(candidates) + list(ensemble), where):  # PP4
+            chosen = list(ensemble)
+            chosen[index] = random.choice(list(candidates))
+            return self._checked(tuple(chosen), write_quorum, where, caller)
+        return self.replace(ensemble, [index], write_quorum, candidates, where, caller)
+
+    def replace(self, ensemble: Sequence[str], indices: Sequence[int], write_quorum: int,
+                candidates: Sequence[str], where: dict[str, Location],
+                caller: str = "recovery") -> tuple[str, ...]:
+        """The ensemble with every index in ``indices`` replaced, each by another candidate."""
+        chosen: list = list(ensemble)
+        if self._one_level(list(candidates) + list(ensemble), where):  # PP4
+            for index, bookie_id in zip(indices, random.sample(list(candidates),
+                                                               len(indices))):
+                chosen[index] = bookie_id
+            return self._checked(tuple(chosen), write_quorum, where, caller)
+        for index in indices:
+            chosen[index] = None
+        return self._checked(self._best(chosen, write_quorum, candidates, where),
+                             write_quorum, where, caller)
+
+    def targets(self, ensemble: Sequence[str], index: int, write_quorum: int,
+                candidates: Sequence[str], where: dict[str, Location],
+                caller: str = "replication") -> list[str]:
+        """Every candidate for ``ensemble[index]``, best first (the replication worker tries
+        them in turn); ties in random order. PP3 on the write sets holding ``index``: in
+        strict mode a candidate that leaves one failing is not offered (none left: refused);
+        otherwise a best one that does is counted."""
+        ranked = list(candidates)
+        random.shuffle(ranked)
+        if self._one_level(ranked + list(ensemble), where):  # PP4
+            return ranked
+        trial = list(ensemble)
+        size = len(trial)
+        starts = [(index - k) % size for k in range(min(write_quorum, size))]
+
+        def score(candidate: str):
+            trial[index] = candidate
+            return _score(self.rules, ([where[trial[(start + j) % size]]
+                                        for j in range(min(write_quorum, size))]
+                                       for start in starts))
+        scored = sorted(((score(c), n, c) for n, c in enumerate(ranked)))  # n: the shuffle
+        passing = [c for grade_, _, c in scored if grade_[0] == 0]
+        if scored and not passing:
+            trial[index] = scored[0][2]
+            self._checked(tuple(trial), write_quorum, where, caller)  # counts; strict: raises
+        return [c for _, _, c in scored] if not self.rules.strict else passing
+
+    def best_move(self, ensemble: Sequence[str], write_quorum: int, candidates: Sequence[str],
+                  where: dict[str, Location]) -> tuple[int, str] | None:
+        """The one replacement (index, candidate) that most improves the segment's grade
+        (PP2's order), None if none improves it: how a worker repairs placement one copy
+        at a time (PR1 in api/cluster/autorecovery/placement_repair.py)."""
+        def score(members) -> tuple:
+            return _score(self.rules, ([where[b] for b in ws]
+                                       for ws in write_sets(members, write_quorum)))
+        best, best_score = None, score(ensemble)
+        shuffled = list(candidates)
+        random.shuffle(shuffled)
+        for index in range(len(ensemble)):
+            trial = list(ensemble)
+            for candidate in shuffled:
+                trial[index] = candidate
+                trial_score = score(trial)
+                if trial_score < best_score:
+                    best, best_score = (index, candidate), trial_score
+        return best
+
+    def adherence(self, ensemble, write_quorum: int, where) -> str:
+        return adherence(self.rules, ensemble, write_quorum, where)
+
+    def _checked(self, chosen: tuple, write_quorum: int, where, caller: str) -> tuple:
+        """PP3."""
+        if not self.needs_topology or self.adherence(chosen, write_quorum, where) != FAIL:
+            return chosen
+        refused = self.rules.strict
+        self.counts.count(caller, refused)
+        detail = ", ".join(f"{b}@{where[b].location}/{where[b].host}" for b in chosen)
+        if refused:
+            log.warning("placement (%s): no choice meets the %s policy: refused (%s)", caller,
+                        self.rules.policy, detail)
+            raise PlacementNotMet(
+                f"strict {self.rules.policy}-aware placement: the writable bookies cannot "
+                f"give every write set of {write_quorum} the spread the policy needs (best "
+                f"choice: {detail}); add bookies in other "
+                f"{'hosts' if self.rules.policy == 'host' else self.rules.policy + 's'} or "
+                f"turn strict placement off")
+        log.info("placement (%s): does not meet the %s policy, placed anyway: %s", caller,
+                 self.rules.policy, detail)
+        return chosen
+
+    def _best(self, fixed: list, write_quorum: int, candidates, where) -> tuple[str, ...]:
+        """PP2: the best of PASSES greedy passes filling the ``None`` positions."""
+        best, best_score = None, None
+        for _ in range(PASSES):
+            filled = self._greedy(list(fixed), write_quorum, candidates, where)
+            score = _score(self.rules, ([where[b] for b in ws]
+                                        for ws in write_sets(filled, write_quorum)))
+            if best_score is None or score < best_score:
+                best, best_score = filled, score
+            if best_score[:3] == (0, 0, 0):
+                break
+        return tuple(best)
+
+    def _greedy(self, ensemble: list, write_quorum: int, candidates, where) -> list:
+        size = len(ensemble)
+        for position in [i for i, b in enumerate(ensemble) if b is None]:
+            starts = [(position - k) % size for k in range(min(write_quorum, size))]
+            best, best_score = [], None
+            for candidate in candidates:
+                if candidate in ensemble:
+                    continue
+                ensemble[position] = candidate
+                score = _score(self.rules, (
+                    [where[b] for j in range(min(write_quorum, size))
+                     if (b := ensemble[(start + j) % size]) is not None] for start in starts))
+                if best_score is None or score < best_score:
+                    best, best_score = [candidate], score
+                elif score == best_score:
+                    best.append(candidate)
+            if not best:
+                raise NotEnoughBookies(f"{len(candidates)} candidates for {size} places")
+            ensemble[position] = random.choice(best)
+        return ensemble
