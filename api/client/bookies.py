@@ -89,6 +89,10 @@ class HttpTransport:
                 if properties is not None:
                     self._properties[bookie_id] = properties
 
+    def published(self, bookie_id: str) -> dict[str, str] | None:
+        """What a bookie's registration said when it was first seen (its properties)."""
+        return self._properties.get(bookie_id)
+
     async def locations(self, bookie_ids) -> dict[str, Location]:
         """TP1: Pulsar's rack map (read each time: an operator's change counts at once),
         else each bookie's registration, else the default rack."""

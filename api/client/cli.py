@@ -112,6 +112,11 @@ def _add_write(commands) -> None:
                        "them, acknowledged at --ack-quorum (docs/cluster.md)")
     write.add_argument("--write-quorum", type=int, metavar="QW", help="default: E")
     write.add_argument("--ack-quorum", type=int, metavar="QA", help="default: QW")
+    write.add_argument("--placement", default="rack", choices=("random", "host", "rack", "zone"),
+                       help="how the ensemble spreads over the bookies' racks, zones or hosts "
+                       "(docs/cluster.md §6; default rack, as BookKeeper's client)")
+    write.add_argument("--placement-strict", action="store_true",
+                       help="refuse the ledger when the policy cannot be met")
 
 
 def _add_read_and_tail(commands) -> None:

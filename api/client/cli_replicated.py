@@ -9,6 +9,7 @@ import sys
 
 from api.client.ensemble import BookKeeper
 from api.client.metadata_uri import is_zookeeper
+from api.client.placement import Placement, PlacementRules
 
 
 def cluster_uri(args) -> str | None:
@@ -29,7 +30,8 @@ async def write(args, store, records, print_json) -> int:
     if cluster_uri(args) is None:
         raise ValueError("--ensemble needs --metadata-service-uri zk://host:port/ledgers")
     qw = args.write_quorum or args.ensemble
-    async with await BookKeeper.connect(cluster_uri(args)) as bk:
+    rules = PlacementRules(policy=args.placement, strict=args.placement_strict)
+    async with await BookKeeper.connect(cluster_uri(args), placement=Placement(rules)) as bk:
         writer = await bk.create_ledger(args.ensemble, qw, args.ack_quorum or qw,
                                         args.digest, args.password)
         in_flight = asyncio.Semaphore(256)  # bounded: appends wait past 256 unacknowledged

@@ -3,6 +3,8 @@ machine, the way a developer tries it.
 
     bookie cluster init --metadata-service-uri zk://HOST:PORT/ledgers
     bookie cluster up --bookies 3 [--dir ./cluster] [--base-port 3181]
+                      [--hosts M --racks N --zones Z --placement host|rack|zone]
+    bookie cluster topology [--write-rack-map] [--script FILE]
     bookie cluster add [--dir ./cluster]
     bookie cluster status [--dir ./cluster]
     bookie cluster down [--dir ./cluster]
@@ -13,6 +15,9 @@ with progress lines) until each is ready and registered, and writes ``<dir>/clus
 (PIDs, ports, the metadata URI), and prints the ``export BOOKIE_METADATA_SERVICE_URI=...``
 line after which no command needs ``--metadata-service-uri``. ``add`` starts one more bookie
 in a running local cluster, on the port after the highest, and waits until it is ready.
+With ``--hosts``, ``--racks`` or ``--zones`` each
+bookie gets a place (``topology_location``, ``topology_host``: api/cluster/topology_cli.py),
+which ``add`` continues; ``topology`` lists where each bookie stands (docs/cluster.md §6).
 ``init`` writes ``<root>/INSTANCEID`` (a new UUID, as
 BookKeeper's ``shell initnewcluster``) into a tree that has none: every bookie's cookie then
 carries it, and a bookie whose dirs name another instance refuses to start (CK2 in
@@ -37,6 +42,7 @@ from api.client.metadata import MetadataError
 from api.cluster.local_bookies import (alive, client_env, client_ssl, make_pki, next_free,
                                       port_free, rpc_text, say, start_bookie, wait_gone,
                                       wait_ready)
+from api.cluster import topology_cli
 from api.cluster.local_zookeeper import ZooKeeperServer, missing
 
 STATE_FILE = "cluster.json"
@@ -50,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="bookie cluster", description="A local cluster: one ZooKeeper and N bookies on "
         "127.0.0.1, each bookie with its own data dir (docs/cluster.md). 'up' starts it, "
         "'status' shows it, 'down' stops it.")
-    commands = parser.add_subparsers(dest="command", metavar="init|up|add|status|down")
+    commands = parser.add_subparsers(dest="command",
+                                     metavar="init|up|add|status|down|topology")
     init = commands.add_parser(
         "init", help="give a cluster's ZooKeeper tree its instance id (INSTANCEID), once",
         description="Create <root>/INSTANCEID (a new UUID, BookKeeper's format) where the tree "
@@ -76,6 +83,18 @@ def build_parser() -> argparse.ArgumentParser:
                          "setting, docs/bookkeeper-protocol.md): the first bookie on this "
                          "port, the others on the next ones; BookKeeper's clients, shell "
                          "and autorecovery then use the cluster (default: off)")
+    up.add_argument("--hosts", type=int, default=None,
+                    help="lay the bookies out on this many hosts (bookie i on host i mod "
+                         "HOSTS; each bookie's topology_host), for host-aware placement")
+    up.add_argument("--racks", type=int, default=1,
+                    help="racks the hosts stand in (host h in rack h mod RACKS; each "
+                         "bookie's topology_location /zone-Z/rack-R; default 1)")
+    up.add_argument("--zones", type=int, default=1,
+                    help="zones the racks stand in (rack r in zone r mod ZONES; default 1)")
+    up.add_argument("--placement", default="rack", choices=("random", "host", "rack", "zone"),
+                    help="the bookies' autorecovery placement policy (placement_policy; "
+                         "docs/cluster.md §6; default rack)")
+    topology_cli.add_parser(commands)
     for command in (up, commands.add_parser("add", help="start one more bookie in the local "
                                             "cluster, on the next port; wait until ready"),
                     commands.add_parser("status", help="bookies, state, space, ledgers"),
@@ -94,7 +113,7 @@ def main(argv: list[str]) -> int:
     logging.getLogger("kazoo").setLevel(logging.ERROR)  # its reconnect warnings: ZK5's line
     try:
         return {"init": init_cluster, "up": up, "add": add, "status": status,
-                "down": down}[args.command](args)
+                "down": down, "topology": topology_cli.run}[args.command](args)
     except MetadataError as exc:  # ZooKeeper's refusal or silence (ZK5): said, no traceback
         print(f"bookie cluster {args.command}: {exc}", file=sys.stderr)
         return 1
@@ -131,9 +150,9 @@ def up(args) -> int:
     rpc_ports = ([args.rpc_base_port + i for i in range(args.bookies)]
                  if args.rpc_base_port is not None else [None] * args.bookies)
     taken = [port for port in ports + rpc_ports if port is not None and not port_free(port)]
-    if args.bookies < 1 or taken:
+    if args.bookies < 1 or taken or min(args.hosts or 1, args.racks, args.zones) < 1:
         say(f"ports {taken} are in use: choose another --base-port" if taken
-            else "--bookies must be at least 1")
+            else "--bookies, --hosts, --racks and --zones must be at least 1")
         return 2
     os.makedirs(root, exist_ok=True)
     say(f"starting ZooKeeper in {root}/zookeeper ...")
@@ -142,9 +161,13 @@ def up(args) -> int:
     state = {"metadataServiceUri": uri, "zookeeper": {"pid": zookeeper.pid,
                                                       "port": zookeeper.port},
              "bookies": [], "tls": make_pki(root) if args.tls else None,
-             "rpc": args.rpc_base_port is not None}
+             "rpc": args.rpc_base_port is not None,
+             "layout": {"hosts": args.hosts or args.bookies, "racks": args.racks,
+                        "zones": args.zones, "placement": args.placement,
+                        "placed": bool(args.hosts or args.racks > 1 or args.zones > 1)}}
     for index, (port, rpc_port) in enumerate(zip(ports, rpc_ports)):
-        state["bookies"].append(start_bookie(root, index, port, uri, state["tls"], rpc_port))
+        state["bookies"].append(start_bookie(root, index, port, uri, state["tls"], rpc_port,
+                                             _place(state, index)))
     _save(root, state)
     ok = all(wait_ready(bookie, state["tls"]) for bookie in state["bookies"])
     say(f"metadata service: {uri}")
@@ -173,7 +196,7 @@ def add(args) -> int:
     if state.get("rpc"):
         rpc_port = next_free(max(b["rpcPort"] for b in state["bookies"]) + 1, avoid=port)
     bookie = start_bookie(root, len(state["bookies"]), port, state["metadataServiceUri"],
-                           state.get("tls"), rpc_port)
+                           state.get("tls"), rpc_port, _place(state, len(state["bookies"])))
     state["bookies"].append(bookie)
     _save(root, state)
     ok = wait_ready(bookie, state.get("tls"))
@@ -181,6 +204,17 @@ def add(args) -> int:
         say(f"bookie {bookie['id']}: {bookie['url']}{rpc_text(bookie)} (data "
             f"{bookie['dataDir']}, pid {bookie['pid']})")
     return 0 if ok else 1
+
+
+def _place(state: dict, index: int) -> dict:
+    """Bookie ``index``'s settings for its place and policy (topology_cli.local_layout)."""
+    layout = state.get("layout") or {}
+    place = {"placement_policy": layout.get("placement", "rack")}
+    if layout.get("placed"):
+        where = topology_cli.local_layout(index, layout["racks"], layout["hosts"],
+                                          layout["zones"])
+        place.update(topology_location=where["location"], topology_host=where["host"])
+    return place
 
 
 def _load(root: str) -> dict | None:

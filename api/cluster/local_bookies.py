@@ -71,7 +71,8 @@ def next_free(port: int, avoid: int | None = None) -> int:
 
 
 def start_bookie(root: str, index: int, port: int, uri: str, tls: dict | None = None,
-                  rpc_port: int | None = None) -> dict:
+                  rpc_port: int | None = None, settings: dict | None = None) -> dict:
+    """``settings``: more settings for this bookie (its place: api/cluster/topology_cli.py)."""
     home = os.path.join(root, f"bookie-{index}")
     os.makedirs(home, exist_ok=True)
     log = open(os.path.join(home, "bookie.log"), "ab")
@@ -84,15 +85,19 @@ def start_bookie(root: str, index: int, port: int, uri: str, tls: dict | None = 
                  "--tls-ca-file", tls["ca"]]
     if rpc_port is not None:
         flags += ["--bookie-port", str(rpc_port)]
+    for name, value in (settings or {}).items():
+        flags += [f"--{name.replace('_', '-')}", str(value)]
     proc = subprocess.Popen(
         [sys.executable, "-m", "bookie", "serve", "--data-dir", os.path.join(home, "data"),
          "--host", "127.0.0.1", "--port", str(port), "--metadata-service-uri", uri, *flags],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    say(f"starting bookie {index} on port {port} (pid {proc.pid}) ...")
+    place = f" at {settings['topology_location']} on {settings['topology_host']}" \
+        if settings and "topology_location" in settings else ""
+    say(f"starting bookie {index} on port {port}{place} (pid {proc.pid}) ...")
     scheme = "https" if tls is not None else "http"
     return {"id": f"127.0.0.1:{port}", "url": f"{scheme}://127.0.0.1:{port}", "pid": proc.pid,
             "dataDir": os.path.join(home, "data"), "log": os.path.join(home, "bookie.log"),
-            "rpcPort": rpc_port}
+            "rpcPort": rpc_port, **({"place": settings} if settings else {})}
 
 
 def wait_ready(bookie: dict, tls: dict | None = None) -> bool:

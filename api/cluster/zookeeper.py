@@ -19,6 +19,7 @@ from kazoo.exceptions import NoAuthError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 
 from api.client.zk_auth import new_client, refused
+from api.client.topology import RACK_MAP_PATH
 from api.client.zookeeper import parse_uri, zk_call, zk_read, zk_start
 
 
@@ -197,3 +198,14 @@ def count_underreplicated(client: KazooClient, root: str) -> int:
         return found
 
     return walk(f"{root}/underreplication/ledgers", 0)
+
+
+def write_rack_map(client: KazooClient, data: bytes) -> None:
+    """Pulsar's rack map (``/bookies``, api/client/topology.py), created or replaced whole:
+    what ``pulsar-admin bookies set-bookie-rack`` leaves there."""
+    try:
+        zk_call(client.create_async, RACK_MAP_PATH, data, makepath=True)
+    except NodeExistsError:
+        zk_call(client.set_async, RACK_MAP_PATH, data)
+    except NoAuthError:
+        raise refused("write", RACK_MAP_PATH) from None

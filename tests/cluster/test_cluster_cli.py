@@ -169,3 +169,40 @@ def test_a_tls_cluster_up_and_the_commands_over_it(tmp_path):
     finally:
         down = bookie("cluster", "down", "--dir", home)
     assert down.returncode == 0, down.stdout
+
+
+def test_up_with_racks_and_hosts_places_each_bookie_and_topology_shows_and_exports_it(tmp_path):
+    """`up --hosts 2 --racks 2`: each bookie publishes its place (docs/cluster.md §6), `add`
+    continues the layout, `topology` lists them, writes Pulsar's rack map and a script for
+    BookKeeper's ScriptBasedMapping, and warns that one address holds several racks."""
+    home = str(tmp_path / "cluster")
+    base = consecutive_free_ports(4)
+    up = bookie("cluster", "up", "--bookies", "3", "--hosts", "2", "--racks", "2", "--dir",
+                home, "--base-port", str(base), "--placement", "host")
+    assert up.returncode == 0, up.stdout + up.stderr
+    uri = json.load(open(os.path.join(home, "cluster.json")))["metadataServiceUri"]
+    try:
+        assert f"on port {base} at /zone-0/rack-0 on host-0" in up.stdout
+        assert f"on port {base + 1} at /zone-0/rack-1 on host-1" in up.stdout
+        added = bookie("cluster", "add", "--dir", home)
+        assert added.returncode == 0 and "at /zone-0/rack-1 on host-1" in added.stdout
+        script = tmp_path / "topology.sh"
+        shown = bookie("cluster", "topology", "--metadata-service-uri", uri,
+                       "--write-rack-map", "--script", str(script))
+        rows = [line.split() for line in shown.stdout.splitlines()[1:5]]
+        assert rows == [[f"127.0.0.1:{base + i}", f"/zone-0/rack-{i % 2}", f"host-{i % 2}",
+                         "registration"] for i in range(4)], shown.stdout
+        assert "wrote Pulsar's rack map /bookies: 4 bookies" in shown.stdout
+        assert shown.returncode == 1 and "bookies at 127.0.0.1 stand in different racks" \
+            in shown.stdout
+        again = bookie("cluster", "topology", "--metadata-service-uri", uri)
+        assert [line.split()[-1] for line in again.stdout.splitlines()[1:5]] == \
+            ["map"] * 4  # "rack map": the map written above wins now
+        resolved = subprocess.run(["sh", str(script), "127.0.0.1", "10.9.9.9"],
+                                  capture_output=True, text=True, check=True)
+        assert resolved.stdout.split() == ["/zone-0/rack-0", "/default-region/default-rack"]
+        cluster_json = json.load(open(os.path.join(home, "cluster.json")))
+        assert cluster_json["bookies"][3]["place"]["placement_policy"] == "host"
+    finally:
+        down = bookie("cluster", "down", "--dir", home)
+    assert down.returncode == 0, down.stdout

@@ -1,0 +1,171 @@
+"""Placement by topology on a real cluster (docs/cluster.md §6): bookies publish where they
+stand, and every caller of the placement policy keeps each write set across racks: ledger
+creation, a writer's ensemble change, recovery's replacement, the replication worker's
+target, and the auditor's placement check with the worker's repair (PP1, PC1, PR1).
+
+Six bookies on three racks, two in each: with a 3/2 ensemble each write set is a pair of
+them, so only one bookie (the other one of the lost bookie's rack) keeps a replacement
+across racks. Random placement (the code before this) keeps all three racks in 40% of
+ensembles and picks the one right replacement one time in three.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+
+import pytest
+
+from api.client.ensemble import BookKeeper
+from api.client.placement import (MEETS_STRICT, Placement, PlacementCounts, PlacementNotMet,
+                                  PlacementRules)
+from api.client.topology import Location, encode_rack_map
+from api.cluster.zookeeper import write_rack_map
+from scripts.drill_cluster import payload_of
+from tests.cluster.test_autorecovery import (FLAGS, PASSWORD, bookie_id, cleanup,  # noqa: F401
+                                             fully_replicated, wait_until)
+from tests.support.servers import Daemon
+
+RACKS = 3
+
+
+def start_racked(tmp_path, zk_uri, count: int, *extra: str) -> dict[str, Daemon]:
+    """Bookie i in rack i mod 3 (zone i mod 3), on host i: {bookie id: daemon}."""
+    daemons = [Daemon(str(tmp_path / f"b{i}" / "data"), *FLAGS, *extra,
+                      "--topology-location", f"/zone-{i % RACKS}/rack-{i % RACKS}",
+                      "--topology-host", f"host-{i}", "--metadata-service-uri",
+                      zk_uri).start() for i in range(count)]
+    return {bookie_id(d): d for d in daemons}
+
+
+def rack_policy(**rules) -> Placement:
+    return Placement(PlacementRules(policy="rack", **rules), PlacementCounts())
+
+
+async def segments_adhere(bk: BookKeeper, ledger_id: int) -> bool:
+    metadata = await bk.store.read(ledger_id)
+    named = sorted({b for _, members in metadata.ensembles for b in members})
+    where = await bk.transport.locations(named)
+    return all(bk.placement.adherence(members, metadata.write_quorum, where) == MEETS_STRICT
+               for _, members in metadata.ensembles)
+
+
+async def write(bk: BookKeeper, entries: int, close: bool = True, **quorums):
+    quorums = {"ensemble": 3, "write_quorum": 2, "ack_quorum": 2, **quorums}
+    writer = await bk.create_ledger(password=PASSWORD, **quorums)
+    payloads = [payload_of(writer.ledger_id, e) for e in range(entries)]
+    for payload in payloads:
+        await writer.append(payload)
+    if close:
+        await writer.close()
+    return writer, payloads
+
+
+async def test_new_ledgers_span_the_racks_the_bookies_publish_and_the_rack_map_wins(
+        tmp_path, zk_uri, cleanup):
+    bookies = start_racked(tmp_path, zk_uri, 6)
+    cleanup.extend(bookies.values())
+    async with await BookKeeper.connect(zk_uri, placement=rack_policy()) as bk:
+        for _ in range(15):
+            writer, _ = await write(bk, 1)
+            assert await segments_adhere(bk, writer.ledger_id), writer.metadata.ensembles
+        assert not bk.placement.counts.not_adhering
+        # Pulsar's rack map puts five bookies in one rack: it beats their registrations,
+        # and two racks cannot hold a 3/3 ensemble over three racks.
+        ids = sorted(bookies)
+        moved = {b: Location("/zone-9/rack-9", f"h{n}") for n, b in enumerate(ids[:5])}
+        await asyncio.to_thread(write_rack_map, bk.store.client, encode_rack_map(moved))
+        where = await bk.transport.locations(ids)
+        assert [where[b].location for b in ids[:5]] == ["/zone-9/rack-9"] * 5
+        assert where[ids[5]].location.startswith("/zone-")  # its registration's
+        await write(bk, 1)  # not strict: placed, and counted as not adhering
+        assert bk.placement.counts.not_adhering == {"create": 1}
+        strict = rack_policy(min_racks=3, strict=True)
+        async with await BookKeeper.connect(zk_uri, placement=strict) as strict_bk:
+            before = await strict_bk.store.ledger_ids()
+            with pytest.raises(PlacementNotMet, match="strict rack-aware placement"):
+                await strict_bk.create_ledger(3, 3, 2, password=PASSWORD)
+            assert await strict_bk.store.ledger_ids() == before  # nothing was created
+            assert strict.counts.refused == {"create": 1}
+
+
+async def test_a_writer_s_ensemble_change_and_recovery_replace_within_the_rack(
+        tmp_path, zk_uri, cleanup):
+    bookies = start_racked(tmp_path, zk_uri, 6)
+    cleanup.extend(bookies.values())
+    async with await BookKeeper.connect(zk_uri, placement=rack_policy()) as bk:
+        writer, _ = await write(bk, 10, close=False)
+        where = await bk.transport.locations(sorted(bookies))
+        victim = writer.metadata.ensembles[0][1][0]
+        bookies[victim].kill9()
+        for e in range(10, 30):  # the change: the victim's adds fail, it is replaced
+            await writer.append(payload_of(writer.ledger_id, e))
+        replaced = writer.metadata.ensembles[-1][1][0]
+        assert replaced != victim and where[replaced].rack == where[victim].rack
+        await writer.close()
+        assert await segments_adhere(bk, writer.ledger_id)
+        # Recovery: an open 3/3/2 ledger whose writer is gone; a bookie of its ensemble is
+        # down, so recovery's write-back replaces it (RC1) by placement.
+        writer, _ = await write(bk, 10, close=False, ensemble=3, write_quorum=3)
+        members = writer.metadata.ensembles[-1][1]
+        lost = next(b for b in members if bookies[b].proc.poll() is None)
+        bookies[lost].kill9()
+        async with await BookKeeper.connect(zk_uri, placement=rack_policy()) as other:
+            reader = await other.open_ledger(writer.ledger_id, PASSWORD)
+        final = reader.metadata.ensembles[-1][1]
+        assert lost not in final, reader.metadata.ensembles
+        newcomer = next(b for b in final if b not in members)
+        assert where[newcomer].rack == where[lost].rack
+        assert await segments_adhere(bk, writer.ledger_id)
+
+
+async def test_the_worker_re_replicates_a_lost_bookie_into_its_rack(tmp_path, zk_uri, cleanup):
+    bookies = start_racked(tmp_path, zk_uri, 6)
+    cleanup.extend(bookies.values())
+    async with await BookKeeper.connect(zk_uri, placement=rack_policy()) as bk:
+        written = {}
+        for _ in range(6):
+            writer, payloads = await write(bk, 20)
+            written[writer.ledger_id] = payloads
+        victim = writer.metadata.ensembles[0][1][1]
+        bookies[victim].kill9()
+
+        async def restored():
+            return not await fully_replicated(bk, written, {victim})
+        await wait_until(restored, f"the copies on {victim} back on other bookies")
+        for ledger_id in written:
+            assert await segments_adhere(bk, ledger_id), (await bk.store.read(ledger_id))
+
+
+async def test_the_auditor_finds_ledgers_placed_across_too_few_racks_and_workers_move_them(
+        tmp_path, zk_uri, cleanup):
+    bookies = start_racked(tmp_path, zk_uri, 6, "--placement-check-interval-s", "1")
+    cleanup.extend(bookies.values())
+    async with await BookKeeper.connect(zk_uri, placement=rack_policy()) as bk:
+        random_bk = await BookKeeper.connect(zk_uri, placement=Placement(PlacementRules(
+            policy="random"), PlacementCounts()))
+        written = {}
+        async with random_bk:
+            while len(written) < 4:  # ledgers that break the policy, as random placement does
+                writer, payloads = await write(random_bk, 30)
+                if not await segments_adhere(bk, writer.ledger_id):
+                    written[writer.ledger_id] = payloads
+
+        async def repaired():
+            return all([await segments_adhere(bk, i) for i in written])
+        await wait_until(repaired, "every ledger's write sets across two racks")
+        assert not await fully_replicated(bk, written, set())  # every copy where it belongs
+
+        async def gauge_zero():
+            texts = [await asyncio.to_thread(metrics, d) for d in bookies.values()]
+            return any("bookie_autorecovery_placement_not_adhering_ledgers 0.0" in text
+                       for text in texts)
+        await wait_until(gauge_zero, "the auditor's gauge at 0 ledgers not adhering")
+        moves = sum(float(line.split()[-1]) for d in bookies.values()
+                    for line in metrics(d).splitlines()
+                    if line.startswith("bookie_autorecovery_placement_moves_total"))
+        assert moves >= len(written)
+
+
+def metrics(daemon: Daemon) -> str:
+    return urllib.request.urlopen(daemon.url + "/metrics", timeout=10).read().decode()
