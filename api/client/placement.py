@@ -49,7 +49,7 @@ MEETS_STRICT, MEETS_SOFT, FAIL = "MEETS_STRICT", "MEETS_SOFT", "FAIL"
 #: Greedy passes per placement (PP2); each is O(candidates x Qw x Qw) per position.
 PASSES = 6
 
-log = logging.getLogger("bookie.placement")
+log = logging.getLogger("api.client.placement")
 
 
 class PlacementNotMet(NotEnoughBookies):
@@ -193,8 +193,8 @@ class Placement:
                 caller: str = "replication") -> list[str]:
         """Every candidate for ``ensemble[index]``, best first (the replication worker tries
         them in turn); ties in random order. PP3 on the write sets holding ``index``: in
-        strict mode a candidate that leaves one failing is not offered (none left: refused);
-        otherwise a best one that does is counted."""
+        strict mode a candidate that leaves one failing is not offered (none left: refused).
+        The one taken is counted by ``note`` once it is in the metadata."""
         ranked = list(candidates)
         random.shuffle(ranked)
         if self._one_level(ranked + list(ensemble), where):  # PP4
@@ -210,10 +210,18 @@ class Placement:
                                        for start in starts))
         scored = sorted(((score(c), n, c) for n, c in enumerate(ranked)))  # n: the shuffle
         passing = [c for grade_, _, c in scored if grade_[0] == 0]
+        if not self.rules.strict:
+            return [c for _, _, c in scored]
         if scored and not passing:
             trial[index] = scored[0][2]
-            self._checked(tuple(trial), write_quorum, where, caller)  # counts; strict: raises
-        return [c for _, _, c in scored] if not self.rules.strict else passing
+            self._checked(tuple(trial), write_quorum, where, caller)  # counted, refused
+        return passing
+
+    def note(self, chosen: Sequence[str], write_quorum: int, where: dict[str, Location],
+             caller: str = "replication") -> None:
+        """PP3 for a choice made from ``targets``: counted if the segment it leaves fails."""
+        if self.needs_topology and self.adherence(chosen, write_quorum, where) == FAIL:
+            self.counts.count(caller, False)
 
     def best_move(self, ensemble: Sequence[str], write_quorum: int, candidates: Sequence[str],
                   where: dict[str, Location]) -> tuple[int, str] | None:

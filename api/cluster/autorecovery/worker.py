@@ -258,6 +258,8 @@ class ReplicationWorker:
             except BadVersion:
                 continue
             self.stats.fragments_replaced += 1
+            self.bk.placement.note(chosen, metadata.write_quorum,  # PP3
+                                   await self.bk.locations(chosen))
             log.info("ledger %d segment %d: %s replaced by %s (%d entries copied)",
                      metadata.ledger_id, first, fragment.bookie_id, target, len(entries))
             return updated

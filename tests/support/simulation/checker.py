@@ -156,9 +156,11 @@ class Checker:
                                          f"{bookie_id}, which the final metadata names for it:"
                                          f" its GC deleted it")
 
-    def not_wedged(self, metadata, marker, up: set[str]) -> None:
+    def not_wedged(self, metadata, marker, up: set[str], offered=None) -> None:
         """LIVE: a ledger still marked at the end, while some closed fragment on a bookie
-        that is down could go to an up bookie outside its segment, is wedged."""
+        that is down could go to an up bookie outside its segment, is wedged. ``offered``
+        (members, index, Qw, candidates) -> the candidates the placement allows (strict
+        placement refuses some: topology.py), default all."""
         if marker is None or not metadata.closed:
             return
         for fragment in fragments(metadata):
@@ -167,6 +169,9 @@ class Checker:
                 continue
             members = metadata.ensembles[fragment.segment][1]
             candidates = sorted(up - set(members))
+            if offered is not None:
+                candidates = sorted(offered(members, fragment.index, metadata.write_quorum,
+                                            candidates))
             if candidates:
                 self.violation("LIVE", f"the ledger stays marked under-replicated for "
                                        f"{marker[0]}: {fragment.bookie_id}'s fragment of "

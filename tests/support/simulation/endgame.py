@@ -22,6 +22,7 @@ from api.cluster.autorecovery.throttle import Throttle
 from api.cluster.autorecovery.worker import ReplicationWorker
 from tests.support.simulation.clients import CLIENT_ERRORS, PASSWORD
 from tests.support.simulation.gc import GC_EVERY_S
+from tests.support.simulation.topology import check_placement, offered
 
 #: The reader processes of the final check (the second reads in batches, RD3).
 FINAL_READERS = ("reader#1", "reader#2")
@@ -110,8 +111,11 @@ class Endgame:
                   for b, bookie in self.net.bookies.items() if self.ledger_id in bookie.memory}
         deleted = {b: gc.deleted.get(self.ledger_id, set()) for b, gc in self.gcs.items()}
         self.checker.gc_kept_named_copies(metadata, copies, deleted, up)
-        self.checker.not_wedged(metadata, self.ur.marker(self.ledger_id), up)
+        self.checker.not_wedged(metadata, self.ur.marker(self.ledger_id), up,
+                                offered(self))
         await self.side.final(up)
+        if self.plan.topology:
+            await check_placement(self)  # TOPO
 
     async def _read_all(self, name: str, last: int,
                         ledger_id: int | None = None) -> dict[int, bytes | None]:

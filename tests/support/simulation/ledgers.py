@@ -19,6 +19,7 @@ import asyncio
 from api.client.fragments import referenced_bookies
 from tests.support.simulation.checker import Checker
 from tests.support.simulation.clients import CLIENT_ERRORS, PASSWORD
+from tests.support.simulation.topology import offered
 
 #: A side writer that has not closed by then is killed (its ledger is recovered at the end).
 SIDE_WRITE_MAX_S = 10.0
@@ -123,7 +124,7 @@ class SideLedgers:
                       for b, bookie in bookies if ledger_id in bookie.memory}
             deleted = {b: gc.deleted.get(ledger_id, set()) for b, gc in run.gcs.items()}
             checker.gc_kept_named_copies(metadata, copies, deleted, up)
-            checker.not_wedged(metadata, run.ur.marker(ledger_id), up)
+            checker.not_wedged(metadata, run.ur.marker(ledger_id), up, offered(run))
 
     def _gone(self, ledger_id: int, up: set[str]) -> None:
         """DL1."""

@@ -100,6 +100,12 @@ class Plan:
     zombie_adds: int = 0
     intruder: str = ""  # "" | r2 | late: when a wrong-password client acts (intruder.py)
     reframe: bool = False  # recovery adds framed again with another LAC (W6)
+    # Issue 39 (topology.py, its own seeds' plans only): 9 bookies on 3 hosts in 3 racks and
+    # 3 zones, the clients' placement policy, and a whole rack (host) lost for good.
+    topology: str = ""  # "" | host | rack | zone: the policy every client places by
+    strict: bool = False
+    lose_rack: int | None = None  # the rack lost for good after the close; None: none
+    placed_by: str = ""  # the clients' policy when not ``topology`` (TOPO's own test)
 
     def text(self) -> str:
         kill = "no kill (writer closes)" if self.kill_after is None else \
@@ -114,7 +120,9 @@ class Plan:
                    f"return_wait={self.return_wait}" if self.returns else "")
                 + f" side_ledgers={self.side_ledgers} side_deletes={self.side_deletes} "
                 f"zombie={self.zombie}{'(late)' if self.zombie_late else ''}"
-                f"+{self.zombie_adds} intruder={self.intruder or '-'} reframe={self.reframe}")
+                f"+{self.zombie_adds} intruder={self.intruder or '-'} reframe={self.reframe}"
+                + (f" topology={self.topology}{'(strict)' if self.strict else ''} "
+                   f"lose_rack={self.lose_rack}" if self.topology else ""))
 
 
 def _faults(rng: random.Random, bookies, ensemble: int) -> list[Fault]:

@@ -26,6 +26,7 @@ import random
 from api.cluster.autorecovery.throttle import Throttle
 from api.cluster.autorecovery.worker import ReplicationWorker
 from api.client.ensemble import BookKeeper
+from api.client.placement import PlacementCounts
 from tests.support.simulation.checker import Checker
 from tests.support.simulation.clients import CLIENT_ERRORS, PASSWORD, TIMEOUTS
 from tests.support.simulation.endgame import Endgame
@@ -39,6 +40,7 @@ from tests.support.simulation.metadata import SimMetadataStore, SimUnderreplicat
 from tests.support.simulation.network import SimNetwork, SimTransport
 from tests.support.simulation.plan import Plan
 from tests.support.simulation.processes import Processes, detached
+from tests.support.simulation.topology import layout, lose_rack, placement_of, topology_plan
 from tests.support.simulation.trace import Trace
 from tests.support.simulation.zombie import GatedStore, Zombie
 
@@ -61,6 +63,7 @@ class Outcome:
     zombies: int = 0  # zombie writers resumed after recovery closed their ledger
     wrong_password_refusals: int = 0  # Unauthorized answers to the intruder
     deletes: int = 0  # other ledgers deleted from the metadata (DL1 checked)
+    rack_losses: int = 0  # whole racks lost for good (topology.py RACK)
     reframed: int = 0  # recovery adds framed again with another LAC (W6)
     zk_errors: int = 0  # ZkUnavailable raised to a caller (SM4-SM6)
 
@@ -94,6 +97,11 @@ class _Run(Endgame):
         self.zombie = Zombie(self)
         self.intruder = Intruder(self)
         self.writer = self.driver = None
+        self.placement_counts = PlacementCounts()  # PP3's counts of this run's clients
+        self.placement = placement_of(plan, self.placement_counts)
+        if plan.topology:
+            self.net.topology = layout(plan.bookies)
+        self.rack_losses = 0
 
     def _last_segment(self) -> tuple[str, ...]:
         metadata = self.store.ledgers.get(self.ledger_id)
@@ -101,7 +109,8 @@ class _Run(Endgame):
 
     def bk(self, name: str) -> BookKeeper:
         store = GatedStore(self.store, self.net, name) if name == "writer" else self.store
-        return BookKeeper(store, transport=SimTransport(self.net, name), **TIMEOUTS)
+        return BookKeeper(store, transport=SimTransport(self.net, name),
+                          placement=self.placement, **TIMEOUTS)
 
     def phase(self, name: str) -> None:
         self.trace(f"PHASE {name}")
@@ -151,6 +160,8 @@ class _Run(Endgame):
         await self.side.recover_open()
         if plan.returns:
             await self._return()
+        if plan.lose_rack is not None:
+            await lose_rack(self)
         if plan.intruder == "late":
             await self.processes.spawn("intruder", self.intruder.act(self.ledger_id))
         await self.zombie.resume(self.driver)
@@ -348,7 +359,7 @@ def run_plan(plan: Plan) -> Outcome:
                    revived=sum(b.revived for b in run.net.bookies.values()),
                    zombies=int(plan.zombie), wrong_password_refusals=run.intruder.refused,
                    deletes=run.side.deletes, reframed=run.net.reframed,
-                   zk_errors=run.store.zk_errors)
+                   zk_errors=run.store.zk_errors, rack_losses=run.rack_losses)
 
 
 def run_seed(seed: int, faults=None) -> Outcome:
@@ -357,3 +368,8 @@ def run_seed(seed: int, faults=None) -> Outcome:
     if faults is not None:
         plan = dataclasses.replace(plan, faults=tuple(faults))
     return run_plan(plan)
+
+
+def run_topology_seed(seed: int, placed_by: str | None = None) -> Outcome:
+    """A seed on the topology (topology.py): 9 bookies, 3 hosts, racks and zones."""
+    return run_plan(topology_plan(seed, placed_by))

@@ -7,17 +7,26 @@ delays too, so a shrunk plan is a new run that still fails, not a replay with a 
 
 from __future__ import annotations
 
-from tests.support.simulation.scenario import Outcome, run_seed
+import dataclasses
+
+from tests.support.simulation.scenario import Outcome, run_plan, run_seed
+from tests.support.simulation.topology import topology_plan
 
 
 def _same_failure(outcome: Outcome, properties: set[str]) -> bool:
     return bool(properties & {v.split(":")[0] for v in outcome.violations})
 
 
-def shrink(seed: int, rounds: int = 3) -> Outcome:
-    """The failing ``seed`` with as few faults as still give one of its violated
-    properties; the original outcome if it does not fail."""
-    best = run_seed(seed)
+def shrink(seed: int, rounds: int = 3, topology: bool = False) -> Outcome:
+    """The failing ``seed`` (on the topology: topology.py) with as few faults as still give
+    one of its violated properties; the original outcome if it does not fail."""
+    def run(faults=None) -> Outcome:
+        if not topology:
+            return run_seed(seed, faults)
+        plan = topology_plan(seed)
+        return run_plan(plan if faults is None else dataclasses.replace(plan,
+                                                                          faults=tuple(faults)))
+    best = run()
     if not best.failed:
         return best
     properties = {v.split(":")[0] for v in best.violations}
@@ -27,7 +36,7 @@ def shrink(seed: int, rounds: int = 3) -> Outcome:
         at = 0
         while at < len(faults):
             trial = faults[:at] + faults[at + 1:]
-            outcome = run_seed(seed, trial)
+            outcome = run(trial)
             if _same_failure(outcome, properties):
                 faults, best, changed = trial, outcome, True
             else:
