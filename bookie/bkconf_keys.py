@@ -57,6 +57,18 @@ def _ratio(text: str) -> float:
     return float(text.strip())
 
 
+#: ensemblePlacementPolicy's classes and our placement_policy (docs/cluster.md §6).
+_POLICIES = {f"org.apache.bookkeeper.client.{name}EnsemblePlacementPolicy": policy
+             for name, policy in (("Rackaware", "rack"), ("Zoneaware", "zone"),
+                                  ("Default", "random"))}
+
+
+def _policy(text: str) -> str:
+    if text.strip() not in _POLICIES:
+        raise ValueError(f"{text.strip()}: not one of {', '.join(sorted(_POLICIES))}")
+    return _POLICIES[text.strip()]
+
+
 def _bool(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered not in ("true", "false"):  # BookKeeper's getBoolean knows these two only
@@ -111,6 +123,18 @@ MAPPED: tuple[Mapped, ...] = (
     Mapped("replicationRateByBytes", "rereplication_rate_bytes", _unthrottled_below_1,
            "bytes/s; -1 (unthrottled) becomes 0"),
     Mapped("auditorReplicasCheckInterval", "replicas_check_interval_s", _int,
+           "s, as is (0 = never, both)"),
+    Mapped("ensemblePlacementPolicy", "placement_policy", _policy,
+           "Rackaware: rack, Zoneaware: zone, Default: random; another class: exit 78"),
+    Mapped("minNumRacksPerWriteQuorum", "placement_min_racks_per_write_quorum", _int,
+           "as is"),
+    Mapped("enforceMinNumRacksPerWriteQuorum", "placement_strict", _bool, "as is"),
+    Mapped("enforceStrictZoneawarePlacement", "placement_strict", _bool,
+           "as is (either enforce key sets it)"),
+    Mapped("minNumZonesPerWriteQuorum", "placement_min_zones_per_write_quorum", _int, "as is"),
+    Mapped("desiredNumZonesPerWriteQuorum", "placement_desired_zones_per_write_quorum", _int,
+           "as is"),
+    Mapped("auditorPeriodicPlacementPolicyCheckInterval", "placement_check_interval_s", _int,
            "s, as is (0 = never, both)"),
     Mapped("maxPendingAddRequestsPerThread", "bookie_max_pending_adds", _int,
            "as is (ours bounds one connection)"),
@@ -234,12 +258,10 @@ IGNORED_GROUPS: dict[str, tuple[str, ...]] = {
         "prometheusStatsLatencyRolloverSeconds enableStatistics exposeDefaultJVMMetrics "
         "limitStatsLogging sanityCheckMetricsEnabled"),
     "a client's setting, not a bookie's": _keys(
-        "digestType passwd enableDigestTypeAutodetection ensemblePlacementPolicy "
+        "digestType passwd enableDigestTypeAutodetection "
         "reppDnsResolverClass networkTopologyScriptFileName networkTopologyScriptNumberArgs "
-        "minNumRacksPerWriteQuorum enforceMinNumRacksPerWriteQuorum "
-        "enforceMinNumFaultDomainsForWrite desiredNumZonesPerWriteQuorum "
-        "minNumZonesPerWriteQuorum enforceStrictZoneawarePlacement "
-        "ignoreLocalNodeInPlacementPolicy stickyReadSEnabled reorderReadSequenceEnabled "
+        "enforceMinNumFaultDomainsForWrite ignoreLocalNodeInPlacementPolicy "
+        "stickyReadSEnabled reorderReadSequenceEnabled "
         "enableHealthCheck ledgerIdFormatterClass entryFormatterClass ledgerMetadataVersion "
         "bookieAddressResolverEnabled storeSystemTimeAsLedgerCreationTime available"),
     "stream storage and DistributedLog are not part of this bookie": _keys(
@@ -307,10 +329,11 @@ IGNORED_GROUPS: dict[str, tuple[str, ...]] = {
 #: why: keys. Any value asks for what this bookie does not do: listed at WARN.
 REFUSED_GROUPS: dict[str, tuple[str, ...]] = {
     "the auditor's schedule and batching are fixed here (docs/cluster.md §4); only "
-    "lostBookieRecoveryDelay, openLedgerRereplicationGracePeriod, replicationRateByBytes and "
-    "auditorReplicasCheckInterval are settings": _keys(
+    "lostBookieRecoveryDelay, openLedgerRereplicationGracePeriod, replicationRateByBytes, "
+    "auditorReplicasCheckInterval and auditorPeriodicPlacementPolicyCheckInterval are "
+    "settings": _keys(
         "auditorPeriodicCheckInterval auditorPeriodicBookieCheckInterval "
-        "auditorPeriodicPlacementPolicyCheckInterval auditorLedgerVerificationPercentage "
+        "auditorLedgerVerificationPercentage "
         "auditorMaxNumberOfConcurrentOpenLedgerOperations "
         "auditorAcquireConcurrentOpenLedgerOperationsTimeOutMSec "
         "inFlightReadEntryNumInLedgerChecker repairedPlacementPolicyNotAdheringBookieEnabled "

@@ -7,6 +7,10 @@ Invariant:
     DS2. An entry completes when Qa distinct indices of its write set acknowledged: an index
          counts at most once (a set), only while the segment placing the entry still names
          the bookie that answered, and not at all once withdrawn by an ensemble change (EN1).
+    DS3. A bookie this writer replaced is not its replacement again while another writable
+         bookie can be: a bookie killed -9 stays registered until its ZooKeeper session
+         expires, and a writer used to replace one dead bookie by another and back (found by
+         the topology drill: rack-aware placement kept picking the dead rack's bookies).
 """
 
 from __future__ import annotations
@@ -103,6 +107,7 @@ class EnsembleWriter:
         self._pending: dict[int, _Pending] = {}
         self._changing: asyncio.Lock = asyncio.Lock()
         self._blocked = 0  # > 0 while an ensemble change is being committed (EN1)
+        self._replaced: set[str] = set()  # DS3: bookies this writer replaced
         self._error: BaseException | None = None
         self._tasks: set[asyncio.Task] = set()
         self._queues: dict[str, _BookieQueue] = {}
@@ -292,8 +297,11 @@ class EnsembleWriter:
             current = self.metadata
             if current.state is not MetadataState.OPEN:
                 raise Fenced(f"ledger {self.ledger_id} is {current.state.value}")
+            self._replaced.add(failed)
             candidates = [b for b in await self.bk.writable_bookies()
                           if b not in self.ensemble and b != failed]
+            fresh = [b for b in candidates if b not in self._replaced]  # DS3
+            candidates = fresh or candidates
             if not candidates:
                 raise NotEnoughBookies(f"no writable bookie to replace {failed} in ledger "
                                        f"{self.ledger_id}")

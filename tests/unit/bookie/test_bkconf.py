@@ -96,6 +96,14 @@ CONVERSIONS = [
      31),
     ("replicationRateByBytes", "-1", "rereplication_rate_bytes", 0),
     ("auditorReplicasCheckInterval", "604800", "replicas_check_interval_s", 604_800),
+    ("ensemblePlacementPolicy", "org.apache.bookkeeper.client.ZoneawareEnsemblePlacementPolicy",
+     "placement_policy", "zone"),
+    ("minNumRacksPerWriteQuorum", "3", "placement_min_racks_per_write_quorum", 3),
+    ("enforceMinNumRacksPerWriteQuorum", "true", "placement_strict", True),
+    ("enforceStrictZoneawarePlacement", "true", "placement_strict", True),
+    ("minNumZonesPerWriteQuorum", "1", "placement_min_zones_per_write_quorum", 1),
+    ("desiredNumZonesPerWriteQuorum", "4", "placement_desired_zones_per_write_quorum", 4),
+    ("auditorPeriodicPlacementPolicyCheckInterval", "600", "placement_check_interval_s", 600),
     ("maxPendingAddRequestsPerThread", "500", "bookie_max_pending_adds", 500),
     ("maxReadsInProgressLimit", "0", "bookie_max_reads_in_progress", 10_000_000),
 ]
@@ -119,6 +127,9 @@ def test_a_bad_value_is_refused_naming_file_line_and_key(tmp_path):
         _load(tmp_path, "journalMaxSizeMB=lots\n")
     with pytest.raises(ConfigError, match="bookie_port = 70000 is above its maximum"):
         _load(tmp_path, "bookiePort=70000\n")
+    with pytest.raises(ConfigError, match="RegionAwareEnsemblePlacementPolicy: not one of"):
+        _load(tmp_path, "ensemblePlacementPolicy=org.apache.bookkeeper.client."
+                        "RegionAwareEnsemblePlacementPolicy\n")
 
 
 # -- directories, metadata, TLS -----------------------------------------------------------

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Several bookies on one host as a way to use a machine (docs/operations.md §5.9): 1, 2 and 4
+bookie daemons on the cores left after the client, against the same offered load.
+
+    .venv/bin/python scripts/bench_bookies_per_host.py [--counts 1,2,4] [--seconds 15]
+        [--runs 3] [--outstanding 2000] [--ledgers 24] [--bookie-cores 0] [--client-core 1]
+
+Per point: N bookie daemons (``bookie serve`` with ``bookie_port``, each its own process,
+data dir and journal on this machine's disk under /var/tmp), all pinned to
+``--bookie-cores``; one client process pinned to ``--client-core`` pipelining v3 adds of 1 KiB
+entries over ``--ledgers`` ledgers, ledger L on bookie L mod N (E=Qw=Qa=1: the bookies'
+capacity, not a quorum's), ``--outstanding`` in flight in all. Prints adds/s and p50/p99 add
+latency, medians over ``--runs`` interleaved runs, each count beside N=1 measured in the same
+run. A bookie is a Python process: one core's worth of its work runs at a time (the GIL),
+so the figures say what N processes get from the cores they are given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import shutil
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from scripts.bench_dirs import _frame  # noqa: E402
+from tests.support.zookeeper import free_port  # noqa: E402
+
+_I32 = struct.Struct(">i")
+WARMUP_S = 3.0
+
+
+def client(ports: list[int], seconds: float, outstanding: int, ledgers: int) -> None:
+    """Adds as fast as answers come, ledger L to bookie L mod N; prints the EOK adds after
+    the warm-up, the seconds measured, p50 and p99 (ms) and the answers not EOK."""
+    from api.bkproto import v3
+
+    socks = []
+    for port in ports:
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        socks.append(sock)
+    body, eok, refused = b"x" * 1024, v3.STATUS["EOK"], 0
+    next_entry, sent_at, latencies = [0] * ledgers, {}, []
+    buffers = {sock: b"" for sock in socks}
+    started = time.monotonic()
+    deadline, measured_from, txn = started + seconds, started + WARMUP_S, 0
+    while time.monotonic() < deadline:
+        batches: dict = {}
+        while len(sent_at) < outstanding:
+            ledger = txn % ledgers
+            sock = socks[ledger % len(socks)]
+            batches.setdefault(sock, []).append(_frame(ledger + 1, next_entry[ledger], txn,
+                                                       body))
+            next_entry[ledger] += 1
+            sent_at[txn] = time.monotonic()
+            txn += 1
+        for sock, frames in batches.items():
+            sock.sendall(b"".join(frames))
+        for sock in select.select(socks, [], [], 0.001)[0]:
+            buffer = buffers[sock] + sock.recv(1 << 20)
+            at, now = 0, time.monotonic()
+            while len(buffer) - at >= 4:
+                length = _I32.unpack_from(buffer, at)[0]
+                if len(buffer) - at - 4 < length:
+                    break
+                response = v3.Response.FromString(buffer[at + 4:at + 4 + length])
+                sent = sent_at.pop(response.header.txnId)
+                if response.addResponse.status != eok:
+                    refused += 1
+                elif sent >= measured_from:
+                    latencies.append(now - sent)
+                at += 4 + length
+            buffers[sock] = buffer[at:]
+    latencies.sort()
+    p50, p99 = (latencies[int(len(latencies) * q)] * 1000 for q in (0.5, 0.99))
+    print(len(latencies), time.monotonic() - measured_from, p50, p99, refused, flush=True)
+
+
+def _start(count: int, base: str, cores: str) -> list[tuple[subprocess.Popen, int]]:
+    bookies = []
+    for i in range(count):
+        port, rpc = free_port(), free_port()
+        home = os.path.join(base, f"bookie-{i}")
+        os.makedirs(home)
+        proc = subprocess.Popen(
+            ["taskset", "-c", cores, sys.executable, "-m", "bookie", "serve", "--data-dir",
+             os.path.join(home, "data"), "--port", str(port), "--bookie-port", str(rpc),
+             "--journal-queue-max-bytes", "256MiB", "--gc-interval-ms", "0"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=open(os.path.join(home, "log"), "wb"),
+            text=True)
+        bookies.append((proc, rpc))
+    for proc, _ in bookies:  # ready: its second line names the bookie_port
+        for _ in range(2):
+            if not proc.stdout.readline():
+                raise RuntimeError(f"a bookie exited; see its log under {base}")
+    return bookies
+
+
+def measure(count: int, args, run: int) -> dict:
+    base = tempfile.mkdtemp(prefix=f"bookies-{count}-{run}-", dir="/var/tmp")
+    bookies = _start(count, base, args.bookie_cores)
+    try:
+        out = subprocess.run(
+            ["taskset", "-c", args.client_core, sys.executable, os.path.abspath(__file__),
+             "--client", ",".join(str(rpc) for _, rpc in bookies), "--seconds",
+             str(args.seconds + WARMUP_S), "--outstanding", str(args.outstanding),
+             "--ledgers", str(args.ledgers)], capture_output=True, text=True, check=True)
+    finally:
+        for proc, _ in bookies:
+            proc.terminate()
+        for proc, _ in bookies:
+            proc.wait(timeout=120)
+        shutil.rmtree(base, ignore_errors=True)
+    answered, elapsed, p50, p99, refused = out.stdout.split()[-5:]
+    if int(refused):
+        raise RuntimeError(f"{count} bookies: {refused} adds not answered EOK")
+    return {"rate": int(answered) / float(elapsed), "p50": float(p50), "p99": float(p99)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--counts", default="1,2,4")
+    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--outstanding", type=int, default=2000)
+    parser.add_argument("--ledgers", type=int, default=24)
+    parser.add_argument("--bookie-cores", default="0")
+    parser.add_argument("--client-core", default="1")
+    parser.add_argument("--client", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.client:
+        client([int(p) for p in args.client.split(",")], args.seconds, args.outstanding,
+               args.ledgers)
+        return 0
+    counts = [int(c) for c in args.counts.split(",")]
+    print(f"bookies on cores {args.bookie_cores}, client on core {args.client_core}, "
+          f"{args.outstanding} adds of 1 KiB in flight over {args.ledgers} ledgers, "
+          f"{args.seconds:.0f} s windows, {args.runs} interleaved runs", flush=True)
+    results: dict[int, list[dict]] = {count: [] for count in counts}
+    for run in range(args.runs):
+        for count in counts:
+            point = measure(count, args, run)
+            results[count].append(point)
+            print(f"run {run} bookies={count}: {point['rate']:,.0f} adds/s, p50 "
+                  f"{point['p50']:.1f} ms, p99 {point['p99']:.1f} ms", flush=True)
+    one = statistics.median(p["rate"] for p in results[counts[0]])
+    for count in counts:
+        rates = [p["rate"] for p in results[count]]
+        rate = statistics.median(rates)
+        print(f"bookies={count} median of {args.runs}: {rate:,.0f} adds/s "
+              f"({min(rates):,.0f}-{max(rates):,.0f}) = {rate / one:.2f}x of {counts[0]}, "
+              f"p50 {statistics.median(p['p50'] for p in results[count]):.1f} ms, p99 "
+              f"{statistics.median(p['p99'] for p in results[count]):.1f} ms", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
