@@ -169,3 +169,33 @@ async def test_the_auditor_finds_ledgers_placed_across_too_few_racks_and_workers
 
 def metrics(daemon: Daemon) -> str:
     return urllib.request.urlopen(daemon.url + "/metrics", timeout=10).read().decode()
+
+
+async def test_a_writer_does_not_flap_between_two_dead_bookies_of_one_rack(
+        tmp_path, zk_uri, cleanup):
+    """DS3: a rack's two bookies die at once; both stay registered until their ZooKeeper
+    sessions expire (10 s). The rack policy prefers the dead rack's other bookie as the
+    replacement; before DS3 the writer then replaced that one by the first again, and back,
+    a metadata write each time, until the sessions expired."""
+    daemons = [Daemon(str(tmp_path / f"b{i}" / "data"), *FLAGS, "--topology-location",
+                      f"/zone-0/rack-{rack}", "--topology-host", f"host-{i}",
+                      "--metadata-service-uri", zk_uri).start()
+               for i, rack in enumerate((0, 0, 1, 1, 2))]
+    cleanup.extend(daemons)
+    bookies = {bookie_id(d): d for d in daemons}
+    async with await BookKeeper.connect(zk_uri, placement=rack_policy()) as bk:
+        writer, _ = await write(bk, 5, close=False)
+        where = await bk.transport.locations(sorted(bookies))
+        first = writer.metadata.ensembles[0][1]
+        dead = [b for b in bookies if where[b].rack.endswith("rack-0")]
+        assert len(set(dead) & set(first)) == 1  # one member, one spare of rack 0
+        for bookie in dead:
+            bookies[bookie].kill9()
+        for e in range(5, 25):
+            await writer.append(payload_of(writer.ledger_id, e))
+        segments = writer.metadata.ensembles
+        # At most two changes (member -> spare -> a live one), each one metadata write; a
+        # change at the same first entry rewrites the last segment, so count the writes.
+        assert writer.metadata.version <= 3, (writer.metadata.version, segments)
+        assert not set(dead) & set(segments[-1][1])
+        await writer.close()
