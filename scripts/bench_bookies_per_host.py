@@ -9,7 +9,10 @@ Per point: N bookie daemons (``bookie serve`` with ``bookie_port``, each its own
 data dir and journal on this machine's disk under /var/tmp), all pinned to
 ``--bookie-cores``; one client process pinned to ``--client-core`` pipelining v3 adds of 1 KiB
 entries over ``--ledgers`` ledgers, ledger L on bookie L mod N (E=Qw=Qa=1: the bookies'
-capacity, not a quorum's), ``--outstanding`` in flight in all. Prints adds/s and p50/p99 add
+capacity, not a quorum's), ``--outstanding`` in flight in all, over BookKeeper's v2 protocol
+(its packed frames cost the client ~1.3 us each against ~6 us for v3's protobuf, so one
+client core outruns the bookies). Each point also prints how busy the bookies' cores and
+the client's core were (/proc/stat): a bookie core near 100% is the limit. Prints adds/s and p50/p99 add
 latency, medians over ``--runs`` interleaved runs, each count beside N=1 measured in the same
 run. A bookie is a Python process: one core's worth of its work runs at a time (the GIL),
 so the figures say what N processes get from the cores they are given.
@@ -32,58 +35,91 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from scripts.bench_dirs import _frame  # noqa: E402
 from tests.support.zookeeper import free_port  # noqa: E402
 
 _I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_RESPONSE = struct.Struct(">Iiqq")  # v2: header, rc, ledgerId, entryId
 WARMUP_S = 3.0
 
 
-def client(ports: list[int], seconds: float, outstanding: int, ledgers: int) -> None:
-    """Adds as fast as answers come, ledger L to bookie L mod N; prints the EOK adds after
-    the warm-up, the seconds measured, p50 and p99 (ms) and the answers not EOK."""
-    from api.bkproto import v3
+def _cpu_times() -> dict[str, tuple[int, int]]:
+    """(busy, total) jiffies of each cpu<N> from /proc/stat."""
+    found = {}
+    with open("/proc/stat") as stat:
+        for line in stat:
+            name, *values = line.split()
+            if name.startswith("cpu") and name != "cpu":
+                numbers = [int(v) for v in values[:8]]
+                idle = numbers[3] + numbers[4]  # idle + iowait
+                found[name[3:]] = (sum(numbers) - idle, sum(numbers))
+    return found
+
+
+def busy(before, after, cores: str) -> float:
+    """Busy fraction of ``cores`` (a taskset list, "0" or "0,2") between two samples."""
+    spent = total = 0
+    for core in cores.split(","):
+        spent += after[core][0] - before[core][0]
+        total += after[core][1] - before[core][1]
+    return spent / total if total else 0.0
+
+
+def client(ports: list[int], seconds: float, outstanding: int, ledgers: int,
+           bookie_cores: str) -> None:
+    """v2 adds (BookKeeper's packed protocol: the cheapest frames to build, so the client's
+    one core outruns the bookies') as fast as answers come, ledger L to bookie L mod N;
+    prints the EOK adds after the warm-up, the seconds measured, p50 and p99 (ms), the
+    answers not EOK, and this client's core and the bookies' cores busy fractions over the
+    measured window."""
+    from api.bkproto import v2
+    from bookie.entry import DigestType, frame_entry, master_key
 
     socks = []
     for port in ports:
         sock = socket.create_connection(("127.0.0.1", port))
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         socks.append(sock)
-    body, eok, refused = b"x" * 1024, v3.STATUS["EOK"], 0
+    body, key, refused = b"x" * 1024, master_key(b"bench"), 0
+    header = _U32.pack(v2.pack_header(v2.CURRENT_PROTOCOL_VERSION, v2.ADDENTRY))
     next_entry, sent_at, latencies = [0] * ledgers, {}, []
     buffers = {sock: b"" for sock in socks}
     started = time.monotonic()
-    deadline, measured_from, txn = started + seconds, started + WARMUP_S, 0
-    while time.monotonic() < deadline:
+    deadline, measured_from, sent = started + seconds, started + WARMUP_S, 0
+    cpu_from = None
+    while (now := time.monotonic()) < deadline:
+        if cpu_from is None and now >= measured_from:
+            cpu_from = _cpu_times()
         batches: dict = {}
         while len(sent_at) < outstanding:
-            ledger = txn % ledgers
-            sock = socks[ledger % len(socks)]
-            batches.setdefault(sock, []).append(_frame(ledger + 1, next_entry[ledger], txn,
-                                                       body))
+            ledger = sent % ledgers
+            entry_id = next_entry[ledger]
+            entry = frame_entry(ledger + 1, entry_id, entry_id - 1, 0, body, DigestType.CRC32C)
+            batches.setdefault(socks[ledger % len(socks)], []).append(
+                _I32.pack(len(header) + len(key) + len(entry)) + header + key + entry)
             next_entry[ledger] += 1
-            sent_at[txn] = time.monotonic()
-            txn += 1
+            sent_at[(ledger + 1, entry_id)] = time.monotonic()
+            sent += 1
         for sock, frames in batches.items():
             sock.sendall(b"".join(frames))
         for sock in select.select(socks, [], [], 0.001)[0]:
             buffer = buffers[sock] + sock.recv(1 << 20)
             at, now = 0, time.monotonic()
-            while len(buffer) - at >= 4:
-                length = _I32.unpack_from(buffer, at)[0]
-                if len(buffer) - at - 4 < length:
-                    break
-                response = v3.Response.FromString(buffer[at + 4:at + 4 + length])
-                sent = sent_at.pop(response.header.txnId)
-                if response.addResponse.status != eok:
+            while len(buffer) - at >= 4 + v2.RESPONSE_HEADERS_SIZE:
+                _, rc, ledger_id, entry_id = _RESPONSE.unpack_from(buffer, at + 4)
+                at += 4 + _I32.unpack_from(buffer, at)[0]
+                sent_time = sent_at.pop((ledger_id, entry_id))
+                if rc != 0:
                     refused += 1
-                elif sent >= measured_from:
-                    latencies.append(now - sent)
-                at += 4 + length
+                elif sent_time >= measured_from:
+                    latencies.append(now - sent_time)
             buffers[sock] = buffer[at:]
+    cpu_to = _cpu_times()
     latencies.sort()
     p50, p99 = (latencies[int(len(latencies) * q)] * 1000 for q in (0.5, 0.99))
-    print(len(latencies), time.monotonic() - measured_from, p50, p99, refused, flush=True)
+    mine = ",".join(map(str, sorted(os.sched_getaffinity(0))))
+    print(len(latencies), time.monotonic() - measured_from, p50, p99, refused,
+          busy(cpu_from, cpu_to, mine), busy(cpu_from, cpu_to, bookie_cores), flush=True)
 
 
 def _start(count: int, base: str, cores: str) -> list[tuple[subprocess.Popen, int]]:
@@ -114,17 +150,19 @@ def measure(count: int, args, run: int) -> dict:
             ["taskset", "-c", args.client_core, sys.executable, os.path.abspath(__file__),
              "--client", ",".join(str(rpc) for _, rpc in bookies), "--seconds",
              str(args.seconds + WARMUP_S), "--outstanding", str(args.outstanding),
-             "--ledgers", str(args.ledgers)], capture_output=True, text=True, check=True)
+             "--ledgers", str(args.ledgers), "--bookie-cores", args.bookie_cores],
+            capture_output=True, text=True, check=True)
     finally:
         for proc, _ in bookies:
             proc.terminate()
         for proc, _ in bookies:
             proc.wait(timeout=120)
         shutil.rmtree(base, ignore_errors=True)
-    answered, elapsed, p50, p99, refused = out.stdout.split()[-5:]
+    answered, elapsed, p50, p99, refused, client_busy, bookies_busy = out.stdout.split()[-7:]
     if int(refused):
         raise RuntimeError(f"{count} bookies: {refused} adds not answered EOK")
-    return {"rate": int(answered) / float(elapsed), "p50": float(p50), "p99": float(p99)}
+    return {"rate": int(answered) / float(elapsed), "p50": float(p50), "p99": float(p99),
+            "client_busy": float(client_busy), "bookies_busy": float(bookies_busy)}
 
 
 def main() -> int:
@@ -140,7 +178,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.client:
         client([int(p) for p in args.client.split(",")], args.seconds, args.outstanding,
-               args.ledgers)
+               args.ledgers, args.bookie_cores)
         return 0
     counts = [int(c) for c in args.counts.split(",")]
     print(f"bookies on cores {args.bookie_cores}, client on core {args.client_core}, "
@@ -152,7 +190,9 @@ def main() -> int:
             point = measure(count, args, run)
             results[count].append(point)
             print(f"run {run} bookies={count}: {point['rate']:,.0f} adds/s, p50 "
-                  f"{point['p50']:.1f} ms, p99 {point['p99']:.1f} ms", flush=True)
+                  f"{point['p50']:.1f} ms, p99 {point['p99']:.1f} ms; busy: bookies' cores "
+                  f"{point['bookies_busy']:.0%}, client's {point['client_busy']:.0%}",
+                  flush=True)
     one = statistics.median(p["rate"] for p in results[counts[0]])
     for count in counts:
         rates = [p["rate"] for p in results[count]]
@@ -160,7 +200,10 @@ def main() -> int:
         print(f"bookies={count} median of {args.runs}: {rate:,.0f} adds/s "
               f"({min(rates):,.0f}-{max(rates):,.0f}) = {rate / one:.2f}x of {counts[0]}, "
               f"p50 {statistics.median(p['p50'] for p in results[count]):.1f} ms, p99 "
-              f"{statistics.median(p['p99'] for p in results[count]):.1f} ms", flush=True)
+              f"{statistics.median(p['p99'] for p in results[count]):.1f} ms, bookies' cores "
+              f"{statistics.median(p['bookies_busy'] for p in results[count]):.0%} busy, "
+              f"client's {statistics.median(p['client_busy'] for p in results[count]):.0%}",
+              flush=True)
     return 0
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 from typing import Callable
 
@@ -51,6 +52,7 @@ __all__ = ["ZK_ANSWER_S", "ZkUnavailable", "zk_call", "zk_read", "zk_start", "zk
            "alive_bookies", "bookie_scheme", "bookie_service_info", "read_rack_map",
            "ZkMetadataStore", "parse_uri", "writable_bookies"]
 
+log = logging.getLogger("api.client.zookeeper")
 LAYOUT = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1\n"
 
 
@@ -293,13 +295,23 @@ def bookie_service_info(client: KazooClient, root: str,
 
 
 def read_rack_map(client: KazooClient) -> bytes | None:
-    """Pulsar's rack map (api/client/topology.py), None where there is none."""
+    """Pulsar's rack map (api/client/topology.py), None where there is none, or where its
+    ACL keeps this client out (said once in the log): the map is optional, and a ledger's
+    creation must not fail on it (the registrations still place the bookies)."""
     try:
         return zk_read(client.get_async, RACK_MAP_PATH)[0]
     except NoNodeError:
         return None
     except NoAuthError:
-        raise refused("read", RACK_MAP_PATH) from None
+        if not _RACK_MAP_REFUSED:
+            _RACK_MAP_REFUSED.append(True)
+            log.warning("Pulsar's rack map %s is not readable with this client's ZooKeeper "
+                        "credentials: placing by the bookies' registrations alone",
+                        RACK_MAP_PATH)
+        return None
+
+
+_RACK_MAP_REFUSED: list = []  # the warning above, once a process
 
 
 def alive_bookies(client: KazooClient, root: str) -> set[str]:

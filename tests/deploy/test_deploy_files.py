@@ -31,7 +31,11 @@ UNITS = ("bookie.service", "bookie@.service")
 #: The dashboard's cluster row and the cluster rules query these; a cluster bookie serves them
 #: (bookie_zk_registered with metadata_service_uri set; the under-replication gauge on the
 #: auditor's bookie, with autorecovery).
-CLUSTER_METRICS = {"bookie_zk_registered", "bookie_autorecovery_underreplicated_ledgers"}
+CLUSTER_METRICS = {"bookie_zk_registered", "bookie_autorecovery_underreplicated_ledgers",
+                   "bookie_autorecovery_placement_not_adhering_ledgers"}
+#: Served by the auditor alone, once its placement check ran: tests/cluster/test_placement.py
+#: reads it there (the alert's max() over the cluster sees that bookie's).
+AUDITOR_METRICS = {"bookie_autorecovery_placement_not_adhering_ledgers"}
 #: BookKeeper's names the dashboard and the rules query, as BookKeeper's dashboards do
 #: (docs/operations.md §3.1): add and read rates by outcome and their quantiles, the journal.
 BOOKKEEPER_METRICS = {"bookkeeper_server_ADD_ENTRY_REQUEST",
@@ -230,7 +234,7 @@ def test_a_cluster_bookie_serves_the_cluster_row_and_rules_metrics(tmp_path, zoo
         poll("bookie_autorecovery_underreplicated_ledgers", 0.0)
         text = urllib.request.urlopen(daemon.url + "/metrics", timeout=10).read().decode()
         wanted = metric_names(_dashboard_exprs(True) + _rule_exprs(CLUSTER_RULES))
-        assert sorted(wanted - served_series(text)) == []
+        assert sorted(wanted - AUDITOR_METRICS - served_series(text)) == []
         assert metric("bookie_zk_registered") == 1.0
         _, root = parse_uri(zk_uri)
         client.create(f"{root}/underreplication/ledgers/0000/0000/0000/0005/urL0000000005",
