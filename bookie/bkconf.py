@@ -27,6 +27,7 @@ import logging
 import os
 from typing import Any, Mapping
 
+from bookie import bkconf_placement
 from bookie.bkconf_keys import AS_OURS, IGNORED, MAPPED_BY_KEY, REFUSED, SPECIAL
 from bookie.config import BookieConfig, ConfigError, load_config
 from bookie.properties import Property, parse_properties
@@ -101,6 +102,7 @@ def read(path: str) -> BkConf:
         else:
             conf.note("unknown", key, "not a BookKeeper server key this bookie knows")
     _directories(conf)
+    bkconf_placement.apply(conf)
     _metadata(conf)
     _admin(conf)
     _tls(conf)

@@ -128,9 +128,6 @@ MAPPED: tuple[Mapped, ...] = (
            "Rackaware: rack, Zoneaware: zone, Default: random; another class: exit 78"),
     Mapped("minNumRacksPerWriteQuorum", "placement_min_racks_per_write_quorum", _int,
            "as is"),
-    Mapped("enforceMinNumRacksPerWriteQuorum", "placement_strict", _bool, "as is"),
-    Mapped("enforceStrictZoneawarePlacement", "placement_strict", _bool,
-           "as is (either enforce key sets it)"),
     Mapped("minNumZonesPerWriteQuorum", "placement_min_zones_per_write_quorum", _int, "as is"),
     Mapped("desiredNumZonesPerWriteQuorum", "placement_desired_zones_per_write_quorum", _int,
            "as is"),
@@ -181,6 +178,10 @@ SPECIAL: dict[str, str] = {
                         "`zk_digest_file`) in the environment or TOML file, else exit 78: "
                         "BookKeeper's JAAS file is not read",
     "allowLoopback": "false with a loopback `host`: exit 78, as BookKeeper refuses to start",
+    "enforceMinNumRacksPerWriteQuorum": "`placement_strict` when ensemblePlacementPolicy is "
+                                        "Rackaware (default false), else ignored",
+    "enforceStrictZoneawarePlacement": "`placement_strict` when ensemblePlacementPolicy is "
+                                       "Zoneaware (default true, as BookKeeper's), else ignored",
 }
 
 _DB = "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage"

@@ -100,14 +100,17 @@ def write_sets(ensemble: Sequence, write_quorum: int) -> list[list]:
             for i in range(size)]
 
 
-def grade(rules: PlacementRules, places: Sequence[Location]) -> tuple[int, int, int, int]:
+def grade(rules: PlacementRules, places: Sequence[Location],
+          unplaced_fails: bool = False) -> tuple[int, int, int, int]:
     """One write set's (fail, soft, copies sharing a host, copies sharing a rack); while an
-    ensemble is being built the set may be partial, and is graded by its size."""
+    ensemble is being built the set may be partial, and is graded by its size.
+    ``unplaced_fails``: a member in the default rack fails it (BookKeeper's strict grade of
+    a segment; a choice keeps such bookies out of its candidates instead, PP3)."""
     size = len(places)
     host_shared = size - len({p.host for p in places})
     rack_shared = size - len({p.rack for p in places})
     zones = len({p.zone for p in places})
-    unplaced = rules.strict and any(not p.placed for p in places)
+    unplaced = unplaced_fails and any(not p.placed for p in places)
     fail = soft = False
     if rules.policy == "host":
         fail = host_shared > 0
@@ -119,20 +122,27 @@ def grade(rules: PlacementRules, places: Sequence[Location]) -> tuple[int, int, 
     return int(fail), int(soft), host_shared, rack_shared
 
 
-def _score(rules, sets) -> tuple[int, int, int, int]:
+def _score(rules, sets, unplaced_fails: bool = False) -> tuple[int, int, int, int]:
     total = [0, 0, 0, 0]
     for places in sets:
-        for k, value in enumerate(grade(rules, places)):
+        for k, value in enumerate(grade(rules, places, unplaced_fails)):
             total[k] += value
     return tuple(total)
 
 
+def _sets_holding(size: int, write_quorum: int, indices) -> list[int]:
+    """The starts of the write sets that hold any of ``indices``."""
+    width = min(write_quorum, size)
+    return sorted({(index - k) % size for index in indices for k in range(width)})
+
+
 def adherence(rules: PlacementRules, ensemble: Sequence[str], write_quorum: int,
               where: dict[str, Location]) -> str:
-    """BookKeeper's grade of a whole segment: FAIL if any write set fails, else MEETS_SOFT
-    if any is soft, else MEETS_STRICT."""
+    """BookKeeper's grade of a whole segment: FAIL if any write set fails (strict: also a
+    member in the default rack), else MEETS_SOFT if any is soft, else MEETS_STRICT."""
     fail, soft, _, _ = _score(rules, ([where[b] for b in ws]
-                                      for ws in write_sets(ensemble, write_quorum)))
+                                      for ws in write_sets(ensemble, write_quorum)),
+                              rules.strict)
     return FAIL if fail else MEETS_SOFT if soft else MEETS_STRICT
 
 
@@ -152,40 +162,57 @@ class Placement:
         return not self.needs_topology or \
             len({self.rules.level(where[b]) for b in names}) < 2
 
+    def _eligible(self, candidates, where, needed: int, caller: str) -> list[str]:
+        """PP3: strict keeps bookies of the default rack out of every choice, as
+        BookKeeper's enforced policies exclude them; too few left is a refusal."""
+        eligible = list(candidates)
+        if self.needs_topology and self.rules.strict:
+            eligible = [b for b in eligible if where[b].placed]
+            if len(eligible) < needed:
+                self.counts.count(caller, True)
+                raise PlacementNotMet(
+                    f"strict {self.rules.policy}-aware placement: {len(eligible)} of the "
+                    f"{len(candidates)} candidates stand in a rack (the others are in the "
+                    f"default rack), {needed} needed")
+        if len(eligible) < needed:
+            raise NotEnoughBookies(f"{len(eligible)} writable bookies, {needed} needed")
+        return eligible
+
     def new_ensemble(self, size: int, write_quorum: int, candidates: Sequence[str],
                      where: dict[str, Location], caller: str = "create") -> tuple[str, ...]:
-        if len(candidates) < size:
-            raise NotEnoughBookies(f"{len(candidates)} writable bookies, the ensemble needs "
-                                   f"{size}")
+        candidates = self._eligible(candidates, where, size, caller)
         if self._one_level(candidates, where):  # PP4
-            chosen = tuple(random.sample(list(candidates), size))
+            chosen = tuple(random.sample(candidates, size))
         else:
             chosen = self._best([None] * size, write_quorum, candidates, where)
-        return self._checked(chosen, write_quorum, where, caller)
+        return self._checked(chosen, range(size), write_quorum, where, caller)
 
     def replace_one(self, ensemble: Sequence[str], index: int, write_quorum: int,
                     candidates: Sequence[str], where: dict[str, Location],
                     caller: str = "ensemble_change") -> tuple[str, ...]:
         """The ensemble with ``ensemble[index]`` replaced by one of ``candidates``."""
-        if self._one_level(list(candidates) + list(ensemble), where):  # PP4
+        candidates = self._eligible(candidates, where, 1, caller)
+        if self._one_level(candidates + list(ensemble), where):  # PP4
             chosen = list(ensemble)
-            chosen[index] = random.choice(list(candidates))
-            return self._checked(tuple(chosen), write_quorum, where, caller)
+            chosen[index] = random.choice(candidates)
+            return self._checked(tuple(chosen), [index], write_quorum, where, caller)
         return self.replace(ensemble, [index], write_quorum, candidates, where, caller)
 
     def replace(self, ensemble: Sequence[str], indices: Sequence[int], write_quorum: int,
                 candidates: Sequence[str], where: dict[str, Location],
                 caller: str = "recovery") -> tuple[str, ...]:
-        """The ensemble with every index in ``indices`` replaced, each by another candidate."""
+        """The ensemble with every index in ``indices`` replaced, each by another candidate.
+        Only the write sets holding a replaced index are the choice's to meet (PP3): one
+        that fails elsewhere is not this choice's doing, as BookKeeper's replaceBookie."""
+        candidates = self._eligible(candidates, where, len(indices), caller)
         chosen: list = list(ensemble)
-        if self._one_level(list(candidates) + list(ensemble), where):  # PP4
-            for index, bookie_id in zip(indices, random.sample(list(candidates),
-                                                               len(indices))):
+        if self._one_level(candidates + list(ensemble), where):  # PP4
+            for index, bookie_id in zip(indices, random.sample(candidates, len(indices))):
                 chosen[index] = bookie_id
-            return self._checked(tuple(chosen), write_quorum, where, caller)
+            return self._checked(tuple(chosen), indices, write_quorum, where, caller)
         for index in indices:
             chosen[index] = None
-        return self._checked(self._best(chosen, write_quorum, candidates, where),
+        return self._checked(self._best(chosen, write_quorum, candidates, where), indices,
                              write_quorum, where, caller)
 
     def targets(self, ensemble: Sequence[str], index: int, write_quorum: int,
@@ -195,13 +222,13 @@ class Placement:
         them in turn); ties in random order. PP3 on the write sets holding ``index``: in
         strict mode a candidate that leaves one failing is not offered (none left: refused).
         The one taken is counted by ``note`` once it is in the metadata."""
-        ranked = list(candidates)
+        ranked = self._eligible(candidates, where, 1, caller) if candidates else []
         random.shuffle(ranked)
         if self._one_level(ranked + list(ensemble), where):  # PP4
             return ranked
         trial = list(ensemble)
         size = len(trial)
-        starts = [(index - k) % size for k in range(min(write_quorum, size))]
+        starts = _sets_holding(size, write_quorum, [index])
 
         def score(candidate: str):
             trial[index] = candidate
@@ -214,23 +241,31 @@ class Placement:
             return [c for _, _, c in scored]
         if scored and not passing:
             trial[index] = scored[0][2]
-            self._checked(tuple(trial), write_quorum, where, caller)  # counted, refused
+            self._checked(tuple(trial), [index], write_quorum, where, caller)  # refused
         return passing
 
-    def note(self, chosen: Sequence[str], write_quorum: int, where: dict[str, Location],
-             caller: str = "replication") -> None:
-        """PP3 for a choice made from ``targets``: counted if the segment it leaves fails."""
-        if self.needs_topology and self.adherence(chosen, write_quorum, where) == FAIL:
+    def note(self, chosen: Sequence[str], index: int, write_quorum: int,
+             where: dict[str, Location], caller: str = "replication") -> None:
+        """PP3 for a choice made from ``targets``, once committed: counted if the segment
+        it leaves has a failing write set (``index`` names the choice, for the log)."""
+        if self.needs_topology and self._fails(chosen, range(len(chosen)), write_quorum,
+                                               where):
             self.counts.count(caller, False)
+            log.info("placement (replication): %s at index %d leaves the segment failing "
+                     "the %s policy", chosen[index], index, self.rules.policy)
 
     def best_move(self, ensemble: Sequence[str], write_quorum: int, candidates: Sequence[str],
                   where: dict[str, Location]) -> tuple[int, str] | None:
         """The one replacement (index, candidate) that most improves the segment's grade
-        (PP2's order), None if none improves it: how a worker repairs placement one copy
-        at a time (PR1 in api/cluster/autorecovery/placement_repair.py)."""
+        (PP2's order, graded as ``adherence`` grades), None if none improves it: how a
+        worker repairs placement one copy at a time (PR1 in
+        api/cluster/autorecovery/placement_repair.py)."""
         def score(members) -> tuple:
             return _score(self.rules, ([where[b] for b in ws]
-                                       for ws in write_sets(members, write_quorum)))
+                                       for ws in write_sets(members, write_quorum)),
+                          self.rules.strict)
+        if self.rules.strict:
+            candidates = [b for b in candidates if where[b].placed]
         best, best_score = None, score(ensemble)
         shuffled = list(candidates)
         random.shuffle(shuffled)
@@ -246,14 +281,22 @@ class Placement:
     def adherence(self, ensemble, write_quorum: int, where) -> str:
         return adherence(self.rules, ensemble, write_quorum, where)
 
-    def _checked(self, chosen: tuple, write_quorum: int, where, caller: str) -> tuple:
-        """PP3."""
-        if not self.needs_topology or self.adherence(chosen, write_quorum, where) != FAIL:
+    def _fails(self, chosen, indices, write_quorum: int, where) -> bool:
+        size = len(chosen)
+        return any(grade(self.rules, [where[chosen[(start + j) % size]]
+                                      for j in range(min(write_quorum, size))])[0]
+                   for start in _sets_holding(size, write_quorum, indices))
+
+    def _checked(self, chosen: tuple, indices, write_quorum: int, where,
+                 caller: str) -> tuple:
+        """PP3: strict refuses a choice whose own write sets (those holding a chosen index)
+        fail; a segment left with a failing write set, the choice's or one it inherits, is
+        counted as a placement not adhering to the policy."""
+        if not self.needs_topology:
             return chosen
-        refused = self.rules.strict
-        self.counts.count(caller, refused)
         detail = ", ".join(f"{b}@{where[b].location}/{where[b].host}" for b in chosen)
-        if refused:
+        if self.rules.strict and self._fails(chosen, indices, write_quorum, where):
+            self.counts.count(caller, True)
             log.warning("placement (%s): no choice meets the %s policy: refused (%s)", caller,
                         self.rules.policy, detail)
             raise PlacementNotMet(
@@ -262,8 +305,10 @@ class Placement:
                 f"choice: {detail}); add bookies in other "
                 f"{'hosts' if self.rules.policy == 'host' else self.rules.policy + 's'} or "
                 f"turn strict placement off")
-        log.info("placement (%s): does not meet the %s policy, placed anyway: %s", caller,
-                 self.rules.policy, detail)
+        if self._fails(chosen, range(len(chosen)), write_quorum, where):
+            self.counts.count(caller, False)
+            log.info("placement (%s): does not meet the %s policy, placed anyway: %s", caller,
+                     self.rules.policy, detail)
         return chosen
 
     def _best(self, fixed: list, write_quorum: int, candidates, where) -> tuple[str, ...]:

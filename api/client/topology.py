@@ -88,7 +88,10 @@ def decode_rack_map(data: bytes | None) -> dict[str, Location]:
     for members in groups.values():
         for bookie_id, info in (members.items() if isinstance(members, dict) else ()):
             try:
-                location = parse_location(str(info["rack"]))
+                rack = str(info["rack"])
+                # Pulsar's getRack puts a missing leading "/" in front (pulsar-admin
+                # set-bookie-rack --rack rack1 stores "rack1").
+                location = parse_location(rack if rack.startswith("/") else "/" + rack)
             except (TypeError, KeyError, BadLocation):
                 continue
             found[bookie_id] = Location(location, str(info.get("hostname") or "") or
@@ -96,11 +99,25 @@ def decode_rack_map(data: bytes | None) -> dict[str, Location]:
     return found
 
 
-def encode_rack_map(places: dict[str, Location], group: str = RACK_MAP_GROUP) -> bytes:
-    """The rack map as Pulsar's ``pulsar-admin bookies set-bookie-rack`` writes it."""
-    members = {bookie_id: {"rack": where.location, "hostname": where.host}
-               for bookie_id, where in sorted(places.items())}
-    return json.dumps({group: members}, indent=2, sort_keys=True).encode()
+def encode_rack_map(places: dict[str, Location], group: str = RACK_MAP_GROUP,
+                    existing: bytes | None = None) -> bytes:
+    """The rack map as Pulsar's ``pulsar-admin bookies set-bookie-rack`` writes it:
+    ``places`` set into ``existing`` (every other entry and group kept; a bookie already in
+    a group is updated there, a new one goes to ``group``)."""
+    try:
+        groups = json.loads(bytes(existing or b"{}").decode())
+    except (UnicodeDecodeError, ValueError):
+        groups = {}
+    if not isinstance(groups, dict):
+        groups = {}
+    for bookie_id, where in sorted(places.items()):
+        home = next((name for name, members in groups.items()
+                     if isinstance(members, dict) and bookie_id in members), group)
+        entry = groups.setdefault(home, {}).setdefault(bookie_id, {})
+        if not isinstance(entry, dict):
+            entry = groups[home][bookie_id] = {}
+        entry.update(rack=where.location, hostname=where.host)
+    return json.dumps(groups, indent=2, sort_keys=True).encode()
 
 
 def topology_script(places: dict[str, Location]) -> str:

@@ -28,7 +28,8 @@ def add_parser(commands) -> None:
         description="List every registered bookie's network location (/zone/rack) and host, "
         "as our clients resolve them: Pulsar's rack map (/bookies) first, then the bookie's "
         "registration (settings topology_location, topology_host), else the default rack. "
-        "--write-rack-map stores the registrations' places as Pulsar's rack map, so that "
+        "--write-rack-map sets the registrations' places in Pulsar's rack map (other entries "
+        "and affinity groups kept), so that "
         "BookKeeper's clients in a Pulsar cluster (BookieRackAffinityMapping) see them too; "
         "--script writes a script for BookKeeper's ScriptBasedMapping "
         "(networkTopologyScriptFileName). BookKeeper resolves a location by address: "
@@ -65,8 +66,11 @@ async def _run(args) -> int:
                   f"{where[bookie_id].host:<16} {source}")
         if args.write_rack_map:
             places = {b: p for b, p in published.items() if p.placed}
-            await asyncio.to_thread(write_rack_map, bk.store.client, encode_rack_map(places))
-            print(f"wrote Pulsar's rack map /bookies: {len(places)} bookies")
+            existing = await asyncio.to_thread(read_rack_map, bk.store.client)
+            await asyncio.to_thread(write_rack_map, bk.store.client,
+                                    encode_rack_map(places, existing=existing))
+            print(f"wrote Pulsar's rack map /bookies: {len(places)} bookies set, every "
+                  f"other entry and group kept")
         if args.script:
             _write_script(args.script, where)
     clashes = conflicts(where)

@@ -60,7 +60,8 @@ class AutoRecovery:
         if self.with_worker:
             self.worker = ReplicationWorker(
                 self.bk, self.ur, self.config.open_ledger_rereplication_grace_period_s,
-                Throttle(self.config.rereplication_rate_bytes), asyncio.Event())
+                Throttle(self.config.rereplication_rate_bytes), asyncio.Event(),
+                repair_placement=self.config.placement_check_interval_s > 0)
             self._tasks.append(loop.create_task(self.worker.run(), name="autorecovery-worker"))
         if self.with_auditor:
             self._tasks.append(loop.create_task(self._elect(), name="autorecovery-election"))

@@ -16,8 +16,9 @@ Invariants:
     RW1. A segment names the new bookie only after every entry of the fragment is durable
          on it (the recovery adds were acknowledged): a reader sent there finds them.
     RW2. The replacement is a compare-and-set that re-checks the segment still names the
-         bad bookie at that index: two workers (a lock lost with a session) never both
-         replace it, and a writer's concurrent ensemble change is kept.
+         bad bookie at that index and not yet the target: two workers (a lock lost with a
+         session) never both replace it, never put one bookie in two places of a segment,
+         and a writer's concurrent ensemble change is kept.
     RW3. An entry is copied only from a replica whose copy verifies against the ledger's
          digest; with none, the attempt fails (retried later), nothing is replaced.
     RW4. Only closed fragments are copied: a fragment whose end is not known (an open last
@@ -106,8 +107,12 @@ class WorkerStats:
 class ReplicationWorker:
     def __init__(self, bk: BookKeeper, ur: Underreplication, grace_s: float,
                  throttle: Throttle, wake: asyncio.Event,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 repair_placement: bool = False) -> None:
         self.bk, self.ur = bk, ur
+        #: PR1 on: the auditor's placement check is (BookKeeper repairs placement only with
+        #: repairedPlacementPolicyNotAdheringBookieEnable)
+        self.repair_placement = repair_placement
         self.clock = clock  # grace and back-off; the simulator passes its virtual time
         self.grace_s = grace_s
         self.throttle = throttle
@@ -191,7 +196,8 @@ class ReplicationWorker:
                     failed = failed or exc
         if failed is not None:
             raise failed
-        await repair_placement(self, metadata, codec, alive, leaving)  # PR1
+        if self.repair_placement:
+            await repair_placement(self, metadata, codec, alive, leaving)  # PR1
         current = await self.bk.store.read(ledger_id)
         left = [f for f in fragments(current) if f.last is not None and
                 await self._bad(current, f, replicas, alive, leaving)]
@@ -248,6 +254,10 @@ class ReplicationWorker:
             segment_first, now_members = current.ensembles[fragment.segment]
             if segment_first != first or now_members[fragment.index] != fragment.bookie_id:
                 return current  # replaced by someone else meanwhile
+            if target in now_members:  # RW2: another worker put it in this segment meanwhile
+                log.warning("ledger %d segment %d: %s is in the segment already; %s stays",
+                            metadata.ledger_id, first, target, fragment.bookie_id)
+                return current
             chosen = list(now_members)
             chosen[fragment.index] = target
             ensembles = list(current.ensembles)
@@ -258,8 +268,9 @@ class ReplicationWorker:
             except BadVersion:
                 continue
             self.stats.fragments_replaced += 1
-            self.bk.placement.note(chosen, metadata.write_quorum,  # PP3
-                                   await self.bk.locations(chosen))
+            if targets is None:  # PP3; a placement move (PR1) only ever improves the grade
+                self.bk.placement.note(chosen, fragment.index, metadata.write_quorum,
+                                       await self.bk.locations(chosen))
             log.info("ledger %d segment %d: %s replaced by %s (%d entries copied)",
                      metadata.ledger_id, first, fragment.bookie_id, target, len(entries))
             return updated

@@ -88,7 +88,8 @@ class Endgame:
             if self.plan.side_ledgers:
                 worker = worker or ReplicationWorker(
                     self.bk("worker#repair"), self.ur, grace_s=0.0, throttle=Throttle(0),
-                    wake=asyncio.Event(), clock=asyncio.get_running_loop().time)
+                    wake=asyncio.Event(), clock=asyncio.get_running_loop().time,
+                    repair_placement=bool(self.plan.topology))
             for _ in range(1 + self.plan.side_ledgers):
                 await self.processes.spawn(name, self._worker_run(name, worker))
             await asyncio.sleep(1.0)  # noqa: sleep-ok (virtual time between repair rounds)

@@ -305,7 +305,8 @@ class _Run(Endgame):
         given, on the loop's virtual clock)."""
         worker = worker or ReplicationWorker(
             self.bk(name), self.ur, grace_s=0.0, throttle=Throttle(0), wake=asyncio.Event(),
-            clock=asyncio.get_running_loop().time)
+            clock=asyncio.get_running_loop().time,
+            repair_placement=bool(self.plan.topology))
         self.recoveries += 1
         try:
             await asyncio.wait_for(worker.run_once(), 120)

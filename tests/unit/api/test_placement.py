@@ -155,3 +155,22 @@ def test_bad_rules_are_refused():
         PlacementRules(policy="region")
     with pytest.raises(ValueError):
         PlacementRules(min_zones=3, desired_zones=2)
+
+
+def test_strict_replaces_dead_bookies_it_only_knows_as_default_rack():
+    """Review of issue 39: a worker started after a rack was lost never saw the dead
+    bookies' registrations, so they stand in the default rack; strict placement failed
+    every write set holding one and refused both dead slots of an E=5/Qw=3 segment, which
+    kept one copy of their entries for good. Only the bookies being chosen must stand in a
+    rack (BookKeeper excludes default-rack candidates; it does not refuse over members)."""
+    where = {"a": Location(host="a"), "c": Location(host="c"),  # dead, unknown
+             "b": Location("/zone-2/rack-2", "b"), "d": Location("/zone-2/rack-2", "d"),
+             "e": Location("/zone-3/rack-3", "e"), "x": Location("/zone-3/rack-3", "x"),
+             "y": Location("/zone-4/rack-4", "y"), "z": Location(host="z")}
+    strict = placement("rack", strict=True)
+    members = ["a", "b", "c", "d", "e"]
+    for index in (0, 2):
+        offered = strict.targets(members, index, 3, ["x", "y", "z"], where)
+        assert offered and "z" not in offered, (index, offered)
+    replaced = strict.replace(members, [0, 2], 3, ["x", "y", "z"], where)
+    assert set(replaced) - set(members) == {"x", "y"}

@@ -49,12 +49,34 @@ def test_pulsar_s_rack_map_is_read_and_written_in_its_own_shape():
 
 
 def test_a_rack_map_with_bad_entries_keeps_the_good_ones():
-    data = json.dumps({"g1": {"a:1": {"rack": "/r1"}, "b:1": {"rack": "no-slash"},
+    data = json.dumps({"g1": {"a:1": {"rack": "/r1"}, "b:1": {"rack": "two words"},
                               "c:1": "not a dict", "d:1": {"hostname": "h"}},
                        "g2": {"e:1": {"rack": "/z/r", "hostname": "he"}}}).encode()
     assert decode_rack_map(data) == {"a:1": Location("/default-region/r1", "a"),
                                      "e:1": Location("/z/r", "he")}
     assert decode_rack_map(b"[1, 2]") == {} == decode_rack_map(b"\xff") == decode_rack_map(None)
+
+
+def test_a_rack_without_its_slash_is_read_as_pulsar_reads_it():
+    """`pulsar-admin bookies set-bookie-rack --rack rack1` stores "rack1"; Pulsar's getRack
+    puts the "/" in front (review of issue 39: such entries were passed over)."""
+    data = json.dumps({"default": {"b1:3181": {"rack": "rack1", "hostname": "h1"},
+                                   "b2:3181": {"rack": "zone-a/rack2"}}}).encode()
+    assert decode_rack_map(data) == {"b1:3181": Location("/default-region/rack1", "h1"),
+                                     "b2:3181": Location("/zone-a/rack2", "b2")}
+
+
+def test_writing_the_rack_map_keeps_the_operators_groups_and_entries():
+    """Review of issue 39: `--write-rack-map` replaced /bookies whole, dropping entries set
+    with pulsar-admin and Pulsar's other affinity groups."""
+    existing = json.dumps({"default": {"b2:3181": {"rack": "/z/r2", "hostname": "h2"}},
+                           "isolated": {"b3:3181": {"rack": "/z/r3"}}}).encode()
+    merged = json.loads(encode_rack_map({"b1:3181": Location("/z/r1", "h1"),
+                                         "b3:3181": Location("/z/r9", "h9")},
+                                        existing=existing))
+    assert merged == {"default": {"b1:3181": {"rack": "/z/r1", "hostname": "h1"},
+                                  "b2:3181": {"rack": "/z/r2", "hostname": "h2"}},
+                      "isolated": {"b3:3181": {"rack": "/z/r9", "hostname": "h9"}}}
 
 
 def test_the_rack_map_beats_the_registration_which_beats_the_default():

@@ -99,8 +99,6 @@ CONVERSIONS = [
     ("ensemblePlacementPolicy", "org.apache.bookkeeper.client.ZoneawareEnsemblePlacementPolicy",
      "placement_policy", "zone"),
     ("minNumRacksPerWriteQuorum", "3", "placement_min_racks_per_write_quorum", 3),
-    ("enforceMinNumRacksPerWriteQuorum", "true", "placement_strict", True),
-    ("enforceStrictZoneawarePlacement", "true", "placement_strict", True),
     ("minNumZonesPerWriteQuorum", "1", "placement_min_zones_per_write_quorum", 1),
     ("desiredNumZonesPerWriteQuorum", "4", "placement_desired_zones_per_write_quorum", 4),
     ("auditorPeriodicPlacementPolicyCheckInterval", "600", "placement_check_interval_s", 600),
@@ -119,6 +117,23 @@ def test_unit_conversion(tmp_path, key, text, setting, expected):
     config, sources, _ = _load(tmp_path, f"# a bookie\n{key}={text}\n")
     assert getattr(config, setting) == expected
     assert sources[setting] == "bk_server.conf:2"
+
+
+@pytest.mark.parametrize("text, strict", [
+    ("", False),
+    ("enforceMinNumRacksPerWriteQuorum=true\n", True),
+    ("enforceMinNumRacksPerWriteQuorum=true\nenforceStrictZoneawarePlacement=false\n", True),
+    ("ensemblePlacementPolicy=org.apache.bookkeeper.client.ZoneawareEnsemblePlacementPolicy\n",
+     True),
+    ("ensemblePlacementPolicy=org.apache.bookkeeper.client.ZoneawareEnsemblePlacementPolicy\n"
+     "enforceStrictZoneawarePlacement=false\nenforceMinNumRacksPerWriteQuorum=true\n", False),
+])
+def test_each_policy_takes_its_own_enforce_key_and_bookkeepers_default(tmp_path, text,
+                                                                         strict):
+    """Review of issue 39: either key used to overwrite the other (the later line won), and
+    the zone policy was not strict by default as BookKeeper's is."""
+    config, _, _ = _load(tmp_path, text or "# nothing\n")
+    assert config.placement_strict is strict
 
 
 def test_a_bad_value_is_refused_naming_file_line_and_key(tmp_path):
