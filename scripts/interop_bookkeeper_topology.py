@@ -16,7 +16,7 @@ bridge. Steps, each printed as "ok"/"FAILED":
   2. BookKeeper's client creates 3/2/2 ledgers with minNumRacksPerWriteQuorum=2 enforced:
      every ensemble spans three racks, and our rack policy grades every segment as meeting it.
   3. Our client (rack policy, strict) creates ledgers: BookKeeper's policy grades each
-     MEETS_STRICT; a ledger our client placed at random in one rack is FAIL for both.
+     MEETS_STRICT; a ledger our client placed with two copies in one rack is FAIL for both.
 Exit 0 when every check holds, 1 otherwise, 2 when it cannot run here.
 """
 
@@ -115,7 +115,7 @@ async def ours_create(uri: str, policy: str, count: int, within=None) -> list[in
     created = []
     async with await BookKeeper.connect(uri, placement=placement) as bk:
         for _ in range(count):
-            if within is not None:  # one rack only: the ledger breaks the policy
+            if within is not None:  # only these: the ledger breaks the policy
                 original = bk.writable_bookies
                 bk.writable_bookies = lambda: _only(original, within)
             writer = await bk.create_ledger(3, 2, 2, password=b"topology")
@@ -146,12 +146,16 @@ def steps_placement(launcher: str, uri: str, script: str, placed: dict[str, int]
     theirs = {int(r[1]): r[3] for r in java(launcher, "grade", uri, script, *map(str, ours))}
     check(set(theirs.values()) == {"MEETS_STRICT"} and len(theirs) == len(ours),
           f"BookKeeper grades our {len(ours)} ledgers {sorted(set(theirs.values()))}")
-    rack0 = {b for b, h in placed.items() if h == 0}
-    bad = asyncio.run(ours_create(uri, "random", 1, within=rack0))
+    # Rack 0's two bookies and one of rack 1: in a 3/2 ensemble every pair is a write set,
+    # so the two of rack 0 share one.
+    close = {b for b, h in placed.items() if h == 0} | {min(b for b, h in placed.items()
+                                                           if h == 1)}
+    bad = asyncio.run(ours_create(uri, "random", 1, within=close))
     theirs = [r[3] for r in java(launcher, "grade", uri, script, *map(str, bad))]
     ours_grade = asyncio.run(grade_ours(uri, bad))[bad[0]]
     check(theirs == ["FAIL"] and ours_grade == {FAIL},
-          f"a ledger placed in one rack: BookKeeper says {theirs}, ours {sorted(ours_grade)}")
+          f"a ledger with two bookies of one rack: BookKeeper says {theirs}, ours "
+          f"{sorted(ours_grade)}")
 
 
 def main() -> int:
