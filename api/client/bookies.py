@@ -6,6 +6,7 @@ the deterministic simulator), what counts as a bookie failing, and the timeouts.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING, Protocol
 
 import aiohttp
@@ -26,6 +27,8 @@ ADD_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 10.0
 #: A read unanswered this long also goes to the next replica (BookKeeper's speculative read).
 SPECULATIVE_READ_S = 0.5
+#: A bookie's published place is read again when this old (api/client/topology.py TP1).
+LOCATION_TTL_S = 60.0
 #: Failures after which a bookie is passed over (a reader) or replaced (a writer): refused
 #: connections, timeouts, 5xx, EREADONLY.
 BOOKIE_FAILURES = (aiohttp.ClientError, asyncio.TimeoutError, OSError, IOFailure, ReadOnly)
@@ -61,6 +64,7 @@ class HttpTransport:
         self.tls = tls
         self._schemes: dict[str, str] = {}
         self._properties: dict[str, dict[str, str]] = {}
+        self._learned_at: dict[str, float] = {}  # when each bookie's properties were read
 
     def client(self, bookie_id: str) -> BookieClient:
         scheme = self._schemes.get(bookie_id) or ("https" if self.tls is not None else "http")
@@ -78,8 +82,8 @@ class HttpTransport:
 
     async def learn(self, bookie_ids) -> None:
         """The scheme and published place of each bookie not seen before, from its service
-        info (one read each, once: a bookie id's listener does not change scheme while it
-        is registered; a new place is seen by clients started after it)."""
+        info (one read each: a bookie id's listener does not change scheme while it is
+        registered; its place is read again by ``locations`` once LOCATION_TTL_S old)."""
         for bookie_id in bookie_ids:
             if bookie_id not in self._properties:
                 scheme, properties = await asyncio.to_thread(
@@ -88,6 +92,7 @@ class HttpTransport:
                     self._schemes[bookie_id] = scheme
                 if properties is not None:
                     self._properties[bookie_id] = properties
+                    self._learned_at[bookie_id] = time.monotonic()
 
     def published(self, bookie_id: str) -> dict[str, str] | None:
         """What a bookie's registration said when it was first seen (its properties)."""
@@ -95,8 +100,14 @@ class HttpTransport:
 
     async def locations(self, bookie_ids) -> dict[str, Location]:
         """TP1: Pulsar's rack map (read each time: an operator's change counts at once),
-        else each bookie's registration, else the default rack."""
+        else each bookie's registration (read again once LOCATION_TTL_S old, so that a
+        long-lived auditor or worker sees a bookie restarted with a new place), else the
+        default rack."""
         bookie_ids = list(bookie_ids)
+        now = time.monotonic()
+        for bookie_id in bookie_ids:
+            if now - self._learned_at.get(bookie_id, now) > LOCATION_TTL_S:
+                self._properties.pop(bookie_id, None)
         await self.learn(bookie_ids)
         rack_map = decode_rack_map(await asyncio.to_thread(read_rack_map, self.store.client))
         return {b: locate(b, rack_map, self._properties.get(b)) for b in bookie_ids}

@@ -199,3 +199,29 @@ async def test_a_writer_does_not_flap_between_two_dead_bookies_of_one_rack(
         assert writer.metadata.version <= 3, (writer.metadata.version, segments)
         assert not set(dead) & set(segments[-1][1])
         await writer.close()
+
+
+async def test_a_bookie_s_published_place_is_read_again_once_a_minute_old(zookeeper, zk_uri):
+    """A long-lived client (an auditor, a worker) sees a bookie that re-registered with a
+    new place, in a real ZooKeeper: the registration is read again after LOCATION_TTL_S."""
+    from api.client import bookies
+    from api.client.metadata_format import encode_service_info
+    from api.client.zookeeper import ZkMetadataStore
+
+    store = ZkMetadataStore(zk_uri).start()
+    try:
+        path = f"{store.root}/available/10.0.0.1:3181"
+        store.client.create(path, encode_service_info(
+            "10.0.0.1", 3181, properties={"topology.location": "/z/old"}), makepath=True)
+        transport = bookies.HttpTransport(store)
+        assert (await transport.locations(["10.0.0.1:3181"]))["10.0.0.1:3181"].location == \
+            "/z/old"
+        store.client.set(path, encode_service_info(
+            "10.0.0.1", 3181, properties={"topology.location": "/z/new"}))
+        assert (await transport.locations(["10.0.0.1:3181"]))["10.0.0.1:3181"].location == \
+            "/z/old"  # within the minute: the place it read
+        transport._learned_at["10.0.0.1:3181"] -= bookies.LOCATION_TTL_S + 1
+        assert (await transport.locations(["10.0.0.1:3181"]))["10.0.0.1:3181"].location == \
+            "/z/new"
+    finally:
+        await store.close()
