@@ -33,8 +33,8 @@ UNITS = ("bookie.service", "bookie@.service")
 #: auditor's bookie, with autorecovery).
 CLUSTER_METRICS = {"bookie_zk_registered", "bookie_autorecovery_underreplicated_ledgers",
                    "bookie_autorecovery_placement_not_adhering_ledgers"}
-#: Served by the auditor alone, once its placement check ran: tests/cluster/test_placement.py
-#: reads it there (the alert's max() over the cluster sees that bookie's).
+#: Served by the auditor alone, once its placement check ran (the alert's max() over the
+#: cluster sees that bookie's): tests/cluster/test_placement_on_a_cluster.py reads it there.
 AUDITOR_METRICS = {"bookie_autorecovery_placement_not_adhering_ledgers"}
 #: BookKeeper's names the dashboard and the rules query, as BookKeeper's dashboards do
 #: (docs/operations.md §3.1): add and read rates by outcome and their quantiles, the journal.
