@@ -109,7 +109,8 @@ class HttpTransport:
             if now - self._learned_at.get(bookie_id, now) > LOCATION_TTL_S:
                 self._properties.pop(bookie_id, None)
         await self.learn(bookie_ids)
-        rack_map = decode_rack_map(await asyncio.to_thread(read_rack_map, self.store.client))
+        rack_map = decode_rack_map(await asyncio.to_thread(read_rack_map, self.store.client,
+                                                         self.store.root))
         return {b: locate(b, rack_map, self._properties.get(b)) for b in bookie_ids}
 
 

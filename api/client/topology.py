@@ -7,7 +7,8 @@ its ``/zone/upgradedomain``). A one-level ``/rack`` stands in BookKeeper's defau
 A bookie nobody placed is in BookKeeper's default rack, ``/default-region/default-rack``.
 
 Where a location comes from, the first that has one:
-    1. the rack map Pulsar keeps in ZooKeeper (``/bookies``, BookieRackAffinityMapping's
+    1. the rack map Pulsar keeps in ZooKeeper (``/bookies`` beside ``/ledgers``,
+       ``rack_map_path``; BookieRackAffinityMapping's
        JSON: ``{group: {bookieId: {"rack": "/r", "hostname": "h"}}}``): the operator's
        explicit word, and the one BookKeeper's own clients in a Pulsar cluster read;
     2. the bookie's registration: the ``topology.location`` and ``topology.host``
@@ -25,17 +26,26 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import posixpath
 
 from bookie.location import DEFAULT_LOCATION, BadLocation, parse_location
 
-#: Pulsar's BookieRackAffinityMapping.BOOKIE_INFO_ROOT_PATH, at the ZooKeeper root.
-RACK_MAP_PATH = "/bookies"
+#: Pulsar's BookieRackAffinityMapping.BOOKIE_INFO_ROOT_PATH, beside the ledgers root.
+RACK_MAP_NAME = "bookies"
 RACK_MAP_GROUP = "default"  # Pulsar's default bookie affinity group
 #: Service-info property names a bookie publishes its place under (docs/cluster.md §1).
 LOCATION_PROPERTY = "topology.location"
 HOST_PROPERTY = "topology.host"
 
 __all__ = ["BadLocation", "DEFAULT_LOCATION", "Location", "parse_location"]
+
+
+def rack_map_path(root: str) -> str:
+    """Where Pulsar keeps its rack map for a cluster whose ledgers root is ``root``: beside
+    it, ``/bookies`` for ``/ledgers``, as Pulsar's own chroot keeps both (``/pulsar/bookies``
+    beside ``/pulsar/ledgers``)."""
+    parent = posixpath.dirname(root.rstrip("/")) or "/"
+    return posixpath.join(parent, RACK_MAP_NAME)
 
 
 def host_of(bookie_id: str) -> str:

@@ -38,7 +38,7 @@ from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNo
 
 from api.client import metadata_format
 from api.client.fragments import referenced_bookies
-from api.client.topology import RACK_MAP_PATH
+from api.client.topology import rack_map_path
 from api.client.metadata import BadVersion, LedgerExists, LedgerMetadata, MetadataError
 from api.client.metadata_paths import is_level, ledger_id_of, ledger_path
 from api.client.metadata_uri import parse_uri
@@ -294,12 +294,13 @@ def bookie_service_info(client: KazooClient, root: str,
     return None, None
 
 
-def read_rack_map(client: KazooClient) -> bytes | None:
+def read_rack_map(client: KazooClient, root: str) -> bytes | None:
     """Pulsar's rack map (api/client/topology.py), None where there is none, or where its
     ACL keeps this client out (said once in the log): the map is optional, and a ledger's
     creation must not fail on it (the registrations still place the bookies)."""
+    path = rack_map_path(root)
     try:
-        return zk_read(client.get_async, RACK_MAP_PATH)[0]
+        return zk_read(client.get_async, path)[0]
     except NoNodeError:
         return None
     except NoAuthError:
@@ -307,7 +308,7 @@ def read_rack_map(client: KazooClient) -> bytes | None:
             _RACK_MAP_REFUSED.append(True)
             log.warning("Pulsar's rack map %s is not readable with this client's ZooKeeper "
                         "credentials: placing by the bookies' registrations alone",
-                        RACK_MAP_PATH)
+                        path)
         return None
 
 

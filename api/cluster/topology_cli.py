@@ -49,14 +49,15 @@ def run(args) -> int:
 
 async def _run(args) -> int:
     from api.client.ensemble import BookKeeper  # noqa: PLC0415
-    from api.client.topology import decode_rack_map, locate  # noqa: PLC0415
+    from api.client.topology import decode_rack_map, locate, rack_map_path  # noqa: PLC0415
     from api.client.zookeeper import read_rack_map  # noqa: PLC0415
     from api.cluster.zookeeper import write_rack_map  # noqa: PLC0415
 
     async with await BookKeeper.connect(args.metadata_service_uri) as bk:
         alive = sorted(await bk.alive_bookies())
         where = await bk.transport.locations(alive)
-        rack_map = decode_rack_map(await asyncio.to_thread(read_rack_map, bk.store.client))
+        client, root = bk.store.client, bk.store.root
+        rack_map = decode_rack_map(await asyncio.to_thread(read_rack_map, client, root))
         published = {b: locate(b, {}, bk.transport.published(b)) for b in alive}
         print(f"{'bookie':<22} {'location':<28} {'host':<16} source")
         for bookie_id in alive:
@@ -66,11 +67,11 @@ async def _run(args) -> int:
                   f"{where[bookie_id].host:<16} {source}")
         if args.write_rack_map:
             places = {b: p for b, p in published.items() if p.placed}
-            existing = await asyncio.to_thread(read_rack_map, bk.store.client)
-            await asyncio.to_thread(write_rack_map, bk.store.client,
+            existing = await asyncio.to_thread(read_rack_map, client, root)
+            await asyncio.to_thread(write_rack_map, client, root,
                                     encode_rack_map(places, existing=existing))
-            print(f"wrote Pulsar's rack map /bookies: {len(places)} bookies set, every "
-                  f"other entry and group kept")
+            print(f"wrote Pulsar's rack map {rack_map_path(root)}: {len(places)} bookies "
+                  f"set, every other entry and group kept")
         if args.script:
             _write_script(args.script, where)
     clashes = conflicts(where)

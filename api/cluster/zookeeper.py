@@ -19,7 +19,7 @@ from kazoo.exceptions import NoAuthError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 
 from api.client.zk_auth import new_client, refused
-from api.client.topology import RACK_MAP_PATH
+from api.client.topology import rack_map_path
 from api.client.zookeeper import parse_uri, zk_call, zk_read, zk_start
 
 
@@ -200,12 +200,13 @@ def count_underreplicated(client: KazooClient, root: str) -> int:
     return walk(f"{root}/underreplication/ledgers", 0)
 
 
-def write_rack_map(client: KazooClient, data: bytes) -> None:
+def write_rack_map(client: KazooClient, root: str, data: bytes) -> None:
     """Pulsar's rack map (``/bookies``, api/client/topology.py), created or replaced whole:
     what ``pulsar-admin bookies set-bookie-rack`` leaves there."""
+    path = rack_map_path(root)
     try:
-        zk_call(client.create_async, RACK_MAP_PATH, data, makepath=True)
+        zk_call(client.create_async, path, data, makepath=True)
     except NodeExistsError:
-        zk_call(client.set_async, RACK_MAP_PATH, data)
+        zk_call(client.set_async, path, data)
     except NoAuthError:
-        raise refused("write", RACK_MAP_PATH) from None
+        raise refused("write", path) from None

@@ -192,7 +192,7 @@ def test_up_with_racks_and_hosts_places_each_bookie_and_topology_shows_and_expor
         rows = [line.split() for line in shown.stdout.splitlines()[1:5]]
         assert rows == [[f"127.0.0.1:{base + i}", f"/zone-0/rack-{i % 2}", f"host-{i % 2}",
                          "registration"] for i in range(4)], shown.stdout
-        assert "wrote Pulsar's rack map /bookies: 4 bookies" in shown.stdout
+        assert "wrote Pulsar's rack map /bookies: 4 bookies set" in shown.stdout
         assert shown.returncode == 1 and "bookies at 127.0.0.1 stand in different racks" \
             in shown.stdout
         again = bookie("cluster", "topology", "--metadata-service-uri", uri)

@@ -74,7 +74,8 @@ async def test_new_ledgers_span_the_racks_the_bookies_publish_and_the_rack_map_w
         # and two racks cannot hold a 3/3 ensemble over three racks.
         ids = sorted(bookies)
         moved = {b: Location("/zone-9/rack-9", f"h{n}") for n, b in enumerate(ids[:5])}
-        await asyncio.to_thread(write_rack_map, bk.store.client, encode_rack_map(moved))
+        await asyncio.to_thread(write_rack_map, bk.store.client, bk.store.root,
+                                encode_rack_map(moved))
         where = await bk.transport.locations(ids)
         assert [where[b].location for b in ids[:5]] == ["/zone-9/rack-9"] * 5
         assert where[ids[5]].location.startswith("/zone-")  # its registration's

@@ -13,7 +13,7 @@ from api.client.metadata_format import (decode_service_info, decode_service_info
                                        encode_service_info)
 from api.client.topology import (DEFAULT_LOCATION, BadLocation, Location, conflicts,
                                  decode_rack_map, encode_rack_map, locate, parse_location,
-                                 topology_script)
+                                 rack_map_path, topology_script)
 from bookie.config import ConfigError, load_config
 
 
@@ -77,6 +77,15 @@ def test_writing_the_rack_map_keeps_the_operators_groups_and_entries():
     assert merged == {"default": {"b1:3181": {"rack": "/z/r1", "hostname": "h1"},
                                   "b2:3181": {"rack": "/z/r2", "hostname": "h2"}},
                       "isolated": {"b3:3181": {"rack": "/z/r9", "hostname": "h9"}}}
+
+
+@pytest.mark.parametrize("root, path", [("/ledgers", "/bookies"),
+                                        ("/pulsar/ledgers", "/pulsar/bookies"),
+                                        ("/a/b/ledgers/", "/a/b/bookies")])
+def test_the_rack_map_sits_beside_the_ledgers_root(root, path):
+    """Pulsar keeps /bookies beside /ledgers in its metadata store's root; under a chroot
+    both move together."""
+    assert rack_map_path(root) == path
 
 
 def test_the_rack_map_beats_the_registration_which_beats_the_default():
