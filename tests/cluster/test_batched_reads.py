@@ -10,11 +10,15 @@ from __future__ import annotations
 import asyncio
 import glob
 import os
+import subprocess
+import sys
+import urllib.request
 
 from api.client.bookie_client import BookieClient
 from api.client.codec import DigestMismatch
 from api.client.distribution import bookies_of
 from api.client.ensemble import BookKeeper
+from tests.support.servers import ROOT
 
 PASSWORD = b"batched"
 ENTRIES = 1500  # three windows of 512 ids
@@ -220,3 +224,28 @@ def test_re_replication_copies_a_fragment_longer_than_a_window(start_bookies, zk
     assert stats.entries_copied == len(fragment)
     assert sum(last - first + 1 for first, last in held) == len(fragment)
     assert entries == _expected()
+
+
+def _requests(daemon) -> float:
+    """HTTP requests this bookie answered, by its own metrics (the scrape not counted)."""
+    text = urllib.request.urlopen(daemon.url + "/metrics", timeout=10).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("bookie_request_seconds_count{") and
+               'op="metrics"' not in line)
+
+
+def test_bookie_ledger_read_of_a_replicated_ledger_asks_in_batches(start_bookies, zk_uri):
+    """Issue 41 item 4: `bookie ledger read` read one entry per request (1,500 requests for
+    this ledger, 756-2,121 entries/s as a user saw it); it now reads windows of held reads,
+    as read_range does. Counted by the bookies' own request metrics."""
+    bookies = start_bookies(3)
+    ledger_id = asyncio.run(_write_closed(zk_uri))
+    before = sum(_requests(b) for b in bookies)
+    done = subprocess.run([sys.executable, "-m", "bookie", "ledger", "read", "--raw",
+                           "--ledger", str(ledger_id), "--metadata-service-uri", zk_uri,
+                           "--password", PASSWORD.decode()],
+                          cwd=ROOT, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout == b"".join(payload for _, payload in _expected())
+    asked = sum(_requests(b) for b in bookies) - before
+    assert asked <= ENTRIES // 50, f"{asked:.0f} requests for {ENTRIES} entries"
