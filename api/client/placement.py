@@ -9,7 +9,7 @@ Policies (setting ``placement_policy``):
             (``enforceMinNumRacksPerWriteQuorum``). The default, as BookKeeper's client's.
     zone    every write set spans min(Qw, min_zones) zones, and min(Qw, desired_zones) to
             meet it strictly (ZoneawareEnsemblePlacementPolicy's min/desired zones); strict
-            keeps bookies of the default zone out.
+            keeps bookies of the default rack out.
 A write set is positions i..i+Qw-1 (mod E) of a segment's ensemble, the bookies that hold
 one entry. Each write set adheres MEETS_STRICT, MEETS_SOFT (zone: fewer than desired zones)
 or FAIL, as BookKeeper's ``isEnsembleAdheringToPlacementPolicy`` grades it.
@@ -21,8 +21,10 @@ Invariants:
     PP2. Among the candidates, a choice is the best of a few randomised greedy passes by
          (failing write sets, soft ones, copies sharing a host, copies sharing a rack),
          compared in that order; ties are broken at random, which spreads ledgers.
-    PP3. A placement with a failing write set is refused in strict mode (PlacementNotMet,
-         nothing is written) and otherwise made and counted (``COUNTS``, the metric
+    PP3. Strict mode chooses no bookie of the default rack and refuses a choice whose own
+         write sets (those holding a chosen index) fail (PlacementNotMet, nothing is
+         written), as BookKeeper's enforced policies; a choice that leaves its segment with
+         a failing write set is otherwise made and counted (``COUNTS``, the metric
          ``bookie_placement_not_adhering_total{caller}``), as BookKeeper counts an ensemble
          not adhering to the placement policy.
     PP4. When the candidates span one rack (host, zone: the level the policy needs), there is
@@ -130,6 +132,16 @@ def _score(rules, sets, unplaced_fails: bool = False) -> tuple[int, int, int, in
     return tuple(total)
 
 
+def _places(members: Sequence, write_quorum: int, where: dict[str, Location],
+            starts=None):
+    """The places of the write sets starting at ``starts`` (every one when None); an
+    unfilled (None) member of an ensemble being built is left out."""
+    size = len(members)
+    width = min(write_quorum, size)
+    for start in range(size) if starts is None else starts:
+        yield [where[b] for j in range(width) if (b := members[(start + j) % size]) is not None]
+
+
 def _sets_holding(size: int, write_quorum: int, indices) -> list[int]:
     """The starts of the write sets that hold any of ``indices``."""
     width = min(write_quorum, size)
@@ -140,9 +152,7 @@ def adherence(rules: PlacementRules, ensemble: Sequence[str], write_quorum: int,
               where: dict[str, Location]) -> str:
     """BookKeeper's grade of a whole segment: FAIL if any write set fails (strict: also a
     member in the default rack), else MEETS_SOFT if any is soft, else MEETS_STRICT."""
-    fail, soft, _, _ = _score(rules, ([where[b] for b in ws]
-                                      for ws in write_sets(ensemble, write_quorum)),
-                              rules.strict)
+    fail, soft, _, _ = _score(rules, _places(ensemble, write_quorum, where), rules.strict)
     return FAIL if fail else MEETS_SOFT if soft else MEETS_STRICT
 
 
@@ -158,7 +168,8 @@ class Placement:
     def needs_topology(self) -> bool:
         return self.rules.policy != "random"
 
-    def _one_level(self, names, where) -> bool:
+    def one_level(self, names, where) -> bool:
+        """PP4: nothing to spread over (or a policy that spreads over nothing)."""
         return not self.needs_topology or \
             len({self.rules.level(where[b]) for b in names}) < 2
 
@@ -181,7 +192,7 @@ class Placement:
     def new_ensemble(self, size: int, write_quorum: int, candidates: Sequence[str],
                      where: dict[str, Location], caller: str = "create") -> tuple[str, ...]:
         candidates = self._eligible(candidates, where, size, caller)
-        if self._one_level(candidates, where):  # PP4
+        if self.one_level(candidates, where):  # PP4
             chosen = tuple(random.sample(candidates, size))
         else:
             chosen = self._best([None] * size, write_quorum, candidates, where)
@@ -192,7 +203,7 @@ class Placement:
                     caller: str = "ensemble_change") -> tuple[str, ...]:
         """The ensemble with ``ensemble[index]`` replaced by one of ``candidates``."""
         candidates = self._eligible(candidates, where, 1, caller)
-        if self._one_level(candidates + list(ensemble), where):  # PP4
+        if self.one_level(candidates + list(ensemble), where):  # PP4
             chosen = list(ensemble)
             chosen[index] = random.choice(candidates)
             return self._checked(tuple(chosen), [index], write_quorum, where, caller)
@@ -206,7 +217,7 @@ class Placement:
         that fails elsewhere is not this choice's doing, as BookKeeper's replaceBookie."""
         candidates = self._eligible(candidates, where, len(indices), caller)
         chosen: list = list(ensemble)
-        if self._one_level(candidates + list(ensemble), where):  # PP4
+        if self.one_level(candidates + list(ensemble), where):  # PP4
             for index, bookie_id in zip(indices, random.sample(candidates, len(indices))):
                 chosen[index] = bookie_id
             return self._checked(tuple(chosen), indices, write_quorum, where, caller)
@@ -224,17 +235,14 @@ class Placement:
         The one taken is counted by ``note`` once it is in the metadata."""
         ranked = self._eligible(candidates, where, 1, caller) if candidates else []
         random.shuffle(ranked)
-        if self._one_level(ranked + list(ensemble), where):  # PP4
+        if self.one_level(ranked + list(ensemble), where):  # PP4
             return ranked
         trial = list(ensemble)
-        size = len(trial)
-        starts = _sets_holding(size, write_quorum, [index])
+        starts = _sets_holding(len(trial), write_quorum, [index])
 
         def score(candidate: str):
             trial[index] = candidate
-            return _score(self.rules, ([where[trial[(start + j) % size]]
-                                        for j in range(min(write_quorum, size))]
-                                       for start in starts))
+            return _score(self.rules, _places(trial, write_quorum, where, starts))
         scored = sorted(((score(c), n, c) for n, c in enumerate(ranked)))  # n: the shuffle
         passing = [c for grade_, _, c in scored if grade_[0] == 0]
         if not self.rules.strict:
@@ -261,8 +269,7 @@ class Placement:
         worker repairs placement one copy at a time (PR1 in
         api/cluster/autorecovery/placement_repair.py)."""
         def score(members) -> tuple:
-            return _score(self.rules, ([where[b] for b in ws]
-                                       for ws in write_sets(members, write_quorum)),
+            return _score(self.rules, _places(members, write_quorum, where),
                           self.rules.strict)
         if self.rules.strict:
             candidates = [b for b in candidates if where[b].placed]
@@ -282,10 +289,9 @@ class Placement:
         return adherence(self.rules, ensemble, write_quorum, where)
 
     def _fails(self, chosen, indices, write_quorum: int, where) -> bool:
-        size = len(chosen)
-        return any(grade(self.rules, [where[chosen[(start + j) % size]]
-                                      for j in range(min(write_quorum, size))])[0]
-                   for start in _sets_holding(size, write_quorum, indices))
+        starts = _sets_holding(len(chosen), write_quorum, indices)
+        return any(grade(self.rules, places)[0]
+                   for places in _places(chosen, write_quorum, where, starts))
 
     def _checked(self, chosen: tuple, indices, write_quorum: int, where,
                  caller: str) -> tuple:
@@ -316,8 +322,7 @@ class Placement:
         best, best_score = None, None
         for _ in range(PASSES):
             filled = self._greedy(list(fixed), write_quorum, candidates, where)
-            score = _score(self.rules, ([where[b] for b in ws]
-                                        for ws in write_sets(filled, write_quorum)))
+            score = _score(self.rules, _places(filled, write_quorum, where))
             if best_score is None or score < best_score:
                 best, best_score = filled, score
             if best_score[:3] == (0, 0, 0):
@@ -327,15 +332,13 @@ class Placement:
     def _greedy(self, ensemble: list, write_quorum: int, candidates, where) -> list:
         size = len(ensemble)
         for position in [i for i, b in enumerate(ensemble) if b is None]:
-            starts = [(position - k) % size for k in range(min(write_quorum, size))]
+            starts = _sets_holding(size, write_quorum, [position])
             best, best_score = [], None
             for candidate in candidates:
                 if candidate in ensemble:
                     continue
                 ensemble[position] = candidate
-                score = _score(self.rules, (
-                    [where[b] for j in range(min(write_quorum, size))
-                     if (b := ensemble[(start + j) % size]) is not None] for start in starts))
+                score = _score(self.rules, _places(ensemble, write_quorum, where, starts))
                 if best_score is None or score < best_score:
                     best, best_score = [candidate], score
                 elif score == best_score:

@@ -54,7 +54,7 @@ async def check_placement(bk, ledger_ids, mark=None) -> PlacementReport:
             if metadata.closed:  # PC1
                 closed.append(metadata)
     await asyncio.gather(*(read(i) for i in ledger_ids))
-    named = set().union(*(referenced_bookies(m) for m in closed)) if closed else set()
+    named = set().union(*(referenced_bookies(m) for m in closed))
     where = await bk.locations(sorted(named))
     for metadata in sorted(closed, key=lambda m: m.ledger_id):
         report.ledgers += 1

@@ -42,7 +42,7 @@ async def repair_placement(worker, metadata: LedgerMetadata, codec, alive: set[s
             if placement.adherence(members, metadata.write_quorum, where) != FAIL:
                 break
             candidates = [b for b in writable if b not in members and b not in leaving]
-            if placement._one_level(list(members) + candidates, where):
+            if placement.one_level(list(members) + candidates, where):
                 break  # one rack (zone, host) in all: nothing to spread over (PP4)
             move = placement.best_move(members, metadata.write_quorum, candidates, where)
             if move is None:
