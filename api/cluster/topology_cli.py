@@ -54,10 +54,11 @@ async def _run(args) -> int:
     from api.cluster.zookeeper import write_rack_map  # noqa: PLC0415
 
     async with await BookKeeper.connect(args.metadata_service_uri) as bk:
-        alive = sorted(await bk.alive_bookies())
-        where = await bk.transport.locations(alive)
+        alive = sorted(await bk.alive_bookies())  # their registrations learned, too
         client, root = bk.store.client, bk.store.root
-        rack_map = decode_rack_map(await asyncio.to_thread(read_rack_map, client, root))
+        existing = await asyncio.to_thread(read_rack_map, client, root)  # one read for all
+        rack_map = decode_rack_map(existing)
+        where = {b: locate(b, rack_map, bk.transport.published(b)) for b in alive}
         published = {b: locate(b, {}, bk.transport.published(b)) for b in alive}
         print(f"{'bookie':<22} {'location':<28} {'host':<16} source")
         for bookie_id in alive:
@@ -67,7 +68,6 @@ async def _run(args) -> int:
                   f"{where[bookie_id].host:<16} {source}")
         if args.write_rack_map:
             places = {b: p for b, p in published.items() if p.placed}
-            existing = await asyncio.to_thread(read_rack_map, client, root)
             await asyncio.to_thread(write_rack_map, client, root,
                                     encode_rack_map(places, existing=existing))
             print(f"wrote Pulsar's rack map {rack_map_path(root)}: {len(places)} bookies "
