@@ -24,6 +24,7 @@ from api.client.bookie_client import BookieClient
 from api.client.ledger import (LedgerClosedError, LedgerReader, LedgerWriter, WriterOptions,
                                recover_ledger)
 from api.client.metadata import FileMetadataStore, MetadataError
+from api.client.placement import POLICIES
 from api.client import cli_replicated as replicated
 from api.client.metadata_service import open_metadata_store
 from bookie.errors import BookieError
@@ -112,7 +113,7 @@ def _add_write(commands) -> None:
                        "them, acknowledged at --ack-quorum (docs/cluster.md)")
     write.add_argument("--write-quorum", type=int, metavar="QW", help="default: E")
     write.add_argument("--ack-quorum", type=int, metavar="QA", help="default: QW")
-    write.add_argument("--placement", default="rack", choices=("random", "host", "rack", "zone"),
+    write.add_argument("--placement", default="rack", choices=POLICIES,
                        help="how the ensemble spreads over the bookies' racks, zones or hosts "
                        "(docs/cluster.md §6; default rack, as BookKeeper's client)")
     write.add_argument("--placement-strict", action="store_true",

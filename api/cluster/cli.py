@@ -39,6 +39,7 @@ import sys
 import urllib.request
 
 from api.client.metadata import MetadataError
+from api.client.placement import POLICIES
 from api.cluster.local_bookies import (alive, client_env, client_ssl, make_pki, next_free,
                                       port_free, rpc_text, say, start_bookie, wait_gone,
                                       wait_ready)
@@ -91,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "bookie's topology_location /zone-Z/rack-R; default 1)")
     up.add_argument("--zones", type=int, default=1,
                     help="zones the racks stand in (rack r in zone r mod ZONES; default 1)")
-    up.add_argument("--placement", default="rack", choices=("random", "host", "rack", "zone"),
+    up.add_argument("--placement", default="rack", choices=POLICIES,
                     help="the bookies' autorecovery placement policy (placement_policy; "
                          "docs/cluster.md §6; default rack)")
     topology_cli.add_parser(commands)
