@@ -109,7 +109,9 @@ async def test_a_writer_s_ensemble_change_and_recovery_replace_within_the_rack(
         # down, so recovery's write-back replaces it (RC1) by placement.
         writer, _ = await write(bk, 10, close=False, ensemble=3, write_quorum=3)
         members = writer.metadata.ensembles[-1][1]
-        lost = next(b for b in members if bookies[b].proc.poll() is None)
+        # Not the victim's rack: its other bookie is dead (yet still registered until its
+        # session expires), so no bookie of that rack could take the lost one's place.
+        lost = next(b for b in members if where[b].rack != where[victim].rack)
         bookies[lost].kill9()
         async with await BookKeeper.connect(zk_uri, placement=rack_policy()) as other:
             reader = await other.open_ledger(writer.ledger_id, PASSWORD)
