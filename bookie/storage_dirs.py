@@ -122,6 +122,11 @@ class DirsStorage:
         unit = self.placement.unit(ledger_id)
         return None if unit is None else unit.get_entry(ledger_id, entry_id)
 
+    def get_entries(self, ledger_id: int, first: int, last: int,
+                    max_bytes: int) -> list[bytes]:
+        unit = self.placement.unit(ledger_id)
+        return [] if unit is None else unit.get_entries(ledger_id, first, last, max_bytes)
+
     def indexed_entry_ids(self, ledger_id: int) -> list[int]:
         unit = self.placement.unit(ledger_id)
         return [] if unit is None else unit.indexed_entry_ids(ledger_id)

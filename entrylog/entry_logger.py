@@ -38,6 +38,7 @@ from entrylog.format import (
 )
 from entrylog.log_ids import LogIdAllocator
 from entrylog.reader import DEFAULT_MAX_ENTRY_SIZE, EntryLogReader
+from entrylog.run_reader import read_run
 from entrylog.writer import WRITE_BUFFER_BYTES, BufferedLogChannel
 
 if TYPE_CHECKING:
@@ -310,6 +311,20 @@ class EntryLogger:
         handle = self._acquire(log_id)
         try:
             return handle.reader.read_entry(pos, ledger_id, entry_id)
+        finally:
+            self._release(handle)
+
+    def read_run(self, log_id: int, ledger_id: int, run: list[tuple[int, int]]) -> list[bytes]:
+        """The entries of a run ((entryId, position) in log ``log_id``; run_reader's RR1),
+        in one read where they lie together; IOFailure as ``read_entry``."""
+        active = self._active
+        if active is not None and active.log_id == log_id and \
+                run[-1][1] - SIZE.size >= active.written_position:
+            raise IOFailure(f"entries of ledger {ledger_id} up to {run[-1][1]} of entry log "
+                            f"{log_id:x} are not written yet (R1)")
+        handle = self._acquire(log_id)
+        try:
+            return read_run(handle.reader, ledger_id, run)
         finally:
             self._release(handle)
 

@@ -114,6 +114,8 @@ class EntryLogReader:
             raise IOFailure(f"{self.path}: read of {size} bytes at {offset} failed: {err}") \
                 from err
 
+    read_span = _read  # entrylog/run_reader.py's one read of a run (RR1)
+
     @property
     def header(self) -> LogHeader | None:
         """The decoded header, or None for a file shorter than 1024 bytes (no entries).

@@ -117,6 +117,19 @@ class EntryLocationIndex:
             if location:
                 yield self._decode_key(key)[1], location
 
+    def entries_between(self, ledger_id: int, first_entry_id: int,
+                        last_entry_id: int) -> Iterator[tuple[int, int]]:
+        """(entryId, location) of the ledger's stored entries in first..last: one seek and
+        one bounded iteration, where ``get`` per id costs a lookup each (a batch read's)."""
+        _check_ids(ledger_id, first_entry_id)
+        _check_ids(ledger_id, last_entry_id)
+        start = keys.encode_location_key(ledger_id, first_entry_id)
+        end = keys.encode_location_key(ledger_id, last_entry_id + 1)
+        for key, value in self.kv.items(start, end):
+            location = self._decode(key, value)
+            if location:
+                yield self._decode_key(key)[1], location
+
     def find_in_log(self, ledger_ids: Iterable[int], log_id: int) -> tuple[int, int] | None:
         """The first (ledgerId, entryId) of these ledgers whose location is in ``log_id``, or
         None: the check before an entry log is deleted (GC's G7). It reads the ledgers'

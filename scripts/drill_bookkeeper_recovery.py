@@ -59,7 +59,6 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from bk_tls_peer import TlsPeer, connected_over_tls, plain_client_refused  # noqa: E402
 from interop_run import Failed, Interop, say  # noqa: E402
 
-from api.cluster.local_zookeeper import free_port  # noqa: E402
 
 JAVA = os.path.join(ROOT, "scripts", "java", "RecoveryDrill.java")
 FAULTS = ("writer", "kill1", "kill2", "killall", "zk", "lost-ours", "lost-bk", "return")
@@ -72,26 +71,9 @@ LOSSES = {"lost-ours": "ours", "lost-bk": "BookKeeper", "return": "ours"}
 class Drill(Interop):
     """Interop's processes and cluster, plus restarts on the same ports and data."""
 
-    def start_ours(self, name: str, uri: str, *flags: str) -> dict:
-        home = os.path.join(self.dir, name)
-        os.makedirs(home, exist_ok=True)
-        http, rpc = free_port(), free_port()
-        argv = [sys.executable, "-m", "bookie", "serve", "--data-dir",
-                os.path.join(home, "data"), "--host", "127.0.0.1", "--port", str(http),
-                "--bookie-port", str(rpc), "--metadata-service-uri", uri,
-                "--autorecovery-daemon-enabled", "false", *flags]
-        bookie = {"id": f"127.0.0.1:{http}", "rpc": rpc, "home": home, "argv": argv,
-                  "log": os.path.join(home, "bookie.log"), "kind": "ours"}
-        bookie["proc"] = self.spawn(argv, bookie["log"])
-        self.ours[bookie["id"]] = bookie
-        return bookie
-
     def kill9(self, bookie: dict) -> None:
         bookie["proc"].send_signal(signal.SIGKILL)
         bookie["proc"].wait()
-
-    def restart(self, bookie: dict) -> None:
-        bookie["proc"] = self.spawn(bookie["argv"], bookie["log"])
 
     def restart_zookeeper(self) -> None:
         self.zk.stop()

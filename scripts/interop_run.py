@@ -106,15 +106,15 @@ class Interop:
         ledger_dirs = ledger_list.split(",") if ledger_list else []
         dirs = ("--ledger-dirs", ledger_list, "--journal-dirs", journal_list) \
             if self.dirs else ()
-        proc = self.spawn([sys.executable, "-m", "bookie", "serve", "--data-dir",
-                           os.path.join(home, "data"), "--host", "127.0.0.1", "--port",
-                           str(http), "--bookie-port", str(rpc), "--metadata-service-uri",
-                           uri, "--autorecovery-daemon-enabled", "false", *flags, *dirs,
-                           *(self.tls.bookie_flags() if self.tls else ())],
-                          os.path.join(home, "bookie.log"))
-        bookie = {"id": f"127.0.0.1:{http}", "rpc": rpc, "proc": proc, "home": home,
-                  "data": os.path.join(home, "data"), "kind": "ours",
-                  "ledger_dirs": ledger_dirs}
+        argv = [sys.executable, "-m", "bookie", "serve", "--data-dir",
+                os.path.join(home, "data"), "--host", "127.0.0.1", "--port", str(http),
+                "--bookie-port", str(rpc), "--metadata-service-uri", uri,
+                "--autorecovery-daemon-enabled", "false", *flags, *dirs,
+                *(self.tls.bookie_flags() if self.tls else ())]
+        log = os.path.join(home, "bookie.log")
+        bookie = {"id": f"127.0.0.1:{http}", "rpc": rpc, "proc": self.spawn(argv, log),
+                  "home": home, "data": os.path.join(home, "data"), "kind": "ours",
+                  "ledger_dirs": ledger_dirs, "argv": argv, "log": log}
         self.ours[bookie["id"]] = bookie
         return bookie
 
@@ -132,9 +132,22 @@ class Interop:
                          "statsProviderClass=org.apache.bookkeeper.stats.NullStatsProvider\n"
                          "dataIntegrityCheckingEnabled=false\nautoRecoveryDaemonEnabled=false\n"
                          + extra_conf + (self.tls.bookie_conf() if self.tls else ""))
-        proc = self.spawn([self.launcher, "bookie", "--conf", conf],
-                          os.path.join(home, "bookie.log"))
-        return {"id": f"127.0.0.1:{port}", "proc": proc, "home": home, "kind": "BookKeeper"}
+        argv, log = [self.launcher, "bookie", "--conf", conf], os.path.join(home, "bookie.log")
+        return {"id": f"127.0.0.1:{port}", "proc": self.spawn(argv, log), "home": home,
+                "kind": "BookKeeper", "argv": argv, "log": log}
+
+    def stop_bookie(self, bookie: dict) -> None:
+        """SIGTERM, a clean shutdown (SIGKILL after 60 s)."""
+        bookie["proc"].send_signal(signal.SIGTERM)
+        try:
+            bookie["proc"].wait(60)
+        except subprocess.TimeoutExpired:
+            bookie["proc"].kill()
+            bookie["proc"].wait()
+
+    def restart(self, bookie: dict) -> None:
+        """The same bookie again: its ports, conf and data."""
+        bookie["proc"] = self.spawn(bookie["argv"], bookie["log"])
 
     def shell_conf(self, uri: str, bookie: dict | None = None) -> str:
         name = "shell.conf" if bookie is None else f"shell-{bookie['rpc']}.conf"

@@ -44,6 +44,7 @@ from bookie.node.disk_watch import DiskWatch
 from bookie.node.gc_driver import GcDriver
 from bookie.node.journal_bridge import JournalBridge
 from bookie.node.lac_waiters import LacWaiters
+from bookie.node.read_queue import ReadQueue
 from bookie.node.reads import LedgerReads
 from bookie.node.runtime import LedgerRuntime, LedgerRuntimes
 from bookie.node.writes import LedgerWrites
@@ -84,6 +85,7 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
         self._loading: dict[int, asyncio.Future] = {}  # runtime loads in flight (N6)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reads = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="read")
+        self._read_queue: ReadQueue | None = None  # single reads, batched (set in start)
         self._ready = asyncio.Event()
         self.started_at = time.time()
         self.stats = Stats()
@@ -148,6 +150,8 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
     async def start(self) -> None:
         """Replay, checkpoint, open a new journal; then WRITABLE. Raises on a refusal."""
         self._loop = asyncio.get_running_loop()
+        self._read_queue = ReadQueue(self._loop, self._reads, self.storage.get_entry,
+                                     self.storage.get_entries)
         self._node_state.move(BookieState.REPLAYING)
         try:
             await self._loop.run_in_executor(None, self._open_and_replay)

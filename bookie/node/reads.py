@@ -32,8 +32,7 @@ class LedgerReads:
             entry_id = last
         data = self.storage.get_cached(ledger_id, entry_id)
         if data is None:
-            data = await self._loop.run_in_executor(self._reads, self.storage.get_entry,
-                                                    ledger_id, entry_id)
+            data = await self._read_queue.read(ledger_id, entry_id)
         if data is None:
             raise NoEntry(f"entry {ledger_id}/{entry_id} is not stored on this bookie")
         return data
@@ -53,6 +52,8 @@ class LedgerReads:
 
     def _read_range_sync(self, ledger_id: int, first: int, last: int,
                          step: int) -> list[bytes]:
+        if step == 1:
+            return self.storage.get_entries(ledger_id, first, last, READ_BATCH_BYTES_MAX)
         found, size = [], 0
         for entry_id in range(first, last + 1, step):
             data = self.storage.get_entry(ledger_id, entry_id)
