@@ -32,7 +32,8 @@ from bookie.errors import IOFailure
 from bookie.ledger_usage import LedgerUsage
 from bookie.write_cache import WriteCache
 from entrylog.entry_logger import EntryLogger
-from entrylog.run_reader import joins
+from entrylog.format import SIZE
+from entrylog.run_reader import Bound, joins
 from ledgerindex.keys import LedgerState
 from ledgerindex.ledgers import LedgerMetadataIndex
 from ledgerindex.locations import EntryLocationIndex
@@ -213,52 +214,59 @@ class LedgerStorage:
     def get_entries(self, ledger_id: int, first: int, last: int,
                     max_bytes: int) -> list[bytes]:
         """Entries first, first+1, ... <= last, stopping before the first one not stored and
-        before the one that would take the bytes above ``max_bytes`` (the first one always).
+        before the one that would take the bytes above ``max_bytes`` (the first one always)."""
+        return self.get_batch(ledger_id, first, last, Bound(max_bytes))
+
+    def get_batch(self, ledger_id: int, first: int, last: int, bound: Bound,
+                  framed: bool = False) -> list[bytes]:
+        """Entries first, first+1, ... <= last while ``bound`` takes them, stopping before
+        the first one not stored: each entry's bytes, or with ``framed`` the pieces of a v2
+        batch answer's body (run_reader.read_run).
 
         The batch read's path (issue 41): one index iteration for the range, and entries
         that lie together in a log read in one pread each run (entrylog/run_reader.py).
-        Where either fails, each entry of the failing part goes through ``get_entry`` (R4's
-        retry of a read that raced compaction, the cache/index race, R2's errors)."""
-        located = dict(self.locations.entries_between(ledger_id, first, last))
-        found: list[bytes] = []
-        size, run = 0, []  # run: (entryId, location), joined by run_reader's RR1
+        Where a run's read fails, each of its entries goes through ``get_entry`` (R4's
+        retry of a read that raced compaction, R2's errors); an id found in neither the
+        index read nor the cache too (a checkpoint may have moved it meanwhile)."""
+        located = self.locations.locate_range(ledger_id, first, last)
+        pieces: list[bytes] = []
+        run: list[tuple[int, int]] = []  # (entryId, location), joined by RR1
         for entry_id in range(first, last + 1):
             data = self.cache.get(ledger_id, entry_id)
             location = located.get(entry_id) if data is None else None
             if run and (location is None or not joins(run[0][1], run[-1][1], location)):
-                size = self._take_run(ledger_id, run, found, size, max_bytes)
+                if not self._take_run(ledger_id, run, bound, framed, pieces):
+                    return pieces
                 run = []
-                if size < 0:
-                    return found
             if location is not None:
                 run.append((entry_id, location))
                 continue
             if data is None:
-                data = self.get_entry(ledger_id, entry_id)  # the index may have it now
-            if data is None or (found and size + len(data) > max_bytes):
-                return found
-            found.append(data)
-            size += len(data)
+                data = self.get_entry(ledger_id, entry_id)
+            if data is None or not bound.take(len(data)):
+                return pieces
+            pieces.append(SIZE.pack(len(data)) + data if framed else data)
         if run:
-            self._take_run(ledger_id, run, found, size, max_bytes)
-        return found
+            self._take_run(ledger_id, run, bound, framed, pieces)
+        return pieces
 
-    def _take_run(self, ledger_id: int, run: list[tuple[int, int]], found: list[bytes],
-                  size: int, max_bytes: int) -> int:
-        """Appends the run's entries to ``found`` within ``max_bytes``: the new size, or -1
-        once the bound stopped it or an entry is not stored."""
-        log_id = run[0][1] >> 32
+    def _take_run(self, ledger_id: int, run: list[tuple[int, int]], bound: Bound,
+                  framed: bool, pieces: list[bytes]) -> bool:
+        """Appends the run's pieces; False once the bound or a missing entry stopped it."""
+        mark = bound.mark()
         try:
-            datas = self.entry_logger.read_run(log_id, ledger_id,
-                                               [(e, location & 0xFFFFFFFF) for e, location in run])
+            pieces.extend(self.entry_logger.read_run(
+                run[0][1] >> 32, ledger_id, [(e, location & 0xFFFFFFFF) for e, location in run],
+                bound, framed))
+            return not bound.full
         except IOFailure:
-            datas = [self.get_entry(ledger_id, entry_id) for entry_id, _ in run]
-        for data in datas:
-            if data is None or (found and size + len(data) > max_bytes):
-                return -1
-            found.append(data)
-            size += len(data)
-        return size
+            bound.reset(mark)
+        for entry_id, _ in run:
+            data = self.get_entry(ledger_id, entry_id)
+            if data is None or not bound.take(len(data)):
+                return False
+            pieces.append(SIZE.pack(len(data)) + data if framed else data)
+        return True
 
     def _reread_moved(self, ledger_id: int, entry_id: int, location: int,
                       error: IOFailure) -> bytes | None:

@@ -127,6 +127,11 @@ class DirsStorage:
         unit = self.placement.unit(ledger_id)
         return [] if unit is None else unit.get_entries(ledger_id, first, last, max_bytes)
 
+    def get_batch(self, ledger_id: int, first: int, last: int, bound,
+                  framed: bool = False) -> list[bytes]:
+        unit = self.placement.unit(ledger_id)
+        return [] if unit is None else unit.get_batch(ledger_id, first, last, bound, framed)
+
     def indexed_entry_ids(self, ledger_id: int) -> list[int]:
         unit = self.placement.unit(ledger_id)
         return [] if unit is None else unit.indexed_entry_ids(ledger_id)

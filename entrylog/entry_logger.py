@@ -38,7 +38,7 @@ from entrylog.format import (
 )
 from entrylog.log_ids import LogIdAllocator
 from entrylog.reader import DEFAULT_MAX_ENTRY_SIZE, EntryLogReader
-from entrylog.run_reader import read_run
+from entrylog.run_reader import Bound, read_run
 from entrylog.writer import WRITE_BUFFER_BYTES, BufferedLogChannel
 
 if TYPE_CHECKING:
@@ -314,9 +314,11 @@ class EntryLogger:
         finally:
             self._release(handle)
 
-    def read_run(self, log_id: int, ledger_id: int, run: list[tuple[int, int]]) -> list[bytes]:
-        """The entries of a run ((entryId, position) in log ``log_id``; run_reader's RR1),
-        in one read where they lie together; IOFailure as ``read_entry``."""
+    def read_run(self, log_id: int, ledger_id: int, run: list[tuple[int, int]],
+                 bound: Bound, framed: bool = False) -> list[bytes]:
+        """The entries of a run ((entryId, position) in log ``log_id``; run_reader's RR1)
+        as far as ``bound`` takes them, in one read where they lie together; IOFailure as
+        ``read_entry``."""
         active = self._active
         if active is not None and active.log_id == log_id and \
                 run[-1][1] - SIZE.size >= active.written_position:
@@ -324,7 +326,7 @@ class EntryLogger:
                             f"{log_id:x} are not written yet (R1)")
         handle = self._acquire(log_id)
         try:
-            return read_run(handle.reader, ledger_id, run)
+            return read_run(handle.reader, ledger_id, run, bound, framed)
         finally:
             self._release(handle)
 

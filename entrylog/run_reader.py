@@ -5,21 +5,29 @@ cached entries together, sorted by ledger (BookKeeper's SortedLedgerStorage does
 so their locations in the log lie close together, usually back to back. One pread of the span
 that holds them replaces one pread (and one GIL hand-over) per entry.
 
+An entry log stores each entry as its 4-byte size and its bytes: the layout of a v2 batch
+read's answer (BP-62). So a framed read hands entries that lie back to back on as one slice
+of the span, with no copy and no framing of its own per entry.
+
 Invariants:
     RR1. A run is positions in one log, each after the last and at most RUN_GAP_BYTES past
         it, spanning at most RUN_SPAN_BYTES: a read never fetches much that is not asked
-        for, and each read thread holds at most RUN_SPAN_BYTES + READ_AHEAD_BYTES at once.
+        for, and each read thread holds at most RUN_SPAN_BYTES + a tail at once.
     RR2. Every entry is checked as a point read checks it (size >= 16, its stored ids the
         expected ones); an entry that does not fit in the span read is read on its own.
+    RR3. A batch takes an entry only while its ``Bound`` allows it (count, payload bytes,
+        framed bytes; the first entry always), so what a batch holds is bounded before it
+        is read, not after.
 """
 
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING
 
 from bookie.errors import CorruptRecord, IOFailure
 from entrylog.format import HEADER_SIZE, MIN_ENTRY_SIZE, SIZE
-from entrylog.reader import READ_AHEAD_BYTES, _check_ids
+from entrylog.reader import READ_AHEAD_BYTES
 
 if TYPE_CHECKING:
     from entrylog.reader import EntryLogReader
@@ -28,6 +36,38 @@ if TYPE_CHECKING:
 RUN_GAP_BYTES = 64 * 1024
 #: RR1: the most one read of a run fetches (before the last entry's read-ahead).
 RUN_SPAN_BYTES = 1024 * 1024
+#: A stored entry's size field, then the first 16 bytes of the entry: its ledgerId, entryId.
+_ENTRY_HEAD = struct.Struct(">iqq")
+
+
+class Bound:
+    """RR3: what one batch may still take. ``framed`` counts each entry with its 4-byte size
+    (a v2 batch answer's body); ``full`` once an entry was refused."""
+
+    __slots__ = ("count", "payload", "framed", "max_payload", "max_framed", "full")
+
+    def __init__(self, max_payload: int, max_framed: int | None = None) -> None:
+        self.count = self.payload = self.framed = 0
+        self.max_payload = max_payload
+        self.max_framed = max_payload + (1 << 40) if max_framed is None else max_framed
+        self.full = False
+
+    def take(self, size: int) -> bool:
+        if self.count and (self.payload + size > self.max_payload
+                           or self.framed + size + SIZE.size > self.max_framed):
+            self.full = True
+            return False
+        self.count += 1
+        self.payload += size
+        self.framed += size + SIZE.size
+        return True
+
+    def mark(self) -> tuple[int, int, int]:
+        return self.count, self.payload, self.framed
+
+    def reset(self, mark: tuple[int, int, int]) -> None:
+        self.count, self.payload, self.framed = mark
+        self.full = False
 
 
 def joins(run_start: int, previous: int, location: int) -> bool:
@@ -37,9 +77,11 @@ def joins(run_start: int, previous: int, location: int) -> bool:
             and location - run_start <= RUN_SPAN_BYTES)
 
 
-def read_run(reader: EntryLogReader, ledger_id: int,
-             run: list[tuple[int, int]]) -> list[bytes]:
-    """The entries of ``run`` ((entryId, position) in one log, a run by RR1), in order."""
+def read_run(reader: EntryLogReader, ledger_id: int, run: list[tuple[int, int]],
+             bound: Bound, framed: bool = False) -> list[bytes]:
+    """The entries of ``run`` ((entryId, position) in one log, a run by RR1), in order, as
+    far as ``bound`` takes them: each entry's bytes, or with ``framed`` pieces of a v2 batch
+    answer's body (size, bytes; back-to-back entries in one piece)."""
     first, last = run[0][1], run[-1][1]
     if first < HEADER_SIZE + SIZE.size:
         raise IOFailure(f"{reader.path}: entry position {first} lies inside the header")
@@ -48,20 +90,39 @@ def read_run(reader: EntryLogReader, ledger_id: int,
     tail = max(READ_AHEAD_BYTES, (last - first) // max(len(run) - 1, 1) + SIZE.size)
     start = first - SIZE.size
     span = reader.read_span(start, last + tail - start)
-    entries = []
+    pieces: list[bytes] = []
+    piece_start = piece_end = -1  # the framed piece of span being extended
     for entry_id, pos in run:
         offset = pos - SIZE.size - start
-        if offset + SIZE.size > len(span):
-            entries.append(reader.read_entry(pos, ledger_id, entry_id))
-            continue
-        size = SIZE.unpack_from(span, offset)[0]
-        if size < MIN_ENTRY_SIZE:
-            raise CorruptRecord(reader.path, pos - SIZE.size, f"entry size {size} < 16")
-        end = offset + SIZE.size + size
-        if end > len(span):  # RR2: past the span (a large entry, or the file's end)
-            entries.append(reader.read_entry(pos, ledger_id, entry_id))
-            continue
-        entry = span[offset + SIZE.size:end]
-        _check_ids(reader.path, pos, entry, ledger_id, entry_id)
-        entries.append(entry)
-    return entries
+        entry = None
+        if offset + _ENTRY_HEAD.size <= len(span):
+            size, found_ledger, found_entry = _ENTRY_HEAD.unpack_from(span, offset)
+            if size < MIN_ENTRY_SIZE:
+                raise CorruptRecord(reader.path, pos - SIZE.size, f"entry size {size} < 16")
+            end = offset + SIZE.size + size
+            if end > len(span):  # RR2: past the span (a large entry, or the file's end)
+                entry = reader.read_entry(pos, ledger_id, entry_id)
+            elif found_ledger != ledger_id or found_entry != entry_id:
+                raise IOFailure(f"{reader.path}: wrong entry at {pos}: expected "
+                                f"{ledger_id}/{entry_id}, found {found_ledger}/{found_entry}")
+        else:
+            entry = reader.read_entry(pos, ledger_id, entry_id)
+            size = len(entry)
+        if not bound.take(size):
+            break
+        if entry is not None or not framed:
+            if piece_end >= 0:
+                pieces.append(span[piece_start:piece_end])
+                piece_end = -1
+            if entry is None:
+                entry = span[offset + SIZE.size:end]
+            pieces.append(SIZE.pack(size) + entry if framed else entry)
+        elif offset == piece_end:
+            piece_end = end  # back to back with the last one: the same piece
+        else:
+            if piece_end >= 0:
+                pieces.append(span[piece_start:piece_end])
+            piece_start, piece_end = offset, end
+    if piece_end >= 0:
+        pieces.append(span[piece_start:piece_end])
+    return pieces

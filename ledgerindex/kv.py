@@ -242,6 +242,15 @@ class KeyValueStore:
                 iterator.next()
             yield key, value
 
+    def items_list(self, start: bytes, end: bytes, limit: int) -> list[tuple[bytes, bytes]]:
+        """Up to ``limit`` (key, value) pairs with start <= key < end, in key order, as one
+        list: a batch read's range, drained with no Python frame per pair (item_chunks)."""
+        read_options = rocksdict.ReadOptions()
+        read_options.set_iterate_upper_bound(end)
+        with _io(self.path, "iterate"):
+            return list(itertools.islice(self._rdict.items(from_key=start, read_opt=read_options),
+                                         limit))
+
     def item_chunks(self, chunk_size: int = 65536) -> Iterator[list[tuple[bytes, bytes]]]:
         """Every (key, value) pair in key order, in lists of up to ``chunk_size``.
 

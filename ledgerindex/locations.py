@@ -117,18 +117,21 @@ class EntryLocationIndex:
             if location:
                 yield self._decode_key(key)[1], location
 
-    def entries_between(self, ledger_id: int, first_entry_id: int,
-                        last_entry_id: int) -> Iterator[tuple[int, int]]:
-        """(entryId, location) of the ledger's stored entries in first..last: one seek and
-        one bounded iteration, where ``get`` per id costs a lookup each (a batch read's)."""
+    def locate_range(self, ledger_id: int, first_entry_id: int,
+                     last_entry_id: int) -> dict[int, int]:
+        """{entryId: location} of the ledger's stored entries in first..last: one bounded
+        iteration decoded in one unpack, where ``get`` per id costs a lookup each (a batch
+        read's index step)."""
         _check_ids(ledger_id, first_entry_id)
         _check_ids(ledger_id, last_entry_id)
-        start = keys.encode_location_key(ledger_id, first_entry_id)
-        end = keys.encode_location_key(ledger_id, last_entry_id + 1)
-        for key, value in self.kv.items(start, end):
-            location = self._decode(key, value)
-            if location:
-                yield self._decode_key(key)[1], location
+        pairs = self.kv.items_list(keys.encode_location_key(ledger_id, first_entry_id),
+                                   keys.encode_location_key(ledger_id, last_entry_id + 1),
+                                   last_entry_id - first_entry_id + 1)
+        try:
+            _, entry_ids, locations = keys.decode_location_items(pairs)
+        except ValueError as error:
+            raise IOFailure(f"RocksDB {self.kv.path}: {error}") from error
+        return {e: location for e, location in zip(entry_ids, locations) if location}
 
     def find_in_log(self, ledger_ids: Iterable[int], log_id: int) -> tuple[int, int] | None:
         """The first (ledgerId, entryId) of these ledgers whose location is in ``log_id``, or

@@ -62,13 +62,8 @@ class Side(Interop):
         self.uri = ""
 
     def spawn(self, argv: list[str], log: str) -> subprocess.Popen:
-        env = dict(os.environ, JAVA_OPTS=BK_JAVA_OPTS)
-        handle = open(log, "ab")
-        proc = subprocess.Popen(["taskset", "-c", "0", *argv], stdout=handle,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
-                                env=env)
-        self.procs.append(proc)
-        return proc
+        self.env = dict(os.environ, JAVA_OPTS=BK_JAVA_OPTS)
+        return super().spawn(["taskset", "-c", "0", *argv], log)
 
     def start(self, count: int) -> None:
         os.makedirs(self.dir, exist_ok=True)

@@ -48,6 +48,7 @@ class Interop:
         self.zk: ZooKeeperServer | None = None
         self.ours: dict[str, dict] = {}
         self.dirs: tuple[int, int] | None = None  # our bookies' (ledger, journal) dir counts
+        self.env: dict | None = None  # the bookies' environment (None: this one's)
 
     # -- processes -------------------------------------------------------------------
 
@@ -73,7 +74,7 @@ class Interop:
     def spawn(self, argv: list[str], log: str) -> subprocess.Popen:
         handle = open(log, "ab")
         proc = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, cwd=ROOT)
+                                stdin=subprocess.DEVNULL, cwd=ROOT, env=self.env)
         self.procs.append(proc)
         return proc
 

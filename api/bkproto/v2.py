@@ -193,9 +193,26 @@ def encode_response(version: int, opcode: int, rc: int, ledger_id: int, entry_id
 
 def encode_batch_response(version: int, rc: int, ledger_id: int, entry_id: int,
                           request_id: int, entries) -> bytes:
-    body = b"".join(_I32.pack(len(e)) + bytes(e) for e in entries)
-    return frame(_RESPONSE.pack(pack_header(version, BATCH_READ_ENTRY, 0), rc, ledger_id,
-                                entry_id) + struct.pack(">q", request_id) + body)
+    # One join, one copy of each entry: a batch answer is up to max_read_batch entries.
+    parts = [b"", _RESPONSE.pack(pack_header(version, BATCH_READ_ENTRY, 0), rc, ledger_id,
+                                 entry_id), struct.pack(">q", request_id)]
+    size = RESPONSE_HEADERS_SIZE + 8
+    pack = _I32.pack
+    for entry in entries:
+        parts.append(pack(len(entry)))
+        parts.append(entry)
+        size += 4 + len(entry)
+    parts[0] = pack(size)
+    return b"".join(parts)
+
+
+def encode_batch_body_response(version: int, rc: int, ledger_id: int, entry_id: int,
+                               request_id: int, body: bytes) -> bytes:
+    """A framed BATCH_READ_ENTRY answer whose entries are already framed in ``body`` (each
+    its i32 size, then its bytes: the entry log's own layout, entrylog/run_reader.py)."""
+    return b"".join((_I32.pack(RESPONSE_HEADERS_SIZE + 8 + len(body)),
+                     _RESPONSE.pack(pack_header(version, BATCH_READ_ENTRY, 0), rc, ledger_id,
+                                    entry_id), struct.pack(">q", request_id), body))
 
 
 def encode_auth_response(version: int, auth_message: bytes) -> bytes:

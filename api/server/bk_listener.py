@@ -65,6 +65,7 @@ class BkConnection(AddPath, RequestPath, FramePath, TlsSession, asyncio.Protocol
         self.inbox: list[bytes] = []  # read, not yet decoded (a slice a loop turn)
         self.inbox_bytes = 0
         self.outbox: list[bytes] = []
+        self.outbox_bytes = 0  # their sum, kept as they come: PB2 asks before every begin
         self.arrived: list[tuple] = []  # adds of the slice being decoded, begun after it (BK5)
         self.v3 = True
         self.transport: asyncio.Transport | None = None
@@ -277,7 +278,9 @@ class BkConnection(AddPath, RequestPath, FramePath, TlsSession, asyncio.Protocol
             return
         if not self.outbox:
             asyncio.get_running_loop().call_soon(self._flush)
-        self.outbox.extend(datas)
+        for data in datas:
+            self.outbox.append(data)
+            self.outbox_bytes += len(data)
 
     def _flush(self) -> None:
         if self.upgrading:
@@ -286,6 +289,7 @@ class BkConnection(AddPath, RequestPath, FramePath, TlsSession, asyncio.Protocol
             self.transport.write(b"".join(self.outbox))
             self.budget.charge_answers(self, self.transport.get_write_buffer_size())  # PB2
         self.outbox.clear()
+        self.outbox_bytes = 0
 
     def stop_reading(self) -> None:
         """BL3: for good (the listener is closing); ``_flow`` never resumes it."""

@@ -327,12 +327,12 @@ class BkOperations:
         """The framed answer to one v2 request (BK1); adds go as in ``v3``."""
         begun = bk_timing.now()
         opcode, version = request.opcode, request.version
-        error, data, entries = None, b"", ()
+        error, data, body = None, b"", b""
         try:
             if opcode == v2.READENTRY:
                 data = await self._read_v2(request)
             else:
-                entries = await self._batch_read_v2(request)
+                body = await self._batch_read_v2(request)
         except Exception as exc:  # noqa: BLE001 - every outcome is an answer (BK1)
             unexpected(f"v2 opcode {opcode}", exc)
             error = exc
@@ -342,8 +342,9 @@ class BkOperations:
         bk_timing.answered(self.op_stats, bk_timing.v2_op(request), error is None,
                            begun if arrived is None else arrived, begun)
         if opcode == v2.BATCH_READ_ENTRY:
-            return v2.encode_batch_response(version, code, request.ledger_id,
-                                            request.entry_id, request.request_id, entries)
+            return v2.encode_batch_body_response(version, code, request.ledger_id,
+                                                 request.entry_id, request.request_id,
+                                                 body if error is None else b"")
         return v2.encode_response(version, opcode, code, request.ledger_id, request.entry_id,
                                   data if error is None else b"")
 
@@ -352,23 +353,20 @@ class BkOperations:
             await self.fence(request.ledger_id, request.master_key)
         return await self.bookie.read_entry(request.ledger_id, request.entry_id)
 
-    async def _batch_read_v2(self, request: v2.Request) -> list[bytes]:
+    async def _batch_read_v2(self, request: v2.Request) -> bytes:
         """BP-62: entries from ``entry_id`` while within maxCount and maxSize (the frame's
-        size counted as BookKeeper counts it); the first one always, or its error."""
+        size counted as BookKeeper counts it), framed as the answer's body; the first one
+        always, or its error."""
         if request.fencing:
             await self.fence(request.ledger_id, request.master_key)
         first = request.entry_id
         if first < 0:
             raise BadRequest(f"batch read from entry {first}")
         count = request.max_count if request.max_count > 0 else self.bookie.config.max_read_batch
-        found = await self.bookie.read_range(request.ledger_id, first, first + count - 1)
-        entries, size = [], v2.RESPONSE_HEADERS_SIZE + 8 + 4
-        for data in found:
-            size += len(data) + 4
-            if entries and size > request.max_size:
-                break
-            entries.append(data)
-        return entries
+        _, body = await self.bookie.read_batch_framed(
+            request.ledger_id, first, first + count - 1,
+            request.max_size - (v2.RESPONSE_HEADERS_SIZE + 8 + 4))
+        return body
 
 
 def _flag(body) -> int:

@@ -138,7 +138,7 @@ class RequestPath:
         transport = self.transport
         queued = 0 if transport is None or transport.is_closing() \
             else transport.get_write_buffer_size()
-        return queued + sum(map(len, self.outbox))
+        return queued + self.outbox_bytes
 
     def _poll_refused(self, request) -> bytes:
         """PB4's answer to a long poll over the connection's share."""

@@ -136,6 +136,7 @@ class TlsSession:
         self.outbox.append(v3.frame(response))
         self.transport.write(b"".join(self.outbox))
         self.outbox.clear()
+        self.outbox_bytes = 0
         self.in_flight += 1  # BL3: a shutdown waits (bounded) for the handshake too
         self.idle.clear()
         asyncio.get_running_loop().create_task(self._upgrade(tls))

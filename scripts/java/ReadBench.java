@@ -13,6 +13,23 @@
 //       client), MODE "single" readEntries(next, next + 99,999): one request an entry, at most
 //       THROTTLE a second (ClientConfiguration's throttle; BookKeeper's default of 5,000 would
 //       measure the client, not the bookie). Prints "R <entries> <ms> <bytes>".
+//   latency ZK_URI COUNT V2
+//       one add at a time (BenchBookie's latency phase, through the ledger API): 1,000 adds
+//       to warm up, then COUNT adds, each waited for. Prints "L <p50> <p99> <p99.9> <mean>"
+//       in microseconds.
+//   tail ZK_URI RATE SECONDS
+//       a writer adds RATE entries a second for SECONDS; a tailing reader of its own client
+//       (another connection, as a consumer is another process) follows it with
+//       readLastAddConfirmedAndEntry: long-poll LAC with the entry piggybacked (v3, where
+//       BookKeeper's long poll lives), then readEntries up to the LAC it learnt. Each entry's
+//       delay runs from its add's call to its read's return. Prints
+//       "T <entries> <p50> <p99> <p99.9>" in microseconds.
+//   pace ZK_URI RATE SECONDS [LEDGER]
+//       a writer at RATE adds a second (v2) for SECONDS, each add's latency counted from the
+//       moment it was due (no coordinated omission); with LEDGER, a catch-up reader of that
+//       ledger (batch reads over v2) runs meanwhile, from its start, and the writer stops
+//       when the reader is done (SECONDS is then a bound). Prints
+//       "P <adds> <p50> <p99> <p99.9> <reads> <read ms>" (microseconds; reads 0 without LEDGER).
 //
 // Only the read loop is timed, as BenchReadThroughputLatency times it: not the JVM's start,
 // not the ZooKeeper session, not the ledger's open.
@@ -108,11 +125,188 @@ public class ReadBench {
         }
     }
 
+    static long[] percentiles(long[] values, int count) {
+        long[] sorted = Arrays.copyOf(values, count);
+        Arrays.sort(sorted);
+        double[] at = {0.5, 0.99, 0.999};
+        long[] out = new long[at.length];
+        for (int i = 0; i < at.length; i++) {
+            out[i] = count == 0 ? 0 : sorted[(int) Math.min(count - 1, Math.floor(at[i] * count))];
+        }
+        return out;
+    }
+
+    static void latency(String[] a) throws Exception {
+        int count = Integer.parseInt(a[2]);
+        try (BookKeeper bk = new BookKeeper(conf(a[1], a[3].equals("1"), 0))) {
+            LedgerHandle lh = bk.createLedger(1, 1, 1, BookKeeper.DigestType.CRC32, PASSWORD);
+            byte[] data = new byte[ENTRY_SIZE];
+            for (int i = 0; i < 1000; i++) {
+                lh.addEntry(data);
+            }
+            long[] took = new long[count];
+            long sum = 0;
+            for (int i = 0; i < count; i++) {
+                long begun = System.nanoTime();
+                lh.addEntry(data);
+                took[i] = (System.nanoTime() - begun) / 1000;
+                sum += took[i];
+            }
+            lh.close();
+            long[] p = percentiles(took, count);
+            System.out.println("L " + p[0] + " " + p[1] + " " + p[2] + " " + (sum / count));
+        }
+    }
+
+    /** Adds at ``rate`` a second for ``seconds``; each add's latency from when it was due. */
+    static long[] paced(LedgerHandle lh, int rate, int seconds, long[] calledAt,
+                        java.util.concurrent.atomic.AtomicBoolean stop) throws Exception {
+        int total = rate * seconds;
+        long[] took = new long[total];
+        byte[] data = new byte[ENTRY_SIZE];
+        java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(total);
+        AtomicReference<String> failed = new AtomicReference<>();
+        long start = System.nanoTime();
+        int issued = 0;
+        for (int i = 0; i < total && failed.get() == null && !(stop != null && stop.get()); i++) {
+            issued++;
+            long due = start + (long) i * 1_000_000_000L / rate;
+            while (System.nanoTime() < due) {
+                java.util.concurrent.locks.LockSupport.parkNanos(Math.min(due - System.nanoTime(), 200_000));
+            }
+            final int n = i;
+            if (calledAt != null) {
+                calledAt[i] = System.nanoTime();
+            }
+            lh.asyncAddEntry(data, (rc, handle, entryId, ctx) -> {
+                took[n] = (System.nanoTime() - due) / 1000;
+                if (rc != BKException.Code.OK) {
+                    failed.compareAndSet(null, "add " + entryId + ": " + BKException.getMessage(rc));
+                }
+                done.countDown();
+            }, null);
+        }
+        for (int i = issued; i < total; i++) {
+            done.countDown();  // never issued: the reader was done first
+        }
+        done.await();
+        if (failed.get() != null) {
+            throw new IllegalStateException(failed.get());
+        }
+        return Arrays.copyOf(took, issued);
+    }
+
+    static void tail(String[] a) throws Exception {
+        int rate = Integer.parseInt(a[2]);
+        int seconds = Integer.parseInt(a[3]);
+        int total = rate * seconds;
+        long[] calledAt = new long[total];
+        long[] delay = new long[total];
+        try (BookKeeper writerBk = new BookKeeper(conf(a[1], false, 0));
+             BookKeeper readerBk = new BookKeeper(conf(a[1], false, 0))) {
+            LedgerHandle lh = writerBk.createLedger(1, 1, 1, BookKeeper.DigestType.CRC32, PASSWORD);
+            LedgerHandle tail = readerBk.openLedgerNoRecovery(lh.getId(), BookKeeper.DigestType.CRC32, PASSWORD);
+            AtomicInteger seen = new AtomicInteger();
+            AtomicReference<Exception> readFailed = new AtomicReference<>();
+            Thread reader = new Thread(() -> {
+                try {
+                    long next = 0;
+                    while (next < total - 1) {  // the last entry is never confirmed by a later one
+                        var got = tail.readLastAddConfirmedAndEntryAsync(next, 1000, false).get();
+                        if (got.hasEntry()) {
+                            delay[(int) next] = (System.nanoTime() - calledAt[(int) next]) / 1000;
+                            got.getEntry().close();
+                            next++;
+                        }
+                        long lac = Math.min(got.getLastAddConfirmed(), total - 1);
+                        if (lac >= next) {
+                            Enumeration<LedgerEntry> rest = tail.readEntries(next, lac);
+                            long now = System.nanoTime();
+                            while (rest.hasMoreElements()) {
+                                LedgerEntry e = rest.nextElement();
+                                delay[(int) e.getEntryId()] = (now - calledAt[(int) e.getEntryId()]) / 1000;
+                                e.getEntryBuffer().release();
+                            }
+                            next = lac + 1;
+                        }
+                        got.close();
+                    }
+                    seen.set((int) next);
+                } catch (Exception e) {
+                    readFailed.set(e);
+                }
+            });
+            reader.start();
+            paced(lh, rate, seconds, calledAt, null);
+            lh.close();  // the close's LAC lets the reader see the last entries
+            reader.join();
+            if (readFailed.get() != null) {
+                throw readFailed.get();
+            }
+            long[] p = percentiles(delay, seen.get());
+            System.out.println("T " + seen.get() + " " + p[0] + " " + p[1] + " " + p[2]);
+        }
+    }
+
+    static void pace(String[] a) throws Exception {
+        int rate = Integer.parseInt(a[2]);
+        int seconds = Integer.parseInt(a[3]);
+        long[] reads = {0, 0};
+        java.util.concurrent.atomic.AtomicBoolean readerDone = new java.util.concurrent.atomic.AtomicBoolean();
+        AtomicReference<Exception> readFailed = new AtomicReference<>();
+        try (BookKeeper bk = new BookKeeper(conf(a[1], true, 0));
+             BookKeeper readerBk = new BookKeeper(conf(a[1], true, 0))) {
+            Thread reader = null;
+            if (a.length > 4) {
+                long ledger = Long.parseLong(a[4]);
+                reader = new Thread(() -> {
+                    try {
+                        LedgerHandle rh = readerBk.openLedgerNoRecovery(ledger, BookKeeper.DigestType.CRC32, PASSWORD);
+                        long last = rh.getLastAddConfirmed();
+                        long begun = System.nanoTime();
+                        long next = 0;
+                        while (next <= last) {
+                            Enumeration<LedgerEntry> got = rh.batchReadEntries(next, BATCH, -1);
+                            while (got.hasMoreElements()) {
+                                got.nextElement().getEntryBuffer().release();
+                                next++;
+                            }
+                        }
+                        reads[0] = next;
+                        reads[1] = (System.nanoTime() - begun) / 1_000_000;
+                    } catch (Exception e) {
+                        readFailed.set(e);
+                    } finally {
+                        readerDone.set(true);
+                    }
+                });
+            }
+            LedgerHandle lh = bk.createLedger(1, 1, 1, BookKeeper.DigestType.CRC32, PASSWORD);
+            if (reader != null) {
+                reader.start();
+            }
+            long[] took = paced(lh, rate, seconds, null, reader == null ? null : readerDone);
+            lh.close();
+            if (reader != null) {
+                reader.join();
+            }
+            if (readFailed.get() != null) {
+                throw readFailed.get();
+            }
+            long[] p = percentiles(took, took.length);
+            System.out.println("P " + took.length + " " + p[0] + " " + p[1] + " " + p[2] + " "
+                    + reads[0] + " " + reads[1]);
+        }
+    }
+
     public static void main(String[] args) throws Exception {
         switch (args[0]) {
             case "write" -> write(args);
             case "read" -> read(args);
-            default -> throw new IllegalArgumentException("write | read, not " + args[0]);
+            case "latency" -> latency(args);
+            case "tail" -> tail(args);
+            case "pace" -> pace(args);
+            default -> throw new IllegalArgumentException("write | read | latency | tail | pace, not " + args[0]);
         }
         System.exit(0);
     }

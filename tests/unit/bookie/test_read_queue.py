@@ -1,0 +1,81 @@
+"""Single reads served in batches (bookie/node/read_queue.py RQ1-RQ3) over a real
+LedgerStorage and a real read executor: what each read gets, and how few jobs serve them."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+
+import pytest
+
+from bookie.errors import IOFailure
+from bookie.node.read_queue import ReadQueue
+from tests.unit.bookie.test_storage_range_reads import file_reads, fill, storage  # noqa: F401
+
+
+async def all_of(*futures, **kw):
+    """Every read's outcome; a queue that loses a read fails here instead of hanging."""
+    return await asyncio.wait_for(asyncio.gather(*futures, **kw), 60)
+
+
+class CountedExecutor(concurrent.futures.ThreadPoolExecutor):
+    """The read executor, counting the jobs it is given."""
+
+    def __init__(self) -> None:
+        super().__init__(2, thread_name_prefix="read")
+        self.jobs = 0
+
+    def submit(self, *args, **kwargs):
+        self.jobs += 1
+        return super().submit(*args, **kwargs)
+
+
+@pytest.fixture
+def executor():
+    pool = CountedExecutor()
+    yield pool
+    pool.shutdown(wait=True)
+
+
+async def test_reads_arriving_together_share_jobs_and_each_gets_its_entry(storage, executor,
+                                                                         file_reads):
+    written = fill(storage, [1, 2], flushes=3, per_flush=100)
+    queue = ReadQueue(asyncio.get_running_loop(), executor, storage.get_entry,
+                      storage.get_entries)
+    asked = [(1, e) for e in range(300)] + [(2, e) for e in range(299, -1, -1)] + [(1, 300)]
+    got = await all_of(*(queue.read(ledger, e) for ledger, e in asked))
+    assert got == [written.get(key) for key in asked]  # (1, 300) was never written: None
+    # RQ1: two jobs start at once, every later one takes what queued meanwhile.
+    assert executor.jobs <= 2 + len(asked) // 256 + 1 < len(asked) // 50
+    # RQ3: ledger 1's consecutive ids were read as ranges; ledger 2's, asked backwards,
+    # one by one.
+    assert file_reads[0] < 300 + 20
+
+
+async def test_a_lone_read_is_served_at_once_and_a_failing_read_fails_alone(storage, executor):
+    written = fill(storage, [3], flushes=1, per_flush=20)
+    queue = ReadQueue(asyncio.get_running_loop(), executor, storage.get_entry,
+                      storage.get_entries)
+    assert await queue.read(3, 7) == written[(3, 7)]
+    assert executor.jobs == 1
+    location = storage.locations.get(3, 12)
+    with open(storage.entry_logger.log_path(location >> 32), "r+b") as handle:
+        handle.seek(location & 0xFFFFFFFF)
+        handle.write((4).to_bytes(8, "big"))  # entry 12 now names another ledger
+    reads = [queue.read(3, e) for e in range(20)]
+    outcomes = await all_of(*reads, return_exceptions=True)
+    assert isinstance(outcomes[12], IOFailure)  # RQ2: its own error ...
+    assert [o for n, o in enumerate(outcomes) if n != 12] == \
+        [written[(3, e)] for e in range(20) if e != 12]  # ... and only its own
+
+
+async def test_a_read_whose_requester_left_is_skipped(storage, executor):
+    written = fill(storage, [4], flushes=1, per_flush=10)
+    queue = ReadQueue(asyncio.get_running_loop(), executor, storage.get_entry,
+                      storage.get_entries)
+    futures = [queue.read(4, e) for e in range(10)]
+    futures[3].cancel()
+    done = await all_of(*futures, return_exceptions=True)
+    assert isinstance(done[3], asyncio.CancelledError)
+    assert [d for n, d in enumerate(done) if n != 3] == \
+        [written[(4, e)] for e in range(10) if e != 3]
