@@ -98,12 +98,14 @@ class Side(Interop):
         done = subprocess.run(argv, capture_output=True, text=True, timeout=3600,
                               cwd=self.dir, stdin=subprocess.DEVNULL,
                               env=dict(os.environ, JAVA_OPTS=BK_JAVA_OPTS))
-        lines = [line.split() for line in done.stdout.splitlines() if line[:2] in ("W ", "R ")]
+        lines = [line.split() for line in done.stdout.splitlines()
+                 if line[:2] in ("W ", "R ", "L ", "T ", "P ")]
         if done.returncode != 0 or not lines:
             with open(os.path.join(self.dir, f"readbench-{args[0]}.log"), "w") as handle:
                 handle.write(done.stdout + done.stderr)
+            said = [line for line in done.stdout.splitlines() if line.startswith("E ")]
             raise Failed(f"ReadBench {args[0]} exited {done.returncode}: "
-                         f"{(done.stdout + done.stderr)[-3000:]}")
+                         + ("; ".join(said) or (done.stdout + done.stderr)[-3000:]))
         return lines[-1]
 
     def write(self, entries: int, quorum: tuple[int, int, int]) -> int:

@@ -212,10 +212,20 @@ public class ReadBench {
                 try {
                     long next = 0;
                     while (next < total - 1) {  // the last entry is never confirmed by a later one
-                        var got = tail.readLastAddConfirmedAndEntryAsync(next, 1000, false).get();
+                        org.apache.bookkeeper.client.api.LastConfirmedAndEntry got;
+                        try {
+                            got = tail.readLastAddConfirmedAndEntryAsync(next, 1000, false).get();
+                        } catch (java.util.concurrent.ExecutionException e) {
+                            if (!(e.getCause() instanceof BKException.BKNoSuchLedgerExistsException)) {
+                                throw e;
+                            }
+                            // No entry has reached the bookie yet: it knows no such ledger
+                            // (ours and BookKeeper's alike). Ask again, as a consumer does.
+                            java.util.concurrent.locks.LockSupport.parkNanos(1_000_000);
+                            continue;
+                        }
                         if (got.hasEntry()) {
                             delay[(int) next] = (System.nanoTime() - calledAt[(int) next]) / 1000;
-                            got.getEntry().close();
                             next++;
                         }
                         long lac = Math.min(got.getLastAddConfirmed(), total - 1);
@@ -229,7 +239,7 @@ public class ReadBench {
                             }
                             next = lac + 1;
                         }
-                        got.close();
+                        got.close();  // and its entry
                     }
                     seen.set((int) next);
                 } catch (Exception e) {
@@ -300,6 +310,21 @@ public class ReadBench {
     }
 
     public static void main(String[] args) throws Exception {
+        try {
+            run(args);
+        } catch (Exception e) {
+            // BookKeeper's exceptions carry no stack trace, which the source launcher
+            // cannot print: say what failed here.
+            System.out.println("E " + e);
+            for (Throwable c = e.getCause(); c != null; c = c.getCause()) {
+                System.out.println("E caused by " + c);
+            }
+            System.exit(1);
+        }
+        System.exit(0);
+    }
+
+    static void run(String[] args) throws Exception {
         switch (args[0]) {
             case "write" -> write(args);
             case "read" -> read(args);
@@ -308,6 +333,5 @@ public class ReadBench {
             case "pace" -> pace(args);
             default -> throw new IllegalArgumentException("write | read | latency | tail | pace, not " + args[0]);
         }
-        System.exit(0);
     }
 }
