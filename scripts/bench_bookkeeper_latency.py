@@ -4,15 +4,15 @@ BookKeeper's with DbLedgerStorage and with SortedLedgerStorage. Bookie on core 0
 clients on core 1 (BookKeeper's own: BenchBookie and scripts/java/ReadBench.java).
 
     BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/bench_bookkeeper_latency.py \\
-        [--rounds 3] [--tail-rates 1000,10000] [--pace-rate 20000] [--backlog-mb 1024]
+        [--rounds 3] [--tail-rates 1000,10000] [--pace-rate 40000] [--backlog-mb 1024]
 
 Per round, per storage (rounds interleave the storages), a fresh ZooKeeper and bookie:
 1. BenchBookie, BookKeeper's own: its latency phase (5,000 adds one at a time; it prints
    the mean only) and its throughput phase (50,000 adds, all outstanding).
-2. One add at a time through the ledger API, v2: p50/p99/p99.9 of 20,000 adds.
-3. Tailing: a writer at each fixed rate for 15 s; a reader of its own client follows with
+2. One add at a time through the ledger API, v2: p50/p99/p99.9 of 5,000 adds.
+3. Tailing: a writer at each fixed rate for 10 s; a reader of its own client follows with
    long-poll LAC and the entry piggybacked (v3); each entry's delay from add to read.
-4. Reads during writes: a writer at ``--pace-rate`` (v2) alone for 15 s; then a backlog of
+4. Reads during writes: a writer at ``--pace-rate`` (v2) alone for 10 s; then a backlog of
    ``--backlog-mb`` written and the same writer again while a catch-up reader reads the
    backlog (batch reads, v2). Prints both rates and the writer's p99 beside its p99 alone.
 Prints medians of the rounds with their spread, and ours / the better BookKeeper storage.
@@ -37,6 +37,10 @@ from bench_bookkeeper_reads import ENTRY, Side  # noqa: E402
 from interop_run import Failed, say  # noqa: E402
 
 BENCH_BOOKIE = "org.apache.bookkeeper.benchmark.BenchBookie"
+#: One add at a time: as many as BenchBookie's own latency phase.
+ADDS_ONE_AT_A_TIME = 5000
+#: A tailed or paced writer's window.
+WINDOW_S = 10
 #: Figures where smaller is better (latencies); the rest are rates.
 SMALLER_BETTER = re.compile(r"p50|p99|mean")
 
@@ -64,14 +68,14 @@ def one_round(args, base: str, index: int, storage: str, results: dict) -> None:
     try:
         side.start(1)
         figures.update(bench_bookie(side))
-        line = side.java("latency", side.uri, "20000", "1")
+        line = side.java("latency", side.uri, str(ADDS_ONE_AT_A_TIME), "1")
         figures.update({"add p50 us": int(line[1]), "add p99 us": int(line[2]),
                         "add p99.9 us": int(line[3])})
         for rate in args.tail_rates:
-            line = side.java("tail", side.uri, str(rate), "15")
+            line = side.java("tail", side.uri, str(rate), str(WINDOW_S))
             figures[f"tail {rate}/s p50 us"] = int(line[2])
             figures[f"tail {rate}/s p99 us"] = int(line[3])
-        line = side.java("pace", side.uri, str(args.pace_rate), "15")
+        line = side.java("pace", side.uri, str(args.pace_rate), str(WINDOW_S))
         figures["writer alone p99 us"] = int(line[3])
         ledger = side.write(args.backlog_mb * 1024 * 1024 // ENTRY, (1, 1, 1))
         line = side.java("pace", side.uri, str(args.pace_rate), "120", str(ledger))
@@ -115,8 +119,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--storages", default="ours,db,sorted")
     parser.add_argument("--tail-rates", default="1000,10000",
                         help="the tailed writer's fixed rates, adds/s, comma-separated")
-    parser.add_argument("--pace-rate", type=int, default=20_000,
-                        help="the writer's fixed rate in reads-during-writes, adds/s")
+    parser.add_argument("--pace-rate", type=int, default=40_000,
+                        help="the writer's fixed rate in reads-during-writes, adds/s (40,000: "
+                        "about half of either bookie's saturation with v2 on this machine)")
     parser.add_argument("--backlog-mb", type=int, default=1024)
     args = parser.parse_args(argv)
     if not args.launcher:
