@@ -32,8 +32,7 @@ from bookie.errors import IOFailure
 from bookie.ledger_usage import LedgerUsage
 from bookie.write_cache import WriteCache
 from entrylog.entry_logger import EntryLogger
-from entrylog.format import SIZE
-from entrylog.run_reader import Bound, joins
+from entrylog.run_reader import Bound, joins, piece
 from ledgerindex.keys import LedgerState
 from ledgerindex.ledgers import LedgerMetadataIndex
 from ledgerindex.locations import EntryLocationIndex
@@ -245,7 +244,7 @@ class LedgerStorage:
                 data = self.get_entry(ledger_id, entry_id)
             if data is None or not bound.take(len(data)):
                 return pieces
-            pieces.append(SIZE.pack(len(data)) + data if framed else data)
+            pieces.append(piece(data, framed))
         if run:
             self._take_run(ledger_id, run, bound, framed, pieces)
         return pieces
@@ -265,7 +264,7 @@ class LedgerStorage:
             data = self.get_entry(ledger_id, entry_id)
             if data is None or not bound.take(len(data)):
                 return False
-            pieces.append(SIZE.pack(len(data)) + data if framed else data)
+            pieces.append(piece(data, framed))
         return True
 
     def _reread_moved(self, ledger_id: int, entry_id: int, location: int,

@@ -70,6 +70,11 @@ class Bound:
         self.full = False
 
 
+def piece(entry: bytes, framed: bool) -> bytes:
+    """An entry as a batch holds it: its bytes, or framed by its 4-byte size."""
+    return SIZE.pack(len(entry)) + entry if framed else entry
+
+
 def joins(run_start: int, previous: int, location: int) -> bool:
     """RR1: whether ``location`` extends a run that starts at ``run_start`` and ends at
     ``previous`` (locations: log id << 32 | position)."""
@@ -116,7 +121,7 @@ def read_run(reader: EntryLogReader, ledger_id: int, run: list[tuple[int, int]],
                 piece_end = -1
             if entry is None:
                 entry = span[offset + SIZE.size:end]
-            pieces.append(SIZE.pack(size) + entry if framed else entry)
+            pieces.append(piece(entry, framed))
         elif offset == piece_end:
             piece_end = end  # back to back with the last one: the same piece
         else:

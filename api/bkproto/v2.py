@@ -193,17 +193,8 @@ def encode_response(version: int, opcode: int, rc: int, ledger_id: int, entry_id
 
 def encode_batch_response(version: int, rc: int, ledger_id: int, entry_id: int,
                           request_id: int, entries) -> bytes:
-    # One join, one copy of each entry: a batch answer is up to max_read_batch entries.
-    parts = [b"", _RESPONSE.pack(pack_header(version, BATCH_READ_ENTRY, 0), rc, ledger_id,
-                                 entry_id), struct.pack(">q", request_id)]
-    size = RESPONSE_HEADERS_SIZE + 8
-    pack = _I32.pack
-    for entry in entries:
-        parts.append(pack(len(entry)))
-        parts.append(entry)
-        size += 4 + len(entry)
-    parts[0] = pack(size)
-    return b"".join(parts)
+    return encode_batch_body_response(version, rc, ledger_id, entry_id, request_id,
+                                      b"".join(_I32.pack(len(e)) + e for e in entries))
 
 
 def encode_batch_body_response(version: int, rc: int, ledger_id: int, entry_id: int,

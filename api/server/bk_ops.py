@@ -363,10 +363,9 @@ class BkOperations:
         if first < 0:
             raise BadRequest(f"batch read from entry {first}")
         count = request.max_count if request.max_count > 0 else self.bookie.config.max_read_batch
-        _, body = await self.bookie.read_batch_framed(
+        return await self.bookie.read_batch_framed(
             request.ledger_id, first, first + count - 1,
             request.max_size - (v2.RESPONSE_HEADERS_SIZE + 8 + 4))
-        return body
 
 
 def _flag(body) -> int:

@@ -45,7 +45,7 @@ from bookie.node.gc_driver import GcDriver
 from bookie.node.journal_bridge import JournalBridge
 from bookie.node.lac_waiters import LacWaiters
 from bookie.node.read_queue import ReadQueue
-from bookie.node.reads import LedgerReads
+from bookie.node.reads import READ_BATCH_BYTES_MAX, LedgerReads
 from bookie.node.runtime import LedgerRuntime, LedgerRuntimes
 from bookie.node.writes import LedgerWrites
 from bookie.recovery import ReplayReport, Replayer
@@ -151,7 +151,7 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
         """Replay, checkpoint, open a new journal; then WRITABLE. Raises on a refusal."""
         self._loop = asyncio.get_running_loop()
         self._read_queue = ReadQueue(self._loop, self._reads, self.storage.get_entry,
-                                     self.storage.get_entries)
+                                     self.storage.get_entries, READ_BATCH_BYTES_MAX)
         self._node_state.move(BookieState.REPLAYING)
         try:
             await self._loop.run_in_executor(None, self._open_and_replay)

@@ -35,7 +35,7 @@ class ReadQueue:
     def __init__(self, loop: asyncio.AbstractEventLoop, executor: concurrent.futures.Executor,
                  get_entry: Callable[[int, int], bytes | None],
                  get_entries: Callable[[int, int, int, int], list[bytes]],
-                 jobs: int = 2, batch: int = BATCH_MAX, max_bytes: int = 8 << 20) -> None:
+                 max_bytes: int, jobs: int = 2, batch: int = BATCH_MAX) -> None:
         self._loop = loop
         self._executor = executor
         self._get_entry = get_entry

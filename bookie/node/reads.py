@@ -52,8 +52,8 @@ class LedgerReads:
         return found
 
     async def read_batch_framed(self, ledger_id: int, first: int, last: int,
-                                max_framed: int) -> tuple[int, bytes]:
-        """(count, body) of a v2 batch read's answer: entries from ``first`` as
+                                max_framed: int) -> bytes:
+        """The body of a v2 batch read's answer: entries from ``first`` as
         ``read_range`` takes them, each framed by its 4-byte size, within ``max_framed``
         bytes so framed (the first one always); NoEntry when there is none."""
         self._check_serving()
@@ -64,7 +64,7 @@ class LedgerReads:
                                                   ledger_id, first, last, bound, True)
         if not bound.count:
             raise NoEntry(f"entry {ledger_id}/{first} is not stored on this bookie")
-        return bound.count, b"".join(pieces)
+        return b"".join(pieces)
 
     def _read_range_sync(self, ledger_id: int, first: int, last: int,
                          step: int) -> list[bytes]:

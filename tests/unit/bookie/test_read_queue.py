@@ -41,7 +41,7 @@ async def test_reads_arriving_together_share_jobs_and_each_gets_its_entry(storag
                                                                          file_reads):
     written = fill(storage, [1, 2], flushes=3, per_flush=100)
     queue = ReadQueue(asyncio.get_running_loop(), executor, storage.get_entry,
-                      storage.get_entries)
+                      storage.get_entries, 8 << 20)
     asked = [(1, e) for e in range(300)] + [(2, e) for e in range(299, -1, -1)] + [(1, 300)]
     got = await all_of(*(queue.read(ledger, e) for ledger, e in asked))
     assert got == [written.get(key) for key in asked]  # (1, 300) was never written: None
@@ -55,7 +55,7 @@ async def test_reads_arriving_together_share_jobs_and_each_gets_its_entry(storag
 async def test_a_lone_read_is_served_at_once_and_a_failing_read_fails_alone(storage, executor):
     written = fill(storage, [3], flushes=1, per_flush=20)
     queue = ReadQueue(asyncio.get_running_loop(), executor, storage.get_entry,
-                      storage.get_entries)
+                      storage.get_entries, 8 << 20)
     assert await queue.read(3, 7) == written[(3, 7)]
     assert executor.jobs == 1
     location = storage.locations.get(3, 12)
@@ -72,7 +72,7 @@ async def test_a_lone_read_is_served_at_once_and_a_failing_read_fails_alone(stor
 async def test_a_read_whose_requester_left_is_skipped(storage, executor):
     written = fill(storage, [4], flushes=1, per_flush=10)
     queue = ReadQueue(asyncio.get_running_loop(), executor, storage.get_entry,
-                      storage.get_entries)
+                      storage.get_entries, 8 << 20)
     futures = [queue.read(4, e) for e in range(10)]
     futures[3].cancel()
     done = await all_of(*futures, return_exceptions=True)
