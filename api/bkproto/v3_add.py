@@ -26,9 +26,9 @@ import re
 import struct
 from typing import NamedTuple
 
+from api.bkproto.pbwire import INT32, ONE_BYTE, V4, V9, uvarint, varint_value
+
 _I32 = struct.Struct(">i")
-_U64 = 0xFFFF_FFFF_FFFF_FFFF
-_ONE_BYTE = [bytes((value,)) for value in range(0x80)]
 
 
 _new = tuple.__new__  # a NamedTuple built without its Python-level __new__ (hot path)
@@ -44,35 +44,15 @@ class PlainAdd(NamedTuple):
     recovery: bool
 
 
-#: A varint below 2**63, below 2**28, and of an int32 that is not negative.
-_V9, _V4 = rb"[\x80-\xff]{0,8}[\x00-\x7f]", rb"[\x80-\xff]{0,3}[\x00-\x7f]"
-_INT32 = re.compile(rb"[\x80-\xff]{0,3}[\x00-\x7f]|[\x80-\xff]{4}[\x00-\x07]", re.DOTALL)
 #: A plain add up to its body, in the order protobuf writes it: header (length < 128:
-#: version 3 (others take protobuf's path, which refuses them, BK6), operation ADD_ENTRY, txnId, optional priority), then addRequest (field
-#: 101: length, ledgerId, entryId, a 20-byte masterKey as BookKeeper's always is, the
-#: body's length). Matching is C; what it cannot say (lengths agree, the optional tail) is
-#: checked after it.
+#: version 3 (others take protobuf's path, which refuses them, BK6), operation ADD_ENTRY,
+#: txnId, optional priority), then addRequest (field 101: length, ledgerId, entryId, a
+#: 20-byte masterKey as BookKeeper's always is, the body's length). Matching is C; what it
+#: cannot say (lengths agree, the optional tail) is checked after it.
 _PLAIN_ADD = re.compile(
-    rb"\x0a([\x00-\x7f])(\x08\x03\x10\x02\x18" + _V9 + rb"(?:\x20" + _V4 + rb")?)"
-    rb"\xaa\x06(" + _V9 + rb")\x08(" + _V9 + rb")\x10(" + _V9 + rb")\x1a\x14(.{20})"
-    rb"\x22(" + _V4 + rb")", re.DOTALL)
-
-
-def _value(varint: bytes) -> int:
-    """The value of a varint the patterns above matched (so well formed, below 2**63);
-    ids and lengths below 2**21 without a loop."""
-    size = len(varint)
-    if size == 1:
-        return varint[0]
-    if size == 2:
-        return (varint[0] & 0x7F) | varint[1] << 7
-    if size == 3:
-        return (varint[0] & 0x7F) | (varint[1] & 0x7F) << 7 | varint[2] << 14
-    value = shift = 0
-    for byte in varint:
-        value |= (byte & 0x7F) << shift
-        shift += 7
-    return value
+    rb"\x0a([\x00-\x7f])(\x08\x03\x10\x02\x18" + V9 + rb"(?:\x20" + V4 + rb")?)"
+    rb"\xaa\x06(" + V9 + rb")\x08(" + V9 + rb")\x10(" + V9 + rb")\x1a\x14(.{20})"
+    rb"\x22(" + V4 + rb")", re.DOTALL)
 
 
 def parse_add(packet) -> PlainAdd | None:
@@ -84,9 +64,9 @@ def parse_add(packet) -> PlainAdd | None:
     header_length, header, add_length, ledger_id, entry_id, key, body_length = \
         match.groups()
     at, end = match.end(), len(packet)
-    body_end = at + _value(body_length)
+    body_end = at + varint_value(body_length)
     if header_length[0] != len(header) or body_end > end or \
-            match.start(3) + len(add_length) + _value(add_length) != end:
+            match.start(3) + len(add_length) + varint_value(add_length) != end:
         return None
     write_flags, recovery = 0, False
     if body_end != end:
@@ -94,9 +74,9 @@ def parse_add(packet) -> PlainAdd | None:
         if tail is None:
             return None
         write_flags, recovery = tail
-    return _new(PlainAdd, (header, ledger_id[0] if len(ledger_id) == 1 else _value(ledger_id),
-                           _value(entry_id), key, bytes(packet[at:body_end]), write_flags,
-                           recovery))
+    ledger = ledger_id[0] if len(ledger_id) == 1 else varint_value(ledger_id)
+    return _new(PlainAdd, (header, ledger, varint_value(entry_id), key,
+                           bytes(packet[at:body_end]), write_flags, recovery))
 
 
 def _tail(data: bytes, at: int, end: int) -> tuple[int, bool] | None:
@@ -104,39 +84,21 @@ def _tail(data: bytes, at: int, end: int) -> tuple[int, bool] | None:
     one value), and nothing after them; None for anything else."""
     write_flags, recovery = 0, False
     if data[at] == 0x28:
-        flags = _INT32.match(data, at + 1)
+        flags = INT32.match(data, at + 1)
         if flags is None:
             return None
-        write_flags, at = _value(flags.group()), flags.end()
+        write_flags, at = varint_value(flags.group()), flags.end()
     if data[at:at + 3] == b"\xa0\x06\x01":  # flag: field 100
         recovery, at = True, at + 3
     return (write_flags, recovery) if at == end else None
 
 
-def _uvarint(value: int) -> bytes:
-    """Protobuf's varint of an int64/uint64/enum value (negatives as their 64-bit two's
-    complement, ten bytes, as protobuf writes them); ids below 2**21 without a loop."""
-    if 0 <= value < 0x80:
-        return _ONE_BYTE[value]
-    if 0 < value < 0x4000:
-        return bytes((0x80 | (value & 0x7F), value >> 7))
-    if 0 < value < 0x20_0000:
-        return bytes((0x80 | (value & 0x7F), 0x80 | ((value >> 7) & 0x7F), value >> 14))
-    value &= _U64
-    out = bytearray()
-    while value > 0x7F:
-        out.append(0x80 | (value & 0x7F))
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def encode_add_response(header: bytes, status: int, ledger_id: int, entry_id: int) -> bytes:
     """A framed ADD_ENTRY ``Response``: ``header`` is the request's serialized
     BKPacketHeader (VA2). The addResponse is at most 25 bytes: its length is one byte."""
-    code = _uvarint(status)
-    body = b"".join((b"\x08", code, b"\x10", _uvarint(ledger_id), b"\x18",
-                     _uvarint(entry_id)))
-    data = b"".join((b"\x0a", _uvarint(len(header)), header, b"\x10", code,
-                     b"\xaa\x06", _ONE_BYTE[len(body)], body))  # addResponse: field 101
+    code = uvarint(status)
+    body = b"".join((b"\x08", code, b"\x10", uvarint(ledger_id), b"\x18",
+                     uvarint(entry_id)))
+    data = b"".join((b"\x0a", uvarint(len(header)), header, b"\x10", code,
+                     b"\xaa\x06", ONE_BYTE[len(body)], body))  # addResponse: field 101
     return _I32.pack(len(data)) + data

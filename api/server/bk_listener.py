@@ -32,11 +32,12 @@ import functools
 import logging
 import struct
 
-from api.bkproto import v2, v3, v3_add
+from api.bkproto import v2, v3, v3_add, v3_read
 from api.bkproto.v2 import ProtocolError
 from api.server.bk_adds import AddPath
 from api.server.bk_budget import FramePath, Limits, PortBudget
 from api.server.bk_ops import ADD_FLAG_RECOVERY, BkOperations
+from api.server.bk_reads import ReadPath
 from api.server.bk_timing import now, refused as refused_early
 from api.server.bk_requests import RequestPath, v2_kind, v3_kind
 from api.server.bk_tls import SESSION_V3, ListenerTls, TlsSession, auth_v2
@@ -55,7 +56,7 @@ DECODE_SLICE = 256 << 10
 _ADD_V3 = v3.OPERATIONS["ADD_ENTRY"]
 
 
-class BkConnection(AddPath, RequestPath, FramePath, TlsSession, asyncio.Protocol):
+class BkConnection(AddPath, ReadPath, RequestPath, FramePath, TlsSession, asyncio.Protocol):
     """One client connection: framing, protocol choice, pipelining and back-pressure."""
 
     def __init__(self, listener: "BkListener") -> None:
@@ -206,6 +207,11 @@ class BkConnection(AddPath, RequestPath, FramePath, TlsSession, asyncio.Protocol
             if add is not None:
                 self._v3_plain_add(add)
                 return True
+            read = v3_read.parse_read(packet)
+            if read is not None:  # bk_reads.py: whole() only when it must wait (PRD1)
+                self._plain_read(read.ledger_id, read.entry_id, read.header, lambda: (
+                    self._v3_whole(v3.decode_request(packet.tobytes()))))
+                return True
             packet = packet.tobytes()  # protobuf's path (and v2's after it) take bytes
             try:
                 request = v3.decode_request(packet)
@@ -217,8 +223,7 @@ class BkConnection(AddPath, RequestPath, FramePath, TlsSession, asyncio.Protocol
                 elif request.header.operation in SESSION_V3:
                     return self._session_v3(request)
                 else:
-                    self._request(v3_kind(request), functools.partial(
-                        self.ops.v3, request, self.peer, self.slice_at[0]), request)
+                    self._request(v3_kind(request), self._v3_whole(request), request)
                 return True
         request = self._decode_v2(packet)
         if request is None:
@@ -230,10 +235,18 @@ class BkConnection(AddPath, RequestPath, FramePath, TlsSession, asyncio.Protocol
             self._v2_add(request)
         elif request.opcode == v2.AUTH:
             self._send(auth_v2(request))
+        elif request.opcode == v2.READENTRY and not request.fencing:  # bk_reads.py
+            self._plain_read(request.ledger_id, request.entry_id, request.version,
+                             lambda: self._v2_whole(request))
         else:
-            self._request(v2_kind(request), functools.partial(
-                self.ops.v2, request, self.peer, self.slice_at[0]))
+            self._request(v2_kind(request), self._v2_whole(request))
         return True
+
+    def _v3_whole(self, request):
+        return functools.partial(self.ops.v3, request, self.peer, self.slice_at[0])
+
+    def _v2_whole(self, request: v2.Request):
+        return functools.partial(self.ops.v2, request, self.peer, self.slice_at[0])
 
     def _decode_v2(self, packet) -> v2.Request | None:
         """A v2 request, or None when the frame is none (BL2: refused, connection closed)."""

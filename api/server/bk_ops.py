@@ -30,6 +30,10 @@ processors answer (read there, written here):
          task: ``Bookie.try_add_now``, the same admission, cache and journal steps as
          ``add_entry``. Anything else (recovery adds, re-adds, a ledger's first touch)
          takes the whole coroutine.
+    BK7. A plain read (no fence, no long poll) is begun and answered by the listener
+         itself, with no task (api/server/bk_reads.py PRD1-PRD3), through
+         ``Bookie.begin_read`` and ``lac_now``: the same checks and reads as ``_read_v3``
+         and ``_read_v2`` here, which still answer the reads that must wait for the budget.
 """
 
 from __future__ import annotations

@@ -82,6 +82,15 @@ class RequestPath:
         self._begin(kind, make)
 
     def _begin(self, kind: str, make) -> None:
+        self._count_begun(kind)
+        task = asyncio.get_running_loop().create_task(make())
+        if kind != CHANGE:
+            self.cancellable.add(task)
+        task.add_done_callback(functools.partial(self._answered, kind))
+        self._flow()
+
+    def _count_begun(self, kind: str) -> None:
+        """A request of ``kind`` begins: in flight, and in PB1's or PB4's count."""
         self.in_flight += 1
         self.idle.clear()
         if kind == POLL:
@@ -92,19 +101,9 @@ class RequestPath:
             budget.in_progress += 1
             if budget.in_progress > budget.peak_in_progress:
                 budget.peak_in_progress = budget.in_progress
-        task = asyncio.get_running_loop().create_task(make())
-        if kind != CHANGE:
-            self.cancellable.add(task)
-        task.add_done_callback(functools.partial(self._answered, kind))
-        self._flow()
 
     def _answered(self, kind: str, task: asyncio.Task) -> None:
         self.cancellable.discard(task)
-        if kind == POLL:
-            self.polls -= 1
-        else:
-            self.requests_in_progress -= 1
-            self.budget.in_progress -= 1
         data = None
         if not task.cancelled():
             if task.exception() is not None:  # bk_ops answers every outcome: a bug here
@@ -112,6 +111,16 @@ class RequestPath:
                           task.exception())
             else:
                 data = task.result()
+        self._count_done(kind, data)
+
+    def _count_done(self, kind: str, data: bytes | None) -> None:
+        """A request of ``kind`` ends with the answer ``data`` (None: none can be sent);
+        what waited for its slot may begin."""
+        if kind == POLL:
+            self.polls -= 1
+        else:
+            self.requests_in_progress -= 1
+            self.budget.in_progress -= 1
         self._finished(data)
         if self.deferred:
             self._begin_deferred()

@@ -18,9 +18,7 @@ class LacWaiters:
     async def read_lac(self, ledger_id: int, wait_for_gt: int | None = None,
                        timeout_ms: int = 0) -> int:
         """The LAC (N4); with ``wait_for_gt`` long-poll until it passes it or time runs out."""
-        self._check_serving()
-        self._existing_state(ledger_id)
-        runtime = self._runtime_of(ledger_id)
+        runtime = self._lac_runtime(ledger_id)
         if wait_for_gt is None or runtime.lac > wait_for_gt or timeout_ms <= 0 \
                 or self.state is BookieState.STOPPING:
             return runtime.lac
@@ -37,6 +35,15 @@ class LacWaiters:
             self._lac_waiters -= 1
             runtime.waiters = [w for w in runtime.waiters if w[1] is not future]
         return runtime.lac
+
+    def lac_now(self, ledger_id: int) -> int:
+        """``read_lac`` without a wait or a coroutine (the listener's plain reads, BK7)."""
+        return self._lac_runtime(ledger_id).lac
+
+    def _lac_runtime(self, ledger_id: int):
+        self._check_serving()
+        self._existing_state(ledger_id)
+        return self._runtime_of(ledger_id)
 
     def _raise_lac(self, ledger_id: int, lac: int) -> None:
         runtime = self._runtime.get(ledger_id)

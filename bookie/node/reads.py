@@ -24,6 +24,16 @@ class LedgerReads:
 
     async def read_entry(self, ledger_id: int, entry_id: int) -> bytes:
         """The stored bytes; ``entry_id`` -1 reads the last entry (docs/design.md §3.3)."""
+        ledger_id, entry_id, data = self.begin_read(ledger_id, entry_id)
+        if isinstance(data, asyncio.Future):
+            data = await data
+        return stored(ledger_id, entry_id, data)
+
+    def begin_read(self, ledger_id: int, entry_id: int) -> tuple:
+        """``read_entry`` without a coroutine (the listener's plain reads, BK7): the ids
+        read (-1 made the last entry's) and the write cache's bytes, or the read queue's
+        future of the stored bytes (None: not stored), for ``stored``. Raises as
+        ``read_entry`` does for a bookie not serving or a ledger it does not know."""
         self._check_serving()
         self._existing_state(ledger_id)
         if entry_id == -1:
@@ -32,11 +42,8 @@ class LedgerReads:
                 raise NoEntry(f"ledger {ledger_id} has no entries")
             entry_id = last
         data = self.storage.get_cached(ledger_id, entry_id)
-        if data is None:
-            data = await self._read_queue.read(ledger_id, entry_id)
-        if data is None:
-            raise NoEntry(f"entry {ledger_id}/{entry_id} is not stored on this bookie")
-        return data
+        return ledger_id, entry_id, \
+            self._read_queue.read(ledger_id, entry_id) if data is None else data
 
     async def read_range(self, ledger_id: int, first: int, last: int,
                          step: int = 1) -> list[bytes]:
@@ -156,6 +163,13 @@ class LedgerReads:
             usage = await self._loop.run_in_executor(self._reads, self.storage.ledger_usage,
                                                      ledger_id)
         return usage if usage is not None else (0, 0)
+
+
+def stored(ledger_id: int, entry_id: int, data):
+    """The bytes ``begin_read`` found, or NoEntry when it found none."""
+    if data is None:
+        raise NoEntry(f"entry {ledger_id}/{entry_id} is not stored on this bookie")
+    return data
 
 
 def _runs(ids: list[int]) -> list[list[int]]:
