@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import pytest
+
 from api.bkproto import v2, v3
 from api.server.bk_ops import BkOperations
 from tests.integration.test_bk_listener import KEY, entry
@@ -50,41 +52,46 @@ def _counted(monkeypatch, owner, name: str) -> list:
     return calls
 
 
-async def test_v3_plain_reads_answer_as_the_whole_path_byte_for_byte(bookie_config,
-                                                                     monkeypatch):
+@pytest.fixture
+async def served(bookie_config):
+    """A bookie holding ``_stored``'s entries, and its listener: (bookie, listener, port)."""
     async with running_bookie(bookie_config) as running, \
-            listener_of(running.bookie) as (_listener, port):
-        bookie = running.bookie
-        await _stored(bookie)
-        decoded = _counted(monkeypatch, v3, "decode_request")
-        async with BkClient.connect(port) as client:
-            for ledger_id, entry_id in CASES:
-                request = client.request("READ_ENTRY", ledgerId=ledger_id, entryId=entry_id)
-                refused = dict(bookie.stats.bk_refused)
-                await client.send(v3.frame(request))
-                fast = await client.read_frame()
-                # No protobuf message: the hot path (VR1); -1 is a 10-byte varint, left
-                # to protobuf.
-                assert len(decoded) == (entry_id < 0)
-                fast_refused = _new_refusals(refused, bookie.stats.bk_refused)
-                refused = dict(bookie.stats.bk_refused)
-                await client.send(_reordered(request))
-                assert await client.read_frame() == fast, (ledger_id, entry_id)
-                assert len(decoded) == 1 + (entry_id < 0)  # protobuf's path
-                decoded.clear()
-                assert _new_refusals(refused, bookie.stats.bk_refused) == fast_refused
-                answer = v3.decode_response(fast)
-                if (ledger_id, entry_id) in ((60, 1), (61, 0)):
-                    assert answer.readResponse.body == entry(ledger_id, entry_id)
-            statuses = {}
-            for ledger_id, entry_id in CASES:
-                answer = await client.read(ledger_id, entry_id)
-                statuses[(ledger_id, entry_id)] = answer.readResponse.status
-        assert statuses == {(60, 0): S["EOK"], (60, 1): S["EOK"], (61, 0): S["EOK"],
-                            (61, -1): S["EOK"], (60, 9): S["ENOENTRY"],
-                            (62, 0): S["ENOLEDGER"]}
-        read_stats = bookie.stats.ops.pair("READ_ENTRY")[0]
-        assert read_stats.ok.count == 3 * 4 and read_stats.failed.count == 3 * 2
+            listener_of(running.bookie) as (listener, port):
+        await _stored(running.bookie)
+        yield running.bookie, listener, port
+
+
+async def test_v3_plain_reads_answer_as_the_whole_path_byte_for_byte(served, monkeypatch):
+    bookie, _listener, port = served
+    decoded = _counted(monkeypatch, v3, "decode_request")
+    async with BkClient.connect(port) as client:
+        for ledger_id, entry_id in CASES:
+            request = client.request("READ_ENTRY", ledgerId=ledger_id, entryId=entry_id)
+            refused = dict(bookie.stats.bk_refused)
+            await client.send(v3.frame(request))
+            fast = await client.read_frame()
+            # No protobuf message: the hot path (VR1); -1 is a 10-byte varint, left
+            # to protobuf.
+            assert len(decoded) == (entry_id < 0)
+            fast_refused = _new_refusals(refused, bookie.stats.bk_refused)
+            refused = dict(bookie.stats.bk_refused)
+            await client.send(_reordered(request))
+            assert await client.read_frame() == fast, (ledger_id, entry_id)
+            assert len(decoded) == 1 + (entry_id < 0)  # protobuf's path
+            decoded.clear()
+            assert _new_refusals(refused, bookie.stats.bk_refused) == fast_refused
+            answer = v3.decode_response(fast)
+            if (ledger_id, entry_id) in ((60, 1), (61, 0)):
+                assert answer.readResponse.body == entry(ledger_id, entry_id)
+        statuses = {}
+        for ledger_id, entry_id in CASES:
+            answer = await client.read(ledger_id, entry_id)
+            statuses[(ledger_id, entry_id)] = answer.readResponse.status
+    assert statuses == {(60, 0): S["EOK"], (60, 1): S["EOK"], (61, 0): S["EOK"],
+                        (61, -1): S["EOK"], (60, 9): S["ENOENTRY"],
+                        (62, 0): S["ENOLEDGER"]}
+    read_stats = bookie.stats.ops.pair("READ_ENTRY")[0]
+    assert read_stats.ok.count == 3 * 4 and read_stats.failed.count == 3 * 2
 
 
 def _new_refusals(before: dict, after: dict) -> dict:
@@ -92,55 +99,48 @@ def _new_refusals(before: dict, after: dict) -> dict:
             if after[key] != before.get(key, 0)}
 
 
-async def test_v2_plain_reads_answer_as_the_whole_path_byte_for_byte(bookie_config,
-                                                                     monkeypatch):
-    async with running_bookie(bookie_config) as running, \
-            listener_of(running.bookie) as (listener, port):
-        bookie = running.bookie
-        await _stored(bookie)
-        whole = BkOperations(bookie)
-        begun_whole = _counted(monkeypatch, listener.ops, "v2")
-        async with BkClient.connect(port) as client:
-            for ledger_id, entry_id in CASES:
-                frame = v2.encode_read(ledger_id, entry_id)
-                await client.send(frame)
-                fast = await client.read_frame()
-                assert len(fast).to_bytes(4, "big") + fast == \
-                    await whole.v2(v2.decode_request(frame[4:])), (ledger_id, entry_id)
-                answer = v2.decode_response(fast)
-                assert answer.rc == (v2.EOK if (ledger_id, entry_id) in CASES[:4] else
-                                     v2.ENOENTRY if ledger_id == 60 else v2.ENOLEDGER)
-        assert not begun_whole  # every one answered on the listener's own path (PRD2)
+async def test_v2_plain_reads_answer_as_the_whole_path_byte_for_byte(served, monkeypatch):
+    bookie, listener, port = served
+    whole = BkOperations(bookie)
+    begun_whole = _counted(monkeypatch, listener.ops, "v2")
+    async with BkClient.connect(port) as client:
+        for ledger_id, entry_id in CASES:
+            frame = v2.encode_read(ledger_id, entry_id)
+            await client.send(frame)
+            fast = await client.read_frame()
+            assert len(fast).to_bytes(4, "big") + fast == \
+                await whole.v2(v2.decode_request(frame[4:])), (ledger_id, entry_id)
+            answer = v2.decode_response(fast)
+            assert answer.rc == (v2.EOK if (ledger_id, entry_id) in CASES[:4] else
+                                 v2.ENOENTRY if ledger_id == 60 else v2.ENOLEDGER)
+    assert not begun_whole  # every one answered on the listener's own path (PRD2)
 
 
-async def test_plain_reads_of_a_lost_connection_end_unanswered(bookie_config):
+async def test_plain_reads_of_a_lost_connection_end_unanswered(served):
     """PRD3: reads waiting for the read threads when their connection goes are cancelled
     and counted done; the port's count of reads in progress comes back to 0 and the bookie
     serves the next client."""
-    async with running_bookie(bookie_config) as running, \
-            listener_of(running.bookie) as (listener, port):
-        bookie = running.bookie
-        await _stored(bookie)
-        held, started = threading.Event(), threading.Event()
+    bookie, listener, port = served
+    held, started = threading.Event(), threading.Event()
 
-        def hold() -> None:
-            started.set()
-            held.wait(30)
+    def hold() -> None:
+        started.set()
+        held.wait(30)
 
-        loop = asyncio.get_running_loop()
-        blocks = [loop.run_in_executor(bookie._reads, hold) for _ in range(4)]
-        try:
-            await loop.run_in_executor(None, started.wait, 30)
-            lost = await open_client(port)
-            await lost.send(b"".join(v2.encode_read(60, i % 2) for i in range(50)))
-            await until(lambda: listener.budget.in_progress == 50, "50 reads begun")
-            await lost.close()
-            await until(lambda: not listener.connections, "the connection is gone")
-            cancelled = [r for r in bookie._read_queue._queued if r[2].cancelled()]
-            assert cancelled and listener.budget.in_progress == 0
-        finally:
-            held.set()
-            await asyncio.gather(*blocks)
-        async with BkClient.connect(port) as client:
-            read = await client.call_v2(v2.encode_read(60, 1))
-            assert (read.rc, read.data) == (v2.EOK, entry(60, 1))
+    loop = asyncio.get_running_loop()
+    blocks = [loop.run_in_executor(bookie._reads, hold) for _ in range(4)]
+    try:
+        await loop.run_in_executor(None, started.wait, 30)
+        lost = await open_client(port)
+        await lost.send(b"".join(v2.encode_read(60, i % 2) for i in range(50)))
+        await until(lambda: listener.budget.in_progress == 50, "50 reads begun")
+        await lost.close()
+        await until(lambda: not listener.connections and listener.budget.in_progress == 0,
+                    "the connection and its reads are gone")
+        assert [r for r in bookie._read_queue._queued if r[2].cancelled()]
+    finally:
+        held.set()
+        await asyncio.gather(*blocks)
+    async with BkClient.connect(port) as client:
+        read = await client.call_v2(v2.encode_read(60, 1))
+        assert (read.rc, read.data) == (v2.EOK, entry(60, 1))

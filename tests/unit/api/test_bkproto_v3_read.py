@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from api.bkproto import v3, v3_read
+from tests.support.mutate import mutated
 
 # Request{header{version=3, operation=READ_ENTRY, txnId=300}, readRequest{ledgerId=5,
 # entryId=129}}: 300 = ac 02, 129 = 81 01, field 100 length-delimited = a2 06.
@@ -93,17 +94,7 @@ def test_every_read_protobuf_writes_is_read_as_protobuf_reads_it(request):
 
 @given(READS, st.data())
 def test_mutated_reads_are_read_as_protobuf_reads_them_or_left_to_it(request, data):
-    packet = bytearray(request.SerializeToString())
-    for _ in range(data.draw(st.integers(1, 4))):
-        kind = data.draw(st.sampled_from(["flip", "cut", "insert"]))
-        at = data.draw(st.integers(0, max(0, len(packet) - 1)))
-        if kind == "flip" and packet:
-            packet[at] ^= 1 << data.draw(st.integers(0, 7))
-        elif kind == "cut":
-            del packet[at:]
-        else:
-            packet[at:at] = data.draw(st.binary(min_size=1, max_size=3))
-    assert _agrees(bytes(packet))
+    assert _agrees(mutated(request.SerializeToString(), data))
 
 
 def test_reads_it_does_not_take_are_left_to_protobuf():
