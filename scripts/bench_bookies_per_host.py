@@ -43,7 +43,7 @@ _RESPONSE = struct.Struct(">Iiqq")  # v2: header, rc, ledgerId, entryId
 WARMUP_S = 3.0
 
 
-def _cpu_times() -> dict[str, tuple[int, int]]:
+def cpu_times() -> dict[str, tuple[int, int]]:
     """(busy, total) jiffies of each cpu<N> from /proc/stat."""
     found = {}
     with open("/proc/stat") as stat:
@@ -89,7 +89,7 @@ def client(ports: list[int], seconds: float, outstanding: int, ledgers: int,
     cpu_from = None
     while (now := time.monotonic()) < deadline:
         if cpu_from is None and now >= measured_from:
-            cpu_from = _cpu_times()
+            cpu_from = cpu_times()
         batches: dict = {}
         while len(sent_at) < outstanding:
             ledger = sent % ledgers
@@ -114,7 +114,7 @@ def client(ports: list[int], seconds: float, outstanding: int, ledgers: int,
                 elif sent_time >= measured_from:
                     latencies.append(now - sent_time)
             buffers[sock] = buffer[at:]
-    cpu_to = _cpu_times()
+    cpu_to = cpu_times()
     latencies.sort()
     p50, p99 = (latencies[int(len(latencies) * q)] * 1000 for q in (0.5, 0.99))
     mine = ",".join(map(str, sorted(os.sched_getaffinity(0))))

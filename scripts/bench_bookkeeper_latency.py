@@ -75,6 +75,7 @@ def one_round(args, base: str, index: int, storage: str, results: dict) -> None:
             line = side.java("tail", side.uri, str(rate), str(WINDOW_S))
             figures[f"tail {rate}/s p50 us"] = int(line[2])
             figures[f"tail {rate}/s p99 us"] = int(line[3])
+            figures[f"tail {rate}/s p99 after 1 s us"] = int(line[6])  # warm-up apart
         line = side.java("pace", side.uri, str(args.pace_rate), str(WINDOW_S))
         figures["writer alone p99 us"] = int(line[3])
         ledger = side.write(args.backlog_mb * 1024 * 1024 // ENTRY, (1, 1, 1))

@@ -14,7 +14,7 @@ a fresh ZooKeeper and bookie(s); for each backlog size one ledger of 1 KiB entri
   (``echo 3 > /proc/sys/vm/drop_caches``, root only: without it cold runs are skipped, and
   said so), the bookies started again, then the read.
 Prints every run, then per case the median entries/s of the rounds with their spread, and
-ours / the faster BookKeeper storage. ``--floor`` also measures the disk's own sequential and
+ours / the faster BookKeeper storage, and how busy the bookies' core was during the reads. ``--floor`` also measures the disk's own sequential and
 4 KiB random read rates in the same run, as entries/s of 1 KiB.
 
 BookKeeper's bookies run as shipped (bkenv.sh: -Xms1g -Xmx1g -XX:MaxDirectMemorySize=2g),
@@ -37,6 +37,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
+from bench_bookies_per_host import cpu_times  # noqa: E402
 from disk_floor import cold_caches_possible, disk_floor, drop_caches  # noqa: E402
 from interop_run import Failed, Interop, say  # noqa: E402
 
@@ -48,6 +49,7 @@ STORAGES = {
     "sorted": "org.apache.bookkeeper.bookie.SortedLedgerStorage",
 }
 CASES = ("batch-v2", "single-v2", "single-v3")
+BUSY = "bookie core busy"
 #: BookKeeper's bookie as its distribution starts it (bkenv.sh).
 BK_JAVA_OPTS = "-Xms1g -Xmx1g -XX:MaxDirectMemorySize=2g"
 
@@ -112,7 +114,11 @@ class Side(Interop):
         line = self.java("write", self.uri, str(entries), *map(str, quorum), "1000", "1")
         return int(line[1])
 
-    def read(self, ledger: int, case: str, throttle: int, profile: str | None) -> float:
+    def read(self, ledger: int, case: str, throttle: int,
+             profile: str | None) -> tuple[float, float]:
+        """Entries/s of one read, and how busy the bookies' core was meanwhile: its busy
+        seconds over the read loop's (the client's JVM start, outside the loop, leaves
+        core 0 idle), so near 1.0 the bookie is the limit, well below it the client is."""
         mode, protocol = case.split("-")
         spy = None
         if profile is not None and self.storage == "ours":
@@ -120,6 +126,7 @@ class Side(Interop):
                                     "200", "-f", "raw", "-o", profile, "-p",
                                     str(self.bookies[0]["proc"].pid)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        before = cpu_times()
         try:
             line = self.java("read", self.uri, str(ledger), mode,
                              "1" if protocol == "v2" else "0", str(throttle))
@@ -127,8 +134,9 @@ class Side(Interop):
             if spy is not None:
                 spy.send_signal(2)
                 spy.wait(60)
-        entries, ms = int(line[1]), int(line[2])
-        return entries * 1000.0 / max(ms, 1)
+        busy = (cpu_times()["0"][0] - before["0"][0]) / os.sysconf("SC_CLK_TCK")
+        entries, ms = int(line[1]), max(int(line[2]), 1)
+        return entries * 1000.0 / ms, busy * 1000.0 / ms
 
 
 def _py_spy() -> str:
@@ -150,10 +158,11 @@ def one_round(args, base: str, index: int, storage: str, results: dict) -> None:
                         side.cold_restart()
                     profile = None if args.profile is None else os.path.join(
                         args.profile, f"{index}-{mb}MB-{temp}-{case}.txt")
-                    rate = side.read(ledger, case, args.throttle, profile)
-                    results.setdefault((mb, temp, case), {}).setdefault(storage, []).append(rate)
+                    rate, busy = side.read(ledger, case, args.throttle, profile)
+                    for key, value in (((mb, temp, case), rate), ((mb, temp, case, BUSY), busy)):
+                        results.setdefault(key, {}).setdefault(storage, []).append(value)
                     say(f"round {index + 1} {storage:>6} {mb:>5} MB {temp:>4} {case:>9}: "
-                        f"{rate:>9,.0f} entries/s")
+                        f"{rate:>9,.0f} entries/s, bookie core {busy:.0%} busy")
     finally:
         side.stop_all()
         if not args.keep:
@@ -165,7 +174,13 @@ def report(args, results: dict, floor: dict | None) -> None:
     quorum = "/".join(map(str, args.quorum))
     say(f"Catch-up reads, 1 KiB entries, E/Qw/Qa {quorum}, single reads throttled at "
         f"{args.throttle:,}/s, medians of {args.rounds} interleaved rounds (min-max):")
-    for (mb, temp, case), by_storage in results.items():
+    for key, by_storage in results.items():
+        if len(key) == 4:  # the bookie core's busy fraction of the case just printed
+            medians = {s: statistics.median(v) for s, v in by_storage.items()}
+            say(f"  {'':>23}  bookie core busy: " +
+                "  ".join(f"{s} {m:.0%}" for s, m in medians.items()))
+            continue
+        mb, temp, case = key
         cells, medians = [], {}
         for storage in args.storages:
             rates = by_storage.get(storage, [])

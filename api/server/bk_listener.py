@@ -208,9 +208,8 @@ class BkConnection(AddPath, ReadPath, RequestPath, FramePath, TlsSession, asynci
                 self._v3_plain_add(add)
                 return True
             read = v3_read.parse_read(packet)
-            if read is not None:  # bk_reads.py: whole() only when it must wait (PRD1)
-                self._plain_read(read.ledger_id, read.entry_id, read.header, lambda: (
-                    self._v3_whole(v3.decode_request(packet.tobytes()))))
+            if read is not None:  # bk_reads.py
+                self._plain_read(read.ledger_id, read.entry_id, read.header)
                 return True
             packet = packet.tobytes()  # protobuf's path (and v2's after it) take bytes
             try:
@@ -236,8 +235,7 @@ class BkConnection(AddPath, ReadPath, RequestPath, FramePath, TlsSession, asynci
         elif request.opcode == v2.AUTH:
             self._send(auth_v2(request))
         elif request.opcode == v2.READENTRY and not request.fencing:  # bk_reads.py
-            self._plain_read(request.ledger_id, request.entry_id, request.version,
-                             lambda: self._v2_whole(request))
+            self._plain_read(request.ledger_id, request.entry_id, request.version)
         else:
             self._request(v2_kind(request), self._v2_whole(request))
         return True

@@ -7,8 +7,8 @@ over v3, protobuf's objects per request cost the bookie's one core more than the
 
 Invariants (bk_requests.py PB1/PB2/PB5, bk_ops.py BK1, bk_timing.py BT1/BT2):
     PRD1. A plain read is a READ: it begins only when the port's budget has room, and
-         counts in PB1 until answered; else it waits in the connection's deferred queue
-         as a request of the whole path, as every read did before.
+         counts in PB1 until answered; else it waits in the connection's deferred queue,
+         as every read does, and is begun from there the same way, with no task.
     PRD2. Its answer is what the whole path (``BkOperations.v2``/``v3``) answers for the
          same request, byte for byte: the entry, and over v3 the ledger's LAC read after
          it (maxLAC); for an error its status alone, counted and logged as a refusal and
@@ -20,40 +20,44 @@ Invariants (bk_requests.py PB1/PB2/PB5, bk_ops.py BK1, bk_timing.py BT1/BT2):
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from api.bkproto import v2, v3_read
 from api.bkproto.status import v2_code, v3_status
 from api.server import bk_timing
 from api.server.bk_ops import unexpected
-from api.server.bk_requests import READ
+from api.server.bk_requests import PLAIN, READ
 from bookie.node.reads import stored
 
 
 class ReadPath:
     """The plain-read half of ``bk_listener.BkConnection`` (a mixin, as ``AddPath``).
-    Uses the connection's ``ops``, ``budget``, ``deferred``, ``cancellable``, ``peer``,
-    ``slice_at``, ``op_stats``, ``_request``, ``_count_begun``, ``_count_done`` and
-    ``_flow``. ``reply_to`` is a v3 request's header bytes or a v2 request's version."""
+    Uses the connection's ``ops``, ``cancellable``, ``peer``, ``slice_at``, ``op_stats``,
+    ``_request`` and ``_count_done``. ``reply_to`` is a v3 request's header bytes or a v2
+    request's version."""
 
-    def _plain_read(self, ledger_id: int, entry_id: int, reply_to, whole) -> None:
-        """Begin one plain read; ``whole()`` makes its whole-path request for PRD1."""
-        if self.deferred or not self.budget.may_begin(self):  # PRD1
-            self._request(READ, whole())
-            return
-        self._count_begun(READ)
-        asked = (ledger_id, entry_id, reply_to, self.slice_at[0], bk_timing.now())
+    def _plain_read(self, ledger_id: int, entry_id: int, reply_to) -> None:
+        """Begin one plain read when the budget has room, else keep it until it has (PRD1)."""
+        self._request(PLAIN, functools.partial(self._begin_plain, ledger_id, entry_id,
+                                               reply_to, self.slice_at[0]))
+
+    def _begin_plain(self, ledger_id: int, entry_id: int, reply_to, arrived: float) -> None:
+        """PRD1: counted begun by the caller. Its answer is made in a callback of the loop,
+        never within this call: a begin that answered at once would end a request (and
+        begin what waits for its slot) inside the loop that begins them."""
+        asked = (ledger_id, entry_id, reply_to, arrived, bk_timing.now())
+        loop = asyncio.get_running_loop()
         try:
             read = self.ops.bookie.begin_read(ledger_id, entry_id)
         except Exception as exc:  # noqa: BLE001 - every outcome is an answer (BK1)
-            self._read_answer(asked, None, exc)
-        else:
-            data = read[2]
-            if isinstance(data, asyncio.Future):
-                self.cancellable.add(data)  # PRD3
-                data.add_done_callback(lambda done: self._read_landed(done, asked, read))
-            else:
-                self._read_answer(asked, read, None)
-        self._flow()
+            loop.call_soon(self._read_answer, asked, None, exc)
+            return
+        data = read[2]
+        if isinstance(data, asyncio.Future):
+            self.cancellable.add(data)  # PRD3
+            data.add_done_callback(lambda done: self._read_landed(done, asked, read))
+        else:  # the write cache's
+            loop.call_soon(self._read_answer, asked, read, None)
 
     def _read_landed(self, done: asyncio.Future, asked: tuple, read: tuple) -> None:
         self.cancellable.discard(done)

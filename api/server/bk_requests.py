@@ -5,6 +5,7 @@ answered from its task, and cancelled with its connection when it changes nothin
 Kinds:
     READ    reads that change nothing: entries, batches, READ_LAC, the entry list, the
             bookie's info. Counted in PB1; cancelled when the connection is lost.
+            PLAIN is a READ begun by a call, not a task (bk_reads.py).
     CHANGE  requests whose effect must be whole once begun: fencing reads, WRITE_LAC,
             FORCE_LEDGER, AUTH, START_TLS. Counted in PB1; never cancelled.
     POLL    long polls (a READ_ENTRY with previousLAC and a timeout). Counted in PB4 only:
@@ -26,6 +27,8 @@ from bookie.errors import TooManyRequests
 log = logging.getLogger("bookie.bkproto")
 
 READ, CHANGE, POLL = "read", "change", "poll"
+#: A READ begun by a call, not a task: the listener's plain reads (bk_reads.py).
+PLAIN = "plain"
 _OP = v3.OPERATIONS
 _READ_ONLY_V3 = {_OP["READ_LAC"], _OP["GET_BOOKIE_INFO"], _OP["GET_LIST_OF_ENTRIES_OF_LEDGER"]}
 _FENCE = 1  # ReadRequest.Flag.FENCE_LEDGER
@@ -83,10 +86,13 @@ class RequestPath:
 
     def _begin(self, kind: str, make) -> None:
         self._count_begun(kind)
-        task = asyncio.get_running_loop().create_task(make())
-        if kind != CHANGE:
-            self.cancellable.add(task)
-        task.add_done_callback(functools.partial(self._answered, kind))
+        if kind == PLAIN:
+            make()  # it answers from its read's callback, never from within this call
+        else:
+            task = asyncio.get_running_loop().create_task(make())
+            if kind != CHANGE:
+                self.cancellable.add(task)
+            task.add_done_callback(functools.partial(self._answered, kind))
         self._flow()
 
     def _count_begun(self, kind: str) -> None:

@@ -10,7 +10,8 @@ order, and answers them all with one wake-up of the loop.
 Invariants:
     RQ1. At most ``jobs`` jobs run at once (the read threads), each with at most ``batch``
         reads: a read never waits for more than the reads ahead of it, and an idle bookie
-        starts a job at once, so a lone read costs what it cost before.
+        starts a job in the same loop turn, so a lone read costs what it cost before. The
+        job starts at the turn's end, with every read begun in it.
     RQ2. Each read gets its own outcome: its bytes, None (not stored), or its own exception;
         one failing read fails no other.
     RQ3. Reads of one ledger's consecutive entries taken by one job are read as a range
@@ -45,14 +46,24 @@ class ReadQueue:
         self._max_bytes = max_bytes
         self._queued: list[Read] = []
         self._jobs = 0
+        self._start_soon = False  # a _start_queued is scheduled
 
     def read(self, ledger_id: int, entry_id: int) -> asyncio.Future:
         """A future of the entry's bytes, or None if it is not stored."""
         future = self._loop.create_future()
         self._queued.append((ledger_id, entry_id, future))
-        if self._jobs < self._jobs_max:
-            self._start()
+        if self._jobs < self._jobs_max and not self._start_soon:
+            # RQ1: at the end of this loop turn, not now, so that the reads begun in the
+            # same turn (a slice of requests, or those whose slots the last job's answers
+            # freed) go as one job, not the first alone and the rest after it.
+            self._start_soon = True
+            self._loop.call_soon(self._start_queued)
         return future
+
+    def _start_queued(self) -> None:
+        self._start_soon = False
+        while self._queued and self._jobs < self._jobs_max:
+            self._start()
 
     def _start(self) -> None:
         taken, self._queued = self._queued[:self._batch], self._queued[self._batch:]
@@ -103,5 +114,6 @@ class ReadQueue:
                 future.set_exception(outcome)
             else:
                 future.set_result(outcome)
-        while self._queued and self._jobs < self._jobs_max:
-            self._start()
+        if not self._start_soon:  # after the answers' callbacks, which may read more (RQ1)
+            self._start_soon = True
+            self._loop.call_soon(self._start_queued)

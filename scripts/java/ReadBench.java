@@ -23,7 +23,8 @@
 //       readLastAddConfirmedAndEntry: long-poll LAC with the entry piggybacked (v3, where
 //       BookKeeper's long poll lives), then readEntries up to the LAC it learnt. Each entry's
 //       delay runs from its add's call to its read's return. Prints
-//       "T <entries> <p50> <p99> <p99.9>" in microseconds.
+//       "T <entries> <p50> <p99> <p99.9> <p50> <p99> <p99.9>" in microseconds: every entry,
+//       then the entries after the first second (the clients' warm-up).
 //   pace ZK_URI RATE SECONDS [LEDGER]
 //       a writer at RATE adds a second (v2) for SECONDS, each add's latency counted from the
 //       moment it was due (no coordinated omission); with LEDGER, a catch-up reader of that
@@ -254,7 +255,12 @@ public class ReadBench {
                 throw readFailed.get();
             }
             long[] p = percentiles(delay, seen.get());
-            System.out.println("T " + seen.get() + " " + p[0] + " " + p[1] + " " + p[2]);
+            // The same without the first second: the clients' warm-up (JIT, connections)
+            // falls in it whichever bookie they talk to.
+            int from = Math.min(rate, seen.get());
+            long[] steady = percentiles(Arrays.copyOfRange(delay, from, seen.get()), seen.get() - from);
+            System.out.println("T " + seen.get() + " " + p[0] + " " + p[1] + " " + p[2] + " "
+                               + steady[0] + " " + steady[1] + " " + steady[2]);
         }
     }
 

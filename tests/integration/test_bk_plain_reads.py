@@ -12,6 +12,7 @@ import threading
 import pytest
 
 from api.bkproto import v2, v3
+from api.server.bk_budget import Limits
 from api.server.bk_ops import BkOperations
 from tests.integration.test_bk_listener import KEY, entry
 from tests.integration.test_bk_port_hardening import listener_of, open_client
@@ -116,11 +117,36 @@ async def test_v2_plain_reads_answer_as_the_whole_path_byte_for_byte(served, mon
     assert not begun_whole  # every one answered on the listener's own path (PRD2)
 
 
-async def test_plain_reads_of_a_lost_connection_end_unanswered(served):
+async def test_plain_reads_that_wait_for_the_budget_are_begun_as_plain_reads(
+        bookie_config, monkeypatch):
+    """PRD1: with 2 reads in progress a connection, 300 pipelined reads mostly wait; every
+    one is still answered in full, none through protobuf or a task, and the port's count
+    of reads in progress never passes the bound."""
+    async with running_bookie(bookie_config) as running, \
+            listener_of(running.bookie, limits=Limits(per_connection=2)) as (listener, port):
+        await _stored(running.bookie)
+        decoded = _counted(monkeypatch, v3, "decode_request")
+        begun_whole = _counted(monkeypatch, listener.ops, "v3")
+        async with BkClient.connect(port) as client:
+            requests = [client.request("READ_ENTRY", ledgerId=60 + i % 2, entryId=i % 2)
+                        for i in range(300)]
+            answers = await client.pipeline(requests)
+        for request in requests:
+            read = answers[request.header.txnId].readResponse
+            assert read.status == S["EOK"]
+            assert read.body == entry(request.readRequest.ledgerId, request.readRequest.entryId)
+        assert listener.budget.deferred_total > 0 and listener.budget.peak_in_progress == 2
+        assert not decoded and not begun_whole
+
+
+async def test_plain_reads_of_a_lost_connection_end_unanswered(served, monkeypatch):
     """PRD3: reads waiting for the read threads when their connection goes are cancelled
     and counted done; the port's count of reads in progress comes back to 0 and the bookie
     serves the next client."""
     bookie, listener, port = served
+    futures, read = [], bookie._read_queue.read
+    monkeypatch.setattr(bookie._read_queue, "read", lambda *ids: futures.append(read(*ids))
+                        or futures[-1])
     held, started = threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -137,7 +163,7 @@ async def test_plain_reads_of_a_lost_connection_end_unanswered(served):
         await lost.close()
         await until(lambda: not listener.connections and listener.budget.in_progress == 0,
                     "the connection and its reads are gone")
-        assert [r for r in bookie._read_queue._queued if r[2].cancelled()]
+        assert len(futures) == 50 and all(future.cancelled() for future in futures)
     finally:
         held.set()
         await asyncio.gather(*blocks)
