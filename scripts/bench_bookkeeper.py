@@ -4,7 +4,9 @@ listener) and against a REAL BookKeeper bookie (SortedLedgerStorage, and with ``
 sorted,db`` DbLedgerStorage as well, as shipped: -Xmx1g, 2 GiB direct memory), each bookie
 pinned to core 0 and the benchmark client to core 1, the same throttle (outstanding adds) for
 all. Runs interleave the bookies. Prints entries/s, p95/p99 and the ratio ours / the faster
-BookKeeper storage.
+BookKeeper storage. BookKeeper's bookies run over the launcher's Netty; ``--storages``
+``sorted-epoll`` and ``db-epoll`` run them over epoll (``BOOKKEEPER_NETTY_JARS``,
+scripts/bk_netty.py). The report says which.
 
     BOOKKEEPER_LAUNCHER=/opt/bookkeeper/bin/bookkeeper .venv/bin/python scripts/bench_bookkeeper.py \\
         [--seconds 20] [--throttle 1000] [--runs 1] [--storages sorted,db] [--tls]
@@ -32,6 +34,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from scripts import bk_netty  # noqa: E402
 from scripts.bk_tls_peer import TLS_CONNECTED, TlsPeer  # noqa: E402
 from scripts.interop_run import BENCH_CLASS, Interop  # noqa: E402
 
@@ -40,7 +43,10 @@ from scripts.interop_run import BENCH_CLASS, Interop  # noqa: E402
 #: (DbLedgerStorage's caches live in its direct memory).
 DB_CONF = "ledgerStorageClass=org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage\n"
 DB_JAVA_OPTS = "-Xms1g -Xmx1g -XX:MaxDirectMemorySize=2g"
-THEIRS = {"sorted": "BookKeeper", "db": "BookKeeper db"}
+THEIRS = {"sorted": "BookKeeper", "db": "BookKeeper db",
+          "sorted-epoll": "BookKeeper epoll", "db-epoll": "BookKeeper db epoll"}
+#: The transport each BookKeeper bookie of the run was seen to use (bk_netty.check).
+TRANSPORTS: dict[str, set[str]] = {}
 
 
 def pinned(core: int, argv: list[str]) -> list[str]:
@@ -86,13 +92,18 @@ def one_side(launcher: str, base: str, kind: str, seconds: int, throttle: int,
             _pin(bookie["proc"].pid)
         else:
             run.bk("shell", "-conf", run.shell_conf(uri), "initnewcluster")  # a fresh tree
-            run.env = dict(os.environ, JAVA_OPTS=DB_JAVA_OPTS)  # as bkenv.sh ships it
+            # As bkenv.sh ships it; over epoll with BOOKKEEPER_NETTY_JARS (bk_netty.py).
+            run.env = dict(os.environ, JAVA_OPTS=bk_netty.bookie_java_opts(
+                DB_JAVA_OPTS, kind.endswith(" epoll")))
             # BookKeeper's README: raise the pending-add limit for throughput runs.
             bookie = run.start_theirs("bookie", uri, "maxPendingAddRequestsPerThread=100000\n"
                                       + (DB_CONF if kind.startswith("BookKeeper db") else "")
                                       + (tls.bookie_conf() if tls else ""))
             _pin(bookie["proc"].pid)
         run.wait_registered(uri, [bookie["id"]])
+        if not kind.startswith("ours"):
+            TRANSPORTS.setdefault(kind, set()).add(
+                bk_netty.check(bookie["proc"].pid, bookie["log"], kind.endswith(" epoll")))
         return run_bench(run, uri, seconds, throttle, v2, tls)
     finally:
         run.stop_all()
@@ -115,7 +126,8 @@ def main(argv: list[str]) -> int:
                         help="the benchmark speaks v2 (-useV2, Pulsar's default) to both bookies")
     parser.add_argument("--storages", default="sorted",
                         help="BookKeeper's storages to run, of sorted (SortedLedgerStorage) "
-                        "and db (DbLedgerStorage, its default)")
+                        "and db (DbLedgerStorage, its default), and sorted-epoll and "
+                        "db-epoll over epoll (BOOKKEEPER_NETTY_JARS, scripts/bk_netty.py)")
     parser.add_argument("--tls", action="store_true",
                         help="also each bookie with mutual TLS, the benchmark through START_TLS")
     args = parser.parse_args(argv)
@@ -139,7 +151,7 @@ def main(argv: list[str]) -> int:
                 shutil.rmtree(os.path.join(base, str(index), kind.replace(" ", "-")),
                               ignore_errors=True)
                 os.sync()
-                print(f"run {index + 1} {kind:>14}: {result['ops']:>7,} entries/s  p95 "
+                print(f"run {index + 1} {kind:>19}: {result['ops']:>7,} entries/s  p95 "
                       f"{result['p95']:.1f} ms  p99 {result['p99']:.1f} ms", flush=True)
     finally:  # each side's data is GBs: never left behind
         shutil.rmtree(base, ignore_errors=True)
@@ -147,10 +159,12 @@ def main(argv: list[str]) -> int:
               for kind, rows in results.items()}
     print(f"BenchThroughputLatency {'v2' if args.v2 else 'v3'}, 1 KiB, ensemble 1, "
           f"throttle {args.throttle}, "
-          f"{args.seconds} s, medians of {args.runs}:")
+          f"{args.seconds} s, medians of {args.runs}; BookKeeper's bookies over: "
+          + ", ".join(f"{kind} {'/'.join(sorted(seen))}" for kind, seen in TRANSPORTS.items())
+          + ":")
     for kind in kinds:
         row = median[kind]
-        print(f"  {kind:>14} bookie: {row['ops']:>9,.0f} entries/s  p95 {row['p95']:.1f} ms  "
+        print(f"  {kind:>19} bookie: {row['ops']:>9,.0f} entries/s  p95 {row['p95']:.1f} ms  "
               f"p99 {row['p99']:.1f} ms")
     best = max(theirs, key=lambda kind: median[kind]["ops"])
     print(f"  ours / {best} (the faster): {median['ours']['ops'] / median[best]['ops']:.2f}x")

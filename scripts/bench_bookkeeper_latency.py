@@ -16,6 +16,8 @@ Per round, per storage (rounds interleave the storages), a fresh ZooKeeper and b
    ``--backlog-mb`` written and the same writer again while a catch-up reader reads the
    backlog (batch reads, v2). Prints both rates and the writer's p99 beside its p99 alone.
 Prints medians of the rounds with their spread, and ours / the better BookKeeper storage.
+BookKeeper's bookies run over the launcher's Netty; the sides ``db-epoll`` and ``sorted-epoll``
+over epoll (``BOOKKEEPER_NETTY_JARS``, scripts/bk_netty.py). The report says which.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from bench_bookkeeper_reads import ENTRY, Side  # noqa: E402
+from bench_bookkeeper_reads import ENTRY, Side, transports  # noqa: E402
 from interop_run import Failed, say  # noqa: E402
 
 BENCH_BOOKIE = "org.apache.bookkeeper.benchmark.BenchBookie"
@@ -89,18 +91,19 @@ def one_round(args, base: str, index: int, storage: str, results: dict) -> None:
         os.sync()
     for name, value in figures.items():
         results.setdefault(name, {}).setdefault(storage, []).append(value)
-    say(f"round {index + 1} {storage:>6}: " + "  ".join(f"{k} {v:,.1f}"
+    say(f"round {index + 1} {storage:>12}: " + "  ".join(f"{k} {v:,.1f}"
                                                       for k, v in figures.items()))
 
 
 def report(args, results: dict) -> None:
     say(f"1 KiB entries, E=1, medians of {args.rounds} interleaved rounds (min-max); "
-        f"writer at {args.pace_rate:,}/s, backlog {args.backlog_mb} MiB:")
+        f"writer at {args.pace_rate:,}/s, backlog {args.backlog_mb} MiB; BookKeeper's "
+        f"bookies over {transports()}:")
     for name, by_storage in results.items():
         medians = {s: statistics.median(v) for s, v in by_storage.items()}
         cells = [f"{s} {medians[s]:>10,.1f} ({min(v):,.1f}-{max(v):,.1f})"
                  for s, v in by_storage.items()]
-        theirs = [medians[s] for s in ("db", "sorted") if s in medians]
+        theirs = [m for s, m in medians.items() if s != "ours"]
         ratio = ""
         if theirs and "ours" in medians:
             best = min(theirs) if SMALLER_BETTER.search(name) else max(theirs)

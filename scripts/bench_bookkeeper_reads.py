@@ -18,7 +18,10 @@ ours / the faster BookKeeper storage, and how busy the bookies' core was during 
 4 KiB random read rates in the same run, as entries/s of 1 KiB.
 
 BookKeeper's bookies run as shipped (bkenv.sh: -Xms1g -Xmx1g -XX:MaxDirectMemorySize=2g),
-with the NIO transport of this build (its Netty has no native epoll). ``--profile DIR``
+over the launcher's Netty (NIO for a build on Debian's 4.1.48, which has no native epoll);
+the sides ``db-epoll`` and ``sorted-epoll`` run them over epoll on the Netty 4.2 jars of
+``BOOKKEEPER_NETTY_JARS`` (scripts/bk_netty.py). The report says which transport each side's
+bookies ran. ``--profile DIR``
 records our bookie with py-spy during each of its reads (a profile run: its figures are not
 comparable).
 """
@@ -37,6 +40,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
+import bk_netty  # noqa: E402
 from bench_bookies_per_host import cpu_times  # noqa: E402
 from disk_floor import cold_caches_possible, disk_floor, drop_caches  # noqa: E402
 from interop_run import Failed, Interop, say  # noqa: E402
@@ -52,6 +56,8 @@ CASES = ("batch-v2", "single-v2", "single-v3")
 BUSY = "bookie core busy"
 #: BookKeeper's bookie as its distribution starts it (bkenv.sh).
 BK_JAVA_OPTS = "-Xms1g -Xmx1g -XX:MaxDirectMemorySize=2g"
+#: The transport each BookKeeper side's bookies were seen to use (bk_netty.check).
+TRANSPORTS: dict[str, set[str]] = {}
 
 
 class Side(Interop):
@@ -60,11 +66,13 @@ class Side(Interop):
     def __init__(self, launcher: str, workdir: str, storage: str) -> None:
         super().__init__(launcher, workdir, 0)
         self.storage = storage
+        self.store, self.epoll = bk_netty.side(storage)  # "db-epoll": ("db", True)
         self.bookies: list[dict] = []
         self.uri = ""
 
     def spawn(self, argv: list[str], log: str) -> subprocess.Popen:
-        self.env = dict(os.environ, JAVA_OPTS=BK_JAVA_OPTS)
+        self.env = dict(os.environ, JAVA_OPTS=bk_netty.bookie_java_opts(BK_JAVA_OPTS,
+                                                                      self.epoll))
         return super().spawn(["taskset", "-c", "0", *argv], log)
 
     def start(self, count: int) -> None:
@@ -79,10 +87,18 @@ class Side(Interop):
                                          "100000")
             else:
                 bookie = self.start_theirs(
-                    f"b{n}", self.uri, f"ledgerStorageClass={STORAGES[self.storage]}\n"
+                    f"b{n}", self.uri, f"ledgerStorageClass={STORAGES[self.store]}\n"
                     "maxPendingAddRequestsPerThread=100000\nmaxPendingReadRequestsPerThread=100000\n")
             self.bookies.append(bookie)
         self.wait_registered(self.uri, [b["id"] for b in self.bookies])
+        self.check_transport()
+
+    def check_transport(self) -> None:
+        """Which transport BookKeeper's serving bookies run (epoll if asked, bk_netty)."""
+        if self.storage != "ours":
+            for bookie in self.bookies:
+                TRANSPORTS.setdefault(self.storage, set()).add(
+                    bk_netty.check(bookie["proc"].pid, bookie["log"], self.epoll))
 
     def cold_restart(self) -> None:
         for bookie in self.bookies:
@@ -91,6 +107,7 @@ class Side(Interop):
         for bookie in self.bookies:
             self.restart(bookie)
         self.wait_registered(self.uri, [b["id"] for b in self.bookies])
+        self.check_transport()
 
     def java(self, *args: str) -> list[str]:
         """ReadBench's output line, the client pinned to core 1."""
@@ -161,7 +178,7 @@ def one_round(args, base: str, index: int, storage: str, results: dict) -> None:
                     rate, busy = side.read(ledger, case, args.throttle, profile)
                     for key, value in (((mb, temp, case), rate), ((mb, temp, case, BUSY), busy)):
                         results.setdefault(key, {}).setdefault(storage, []).append(value)
-                    say(f"round {index + 1} {storage:>6} {mb:>5} MB {temp:>4} {case:>9}: "
+                    say(f"round {index + 1} {storage:>12} {mb:>5} MB {temp:>4} {case:>9}: "
                         f"{rate:>9,.0f} entries/s, bookie core {busy:.0%} busy")
     finally:
         side.stop_all()
@@ -170,10 +187,16 @@ def one_round(args, base: str, index: int, storage: str, results: dict) -> None:
         os.sync()  # the next side starts on a quiet disk
 
 
+def transports() -> str:
+    return ", ".join(f"{side} {'/'.join(sorted(seen))}" for side, seen in TRANSPORTS.items()) \
+        or "(none ran)"
+
+
 def report(args, results: dict, floor: dict | None) -> None:
     quorum = "/".join(map(str, args.quorum))
     say(f"Catch-up reads, 1 KiB entries, E/Qw/Qa {quorum}, single reads throttled at "
-        f"{args.throttle:,}/s, medians of {args.rounds} interleaved rounds (min-max):")
+        f"{args.throttle:,}/s, medians of {args.rounds} interleaved rounds (min-max); "
+        f"BookKeeper's bookies over {transports()}:")
     for key, by_storage in results.items():
         if len(key) == 4:  # the bookie core's busy fraction of the case just printed
             medians = {s: statistics.median(v) for s, v in by_storage.items()}
@@ -188,7 +211,7 @@ def report(args, results: dict, floor: dict | None) -> None:
                 medians[storage] = statistics.median(rates)
                 cells.append(f"{storage} {medians[storage]:>9,.0f} "
                              f"({min(rates):,.0f}-{max(rates):,.0f})")
-        theirs = [medians[s] for s in ("db", "sorted") if s in medians]
+        theirs = [m for s, m in medians.items() if s != "ours"]
         ratio = (f"  ours/best BK {medians['ours'] / max(theirs):.2f}x"
                  if theirs and "ours" in medians else "")
         say(f"  {mb:>5} MB {temp:>4} {case:>9}: " + "  ".join(cells) + ratio)
@@ -204,7 +227,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--backlog-mb", default="200,1024",
                         help="backlog sizes in MiB of 1 KiB entries, comma-separated")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--storages", default="ours,db,sorted")
+    parser.add_argument("--storages", default="ours,db,sorted",
+                        help="sides, of ours, db (DbLedgerStorage), sorted "
+                        "(SortedLedgerStorage), db-epoll and sorted-epoll (over epoll: "
+                        "BOOKKEEPER_NETTY_JARS, scripts/bk_netty.py)")
     parser.add_argument("--cases", default=",".join(CASES),
                         help="batch-v2 (BP-62 batch reads of 1,000), single-v2, single-v3")
     parser.add_argument("--quorum", default="1,1,1", help="E,Qw,Qa; E bookies per side")
