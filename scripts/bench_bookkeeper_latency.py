@@ -17,7 +17,10 @@ Per round, per storage (rounds interleave the storages), a fresh ZooKeeper and b
    backlog (batch reads, v2). Prints both rates and the writer's p99 beside its p99 alone.
 Prints medians of the rounds with their spread, and ours / the better BookKeeper storage.
 BookKeeper's bookies run over the launcher's Netty; the sides ``db-epoll`` and ``sorted-epoll``
-over epoll (``BOOKKEEPER_NETTY_JARS``, scripts/bk_netty.py). The report says which.
+over epoll (``BOOKKEEPER_NETTY_JARS``, scripts/bk_netty.py). The report says which. A side
+with ``-flush`` (``db-epoll-flush``) sets ``journalFlushWhenQueueEmpty=true``: BookKeeper's
+journal then syncs as soon as no add waits, as ours does, where by default it groups adds
+for up to ``journalMaxGroupWaitMSec`` (2 ms), which one add at a time waits out.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from bench_bookkeeper_reads import ENTRY, Side, transports  # noqa: E402
+from bench_bookkeeper_reads import ENTRY, Side, parse_side, transports  # noqa: E402
 from interop_run import Failed, say  # noqa: E402
 
 BENCH_BOOKIE = "org.apache.bookkeeper.benchmark.BenchBookie"
@@ -120,7 +123,9 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--launcher", default=os.environ.get("BOOKKEEPER_LAUNCHER"))
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--storages", default="ours,db,sorted")
+    parser.add_argument("--storages", default="ours,db,sorted",
+                        help="sides (bench_bookkeeper_reads.py --storages): ours, db, sorted, "
+                        "BookKeeper's with -epoll and/or -flush, e.g. db-epoll-flush")
     parser.add_argument("--tail-rates", default="1000,10000",
                         help="the tailed writer's fixed rates, adds/s, comma-separated")
     parser.add_argument("--pace-rate", type=int, default=40_000,
@@ -133,6 +138,8 @@ def main(argv: list[str]) -> int:
         return 2
     args.launcher = os.path.abspath(args.launcher)
     args.storages = args.storages.split(",")
+    for side in args.storages:
+        parse_side(side)  # a bad name fails now, not after the sides before it ran
     args.tail_rates = [int(x) for x in args.tail_rates.split(",")]
     base = tempfile.mkdtemp(prefix="bench-bk-latency-", dir=os.environ.get("BENCH_DIR"))
     results: dict = {}

@@ -19,8 +19,9 @@ ours / the faster BookKeeper storage, and how busy the bookies' core was during 
 
 BookKeeper's bookies run as shipped (bkenv.sh: -Xms1g -Xmx1g -XX:MaxDirectMemorySize=2g),
 over the launcher's Netty (NIO for a build on Debian's 4.1.48, which has no native epoll);
-the sides ``db-epoll`` and ``sorted-epoll`` run them over epoll on the Netty 4.2 jars of
-``BOOKKEEPER_NETTY_JARS`` (scripts/bk_netty.py). The report says which transport each side's
+a side ``db-epoll`` or ``sorted-epoll`` runs them over epoll on the Netty 4.2 jars of
+``BOOKKEEPER_NETTY_JARS`` (scripts/bk_netty.py), and ``-flush`` (``db-epoll-flush``) with
+``journalFlushWhenQueueEmpty=true`` (SIDE_FLAGS). The report says which transport each side's
 bookies ran. ``--profile DIR``
 records our bookie with py-spy during each of its reads (a profile run: its figures are not
 comparable).
@@ -56,8 +57,25 @@ CASES = ("batch-v2", "single-v2", "single-v3")
 BUSY = "bookie core busy"
 #: BookKeeper's bookie as its distribution starts it (bkenv.sh).
 BK_JAVA_OPTS = "-Xms1g -Xmx1g -XX:MaxDirectMemorySize=2g"
+#: What a side's name may add to its storage, "-" apart ("db-epoll-flush").
+SIDE_FLAGS = {
+    "epoll": "its bookies over epoll, on the Netty 4.2 jars of BOOKKEEPER_NETTY_JARS "
+             "(scripts/bk_netty.py)",
+    "flush": "journalFlushWhenQueueEmpty=true: its journal syncs as soon as no add waits, as "
+             "ours does, not after grouping adds for up to journalMaxGroupWaitMSec (2 ms)",
+}
 #: The transport each BookKeeper side's bookies were seen to use (bk_netty.check).
 TRANSPORTS: dict[str, set[str]] = {}
+
+
+def parse_side(name: str) -> tuple[str, list[str]]:
+    """A side's storage and flags: "db-epoll-flush" -> ("db", ["epoll", "flush"])."""
+    store, *flags = name.split("-")
+    if store not in STORAGES or not set(flags) <= set(SIDE_FLAGS) or \
+            (flags and store == "ours"):
+        raise SystemExit(f"no side {name!r}: a storage of {', '.join(STORAGES)}, then for "
+                         f"BookKeeper's any of -{', -'.join(SIDE_FLAGS)}")
+    return store, flags
 
 
 class Side(Interop):
@@ -66,7 +84,8 @@ class Side(Interop):
     def __init__(self, launcher: str, workdir: str, storage: str) -> None:
         super().__init__(launcher, workdir, 0)
         self.storage = storage
-        self.store, self.epoll = bk_netty.side(storage)  # "db-epoll": ("db", True)
+        self.store, flags = parse_side(storage)
+        self.epoll, self.flush = "epoll" in flags, "flush" in flags
         self.bookies: list[dict] = []
         self.uri = ""
 
@@ -88,7 +107,8 @@ class Side(Interop):
             else:
                 bookie = self.start_theirs(
                     f"b{n}", self.uri, f"ledgerStorageClass={STORAGES[self.store]}\n"
-                    "maxPendingAddRequestsPerThread=100000\nmaxPendingReadRequestsPerThread=100000\n")
+                    "maxPendingAddRequestsPerThread=100000\nmaxPendingReadRequestsPerThread=100000\n"
+                    + ("journalFlushWhenQueueEmpty=true\n" if self.flush else ""))
             self.bookies.append(bookie)
         self.wait_registered(self.uri, [b["id"] for b in self.bookies])
         self.check_transport()
@@ -229,8 +249,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--storages", default="ours,db,sorted",
                         help="sides, of ours, db (DbLedgerStorage), sorted "
-                        "(SortedLedgerStorage), db-epoll and sorted-epoll (over epoll: "
-                        "BOOKKEEPER_NETTY_JARS, scripts/bk_netty.py)")
+                        "(SortedLedgerStorage); BookKeeper's with -epoll (over epoll: "
+                        "BOOKKEEPER_NETTY_JARS, scripts/bk_netty.py) and/or -flush "
+                        "(journalFlushWhenQueueEmpty=true), e.g. db-epoll-flush")
     parser.add_argument("--cases", default=",".join(CASES),
                         help="batch-v2 (BP-62 batch reads of 1,000), single-v2, single-v3")
     parser.add_argument("--quorum", default="1,1,1", help="E,Qw,Qa; E bookies per side")
@@ -249,6 +270,8 @@ def main(argv: list[str]) -> int:
     args.launcher = os.path.abspath(args.launcher)
     args.backlog_mb = [int(x) for x in args.backlog_mb.split(",")]
     args.storages = args.storages.split(",")
+    for side in args.storages:
+        parse_side(side)  # a bad name fails now, not after the sides before it ran
     args.cases = args.cases.split(",")
     args.quorum = tuple(int(x) for x in args.quorum.split(","))
     if "batch-v3" in args.cases:

@@ -42,16 +42,6 @@ def netty_jars(directory: str) -> list[str]:
     return jars
 
 
-SUFFIX = "-epoll"
-
-
-def side(name: str) -> tuple[str, bool]:
-    """A side's storage and whether its bookies run over epoll: "db-epoll" -> ("db", True)."""
-    if name.endswith(SUFFIX):
-        return name[:-len(SUFFIX)], True
-    return name, False
-
-
 def bookie_java_opts(base: str, epoll: bool, environ=os.environ) -> str:
     """``base`` JVM options, and for an epoll side Netty 4.2 first on the boot class path."""
     if not epoll:

@@ -34,8 +34,6 @@ def test_a_directory_without_the_epoll_library_is_refused(tmp_path):
 
 
 def test_an_epoll_side_puts_netty_on_the_boot_class_path_and_needs_the_jars():
-    assert bk_netty.side("db-epoll") == ("db", True)
-    assert bk_netty.side("sorted") == ("sorted", False)
     base = "-Xms1g -Xmx1g"
     assert bk_netty.bookie_java_opts(base, False, {bk_netty.ENV: JARS}) == base
     opts = bk_netty.bookie_java_opts(base, True, {bk_netty.ENV: JARS})
