@@ -45,8 +45,6 @@ DB_CONF = "ledgerStorageClass=org.apache.bookkeeper.bookie.storage.ldb.DbLedgerS
 DB_JAVA_OPTS = "-Xms1g -Xmx1g -XX:MaxDirectMemorySize=2g"
 THEIRS = {"sorted": "BookKeeper", "db": "BookKeeper db",
           "sorted-epoll": "BookKeeper epoll", "db-epoll": "BookKeeper db epoll"}
-#: The transport each BookKeeper bookie of the run was seen to use (bk_netty.check).
-TRANSPORTS: dict[str, set[str]] = {}
 
 
 def pinned(core: int, argv: list[str]) -> list[str]:
@@ -79,7 +77,8 @@ def run_bench(run: Interop, uri: str, seconds: int, throttle: int, v2: bool = Fa
 def one_side(launcher: str, base: str, kind: str, seconds: int, throttle: int,
              v2: bool = False) -> dict:
     """``kind``: "ours" or "BookKeeper" (SortedLedgerStorage) or "BookKeeper db"
-    (DbLedgerStorage), with " TLS" for the bookie's mutual TLS."""
+    (DbLedgerStorage), with " TLS" for the bookie's mutual TLS or " epoll" for its epoll."""
+    epoll = kind.endswith(" epoll")
     run = Interop(launcher, os.path.join(base, kind.replace(" ", "-")), seconds)
     os.makedirs(run.dir, exist_ok=True)
     tls = TlsPeer(os.path.join(run.dir, "pki")) if kind.endswith(" TLS") else None
@@ -93,8 +92,7 @@ def one_side(launcher: str, base: str, kind: str, seconds: int, throttle: int,
         else:
             run.bk("shell", "-conf", run.shell_conf(uri), "initnewcluster")  # a fresh tree
             # As bkenv.sh ships it; over epoll with BOOKKEEPER_NETTY_JARS (bk_netty.py).
-            run.env = dict(os.environ, JAVA_OPTS=bk_netty.bookie_java_opts(
-                DB_JAVA_OPTS, kind.endswith(" epoll")))
+            run.env = dict(os.environ, JAVA_OPTS=bk_netty.bookie_java_opts(DB_JAVA_OPTS, epoll))
             # BookKeeper's README: raise the pending-add limit for throughput runs.
             bookie = run.start_theirs("bookie", uri, "maxPendingAddRequestsPerThread=100000\n"
                                       + (DB_CONF if kind.startswith("BookKeeper db") else "")
@@ -102,8 +100,7 @@ def one_side(launcher: str, base: str, kind: str, seconds: int, throttle: int,
             _pin(bookie["proc"].pid)
         run.wait_registered(uri, [bookie["id"]])
         if not kind.startswith("ours"):
-            TRANSPORTS.setdefault(kind, set()).add(
-                bk_netty.check(bookie["proc"].pid, bookie["log"], kind.endswith(" epoll")))
+            bk_netty.checked(kind, bookie["proc"].pid, bookie["log"], epoll)
         return run_bench(run, uri, seconds, throttle, v2, tls)
     finally:
         run.stop_all()
@@ -160,8 +157,7 @@ def main(argv: list[str]) -> int:
     print(f"BenchThroughputLatency {'v2' if args.v2 else 'v3'}, 1 KiB, ensemble 1, "
           f"throttle {args.throttle}, "
           f"{args.seconds} s, medians of {args.runs}; BookKeeper's bookies over: "
-          + ", ".join(f"{kind} {'/'.join(sorted(seen))}" for kind, seen in TRANSPORTS.items())
-          + ":")
+          f"{bk_netty.seen()}:")
     for kind in kinds:
         row = median[kind]
         print(f"  {kind:>19} bookie: {row['ops']:>9,.0f} entries/s  p95 {row['p95']:.1f} ms  "

@@ -38,7 +38,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from bench_bookkeeper_reads import ENTRY, Side, parse_side, transports  # noqa: E402
+import bk_netty  # noqa: E402
+from bench_bookkeeper_reads import ENTRY, Side, parse_side  # noqa: E402
 from interop_run import Failed, say  # noqa: E402
 
 BENCH_BOOKIE = "org.apache.bookkeeper.benchmark.BenchBookie"
@@ -101,7 +102,7 @@ def one_round(args, base: str, index: int, storage: str, results: dict) -> None:
 def report(args, results: dict) -> None:
     say(f"1 KiB entries, E=1, medians of {args.rounds} interleaved rounds (min-max); "
         f"writer at {args.pace_rate:,}/s, backlog {args.backlog_mb} MiB; BookKeeper's "
-        f"bookies over {transports()}:")
+        f"bookies over {bk_netty.seen()}:")
     for name, by_storage in results.items():
         medians = {s: statistics.median(v) for s, v in by_storage.items()}
         cells = [f"{s} {medians[s]:>10,.1f} ({min(v):,.1f}-{max(v):,.1f})"

@@ -64,8 +64,6 @@ SIDE_FLAGS = {
     "flush": "journalFlushWhenQueueEmpty=true: its journal syncs as soon as no add waits, as "
              "ours does, not after grouping adds for up to journalMaxGroupWaitMSec (2 ms)",
 }
-#: The transport each BookKeeper side's bookies were seen to use (bk_netty.check).
-TRANSPORTS: dict[str, set[str]] = {}
 
 
 def parse_side(name: str) -> tuple[str, list[str]]:
@@ -117,8 +115,7 @@ class Side(Interop):
         """Which transport BookKeeper's serving bookies run (epoll if asked, bk_netty)."""
         if self.storage != "ours":
             for bookie in self.bookies:
-                TRANSPORTS.setdefault(self.storage, set()).add(
-                    bk_netty.check(bookie["proc"].pid, bookie["log"], self.epoll))
+                bk_netty.checked(self.storage, bookie["proc"].pid, bookie["log"], self.epoll)
 
     def cold_restart(self) -> None:
         for bookie in self.bookies:
@@ -207,16 +204,11 @@ def one_round(args, base: str, index: int, storage: str, results: dict) -> None:
         os.sync()  # the next side starts on a quiet disk
 
 
-def transports() -> str:
-    return ", ".join(f"{side} {'/'.join(sorted(seen))}" for side, seen in TRANSPORTS.items()) \
-        or "(none ran)"
-
-
 def report(args, results: dict, floor: dict | None) -> None:
     quorum = "/".join(map(str, args.quorum))
     say(f"Catch-up reads, 1 KiB entries, E/Qw/Qa {quorum}, single reads throttled at "
         f"{args.throttle:,}/s, medians of {args.rounds} interleaved rounds (min-max); "
-        f"BookKeeper's bookies over {transports()}:")
+        f"BookKeeper's bookies over {bk_netty.seen()}:")
     for key, by_storage in results.items():
         if len(key) == 4:  # the bookie core's busy fraction of the case just printed
             medians = {s: statistics.median(v) for s, v in by_storage.items()}

@@ -30,6 +30,8 @@ FALLBACK = "Could not use Netty Epoll event loop"
 #: Jars not for this machine (other platforms' native libraries), the empty netty-all
 #: aggregate, and tcnative (TLS stays on the JDK's provider, as the launcher runs it).
 _SKIP = ("aarch_64", "riscv64", "osx-", "windows-", "netty-all-", "tcnative")
+#: The transports each BookKeeper side's bookies were seen to use this run (checked()).
+SEEN: dict[str, set[str]] = {}
 
 
 def netty_jars(directory: str) -> list[str]:
@@ -73,3 +75,14 @@ def check(pid: int, log_path: str, epoll: bool) -> str:
         raise RuntimeError(f"an epoll side's bookie (pid {pid}, log {log_path}) runs NIO: "
                            "see its log for why epoll was not used")
     return used
+
+
+def checked(side: str, pid: int, log_path: str, epoll: bool) -> None:
+    """``check``, and the transport kept for ``seen`` under the side's name."""
+    SEEN.setdefault(side, set()).add(check(pid, log_path, epoll))
+
+
+def seen() -> str:
+    """Each side's transports this run, for a report: "db nio, db-epoll epoll"."""
+    return ", ".join(f"{side} {'/'.join(sorted(used))}" for side, used in SEEN.items()) \
+        or "(none ran)"

@@ -77,5 +77,8 @@ def test_a_bookie_without_the_library_is_nio_and_fails_the_check_when_epoll_was_
     log.write_text("INFO - bookie started\n")
     assert bk_netty.transport(os.getpid(), str(log)) == "nio"
     assert bk_netty.check(os.getpid(), str(log), False) == "nio"
+    bk_netty.SEEN.clear()
+    bk_netty.checked("db", os.getpid(), str(log), False)
+    assert bk_netty.seen() == "db nio"
     with pytest.raises(RuntimeError, match="runs NIO"):
         bk_netty.check(os.getpid(), str(log), True)
