@@ -78,6 +78,7 @@ class BkConnection(AddPath, ReadPath, RequestPath, FramePath, TlsSession, asynci
         self.idle.set()
         self.budget = listener.budget
         self._init_requests()
+        self._init_reads()
         self.frame_reserved = 0  # PB3: the reservation of the frame being collected
         self.frame_waiting = False  # PB3: its reservation did not fit; not reading
         self.frame_timer: asyncio.TimerHandle | None = None
@@ -197,6 +198,7 @@ class BkConnection(AddPath, ReadPath, RequestPath, FramePath, TlsSession, asynci
         if at < size:
             self.buffer += view[at:]  # a frame's start: kept until the rest comes
         self._frame_collected(at > 0)
+        self._begin_plain_arrived()  # bk_reads.py PRD4: before the slice's adds
         self._begin_arrived()
 
     def _dispatch(self, packet: bytes) -> bool:
@@ -220,6 +222,7 @@ class BkConnection(AddPath, ReadPath, RequestPath, FramePath, TlsSession, asynci
                 if request.header.operation == _ADD_V3:
                     self._v3_add(request)
                 elif request.header.operation in SESSION_V3:
+                    self._begin_plain_arrived()  # bk_reads.py PRD4
                     return self._session_v3(request)
                 else:
                     self._request(v3_kind(request), self._v3_whole(request), request)
@@ -327,7 +330,8 @@ class BkConnection(AddPath, ReadPath, RequestPath, FramePath, TlsSession, asynci
             self.transport.resume_reading()
 
     def _refuse(self, why: str, what: str = "FRAME") -> None:
-        """BL2: the adds that came whole before the bad frame are still begun."""
+        """BL2: the reads and adds that came whole before the bad frame are still begun."""
+        self._begin_plain_arrived()
         self._begin_arrived()
         # No status answers it: counted and logged as the refusal of a FRAME (or of
         # START_TLS, bk_tls.py TS2/TS3), CLOSED.

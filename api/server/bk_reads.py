@@ -1,93 +1,128 @@
 """The listener's plain reads (BK7, docs/bookkeeper-protocol.md §5a): a READ_ENTRY that
-neither fences nor polls, over v2 or v3, begun in the listener's own callback and answered
-from its read's future's, with no task and, over v3, no protobuf message (v3_read.py).
+neither fences nor polls, over v2 or v3, begun with the other plain reads of its slice of
+bytes as one group, with no task and, over v3, no protobuf message (v3_read.py), and
+answered with them from one callback (bookie/node/read_queue.py RQ4).
 
 A reader that asks entry by entry sends a request per entry; a task, three coroutines and,
-over v3, protobuf's objects per request cost the bookie's one core more than the read.
+over v3, protobuf's objects per request cost the bookie's one core more than the read. So
+did a future, its loop callback and the budget's checks per read (issue 41's profile), so
+the reads of a slice are begun, read and answered as a group.
 
 Invariants (bk_requests.py PB1/PB2/PB5, bk_ops.py BK1, bk_timing.py BT1/BT2):
     PRD1. A plain read is a READ: it begins only when the port's budget has room, and
          counts in PB1 until answered; else it waits in the connection's deferred queue,
-         as every read does, and is begun from there the same way, with no task.
+         as every read does, and is begun from there the same way, with no task. A group
+         begins as many of its reads as PB1 has room for (PB2 is checked once for them:
+         beginning a read answers nothing, so what PB2 counts cannot change between
+         them); the rest wait, first in the queue.
     PRD2. Its answer is what the whole path (``BkOperations.v2``/``v3``) answers for the
          same request, byte for byte: the entry, and over v3 the ledger's LAC read after
          it (maxLAC); for an error its status alone, counted and logged as a refusal and
          in READ_ENTRY's stats as failed.
-    PRD3. A read whose connection is lost is cancelled (PB5): the read queue skips it, and
-         it is counted done with no answer.
+    PRD3. A read whose connection is lost is cancelled (PB5): its group is never
+         answered, and its reads are counted done with no answer at once.
+    PRD4. Requests keep their order of arrival into the budget: the plain reads decoded
+         so far are begun (or queued) before any other request of the slice, and before
+         its adds (as when each read began alone, at its decode).
 """
 
 from __future__ import annotations
-
-import asyncio
-import functools
 
 from api.bkproto import v2, v3_read
 from api.bkproto.status import v2_code, v3_status
 from api.server import bk_timing
 from api.server.bk_ops import unexpected
-from api.server.bk_requests import PLAIN, READ
-from bookie.node.reads import stored
+from api.server.bk_requests import PLAINS
+from bookie.errors import NoEntry
 
 
 class ReadPath:
     """The plain-read half of ``bk_listener.BkConnection`` (a mixin, as ``AddPath``).
-    Uses the connection's ``ops``, ``cancellable``, ``peer``, ``slice_at``, ``op_stats``,
-    ``_request`` and ``_count_done``. ``reply_to`` is a v3 request's header bytes or a v2
-    request's version."""
+    Uses the connection's ``ops``, ``budget``, ``peer``, ``slice_at``, ``op_stats``,
+    ``requests_in_progress``, ``_request``, ``_count_begun`` and ``_count_done_many``.
+    A read is (ledger id, entry id, reply_to, arrived): ``reply_to`` is a v3 request's
+    header bytes or a v2 request's version, ``arrived`` its slice's arrival (BT2)."""
+
+    def _init_reads(self) -> None:
+        self.plain_arrived: list[tuple] = []  # decoded, not yet begun (PRD4)
+        self.plain_groups: dict = {}  # ReadGroup -> its reads, begun, not answered
 
     def _plain_read(self, ledger_id: int, entry_id: int, reply_to) -> None:
-        """Begin one plain read when the budget has room, else keep it until it has (PRD1)."""
-        self._request(PLAIN, functools.partial(self._begin_plain, ledger_id, entry_id,
-                                               reply_to, self.slice_at[0]))
+        self.plain_arrived.append((ledger_id, entry_id, reply_to, self.slice_at[0]))
 
-    def _begin_plain(self, ledger_id: int, entry_id: int, reply_to, arrived: float) -> None:
-        """PRD1: counted begun by the caller. Its answer is made in a callback of the loop,
-        never within this call: a begin that answered at once would end a request (and
-        begin what waits for its slot) inside the loop that begins them."""
-        asked = (ledger_id, entry_id, reply_to, arrived, bk_timing.now())
-        loop = asyncio.get_running_loop()
-        try:
-            read = self.ops.bookie.begin_read(ledger_id, entry_id)
-        except Exception as exc:  # noqa: BLE001 - every outcome is an answer (BK1)
-            loop.call_soon(self._read_answer, asked, None, exc)
-            return
-        data = read[2]
-        if isinstance(data, asyncio.Future):
-            self.cancellable.add(data)  # PRD3
-            data.add_done_callback(lambda done: self._read_landed(done, asked, read))
-        else:  # the write cache's
-            loop.call_soon(self._read_answer, asked, read, None)
+    def _begin_plain_arrived(self) -> None:
+        """PRD4: the slice's plain reads so far go to the budget, as one group."""
+        reads = self.plain_arrived
+        if reads:
+            self.plain_arrived = []
+            self._request(PLAINS, reads)
 
-    def _read_landed(self, done: asyncio.Future, asked: tuple, read: tuple) -> None:
-        self.cancellable.discard(done)
-        if done.cancelled():  # PRD3: its connection is gone
-            self._count_done(READ, None)
-            return
-        error = done.exception()
-        self._read_answer(asked, None if error else (read[0], read[1], done.result()), error)
+    def _begin_plains(self, reads: list) -> list:
+        """PRD1, once the budget said a read may begin: as many of ``reads`` as PB1 has
+        room for begin as one group; the rest are returned, to wait. Answered from a
+        callback of the loop, never within this call."""
+        limits, budget = self.budget.limits, self.budget
+        room = min(limits.per_connection - self.requests_in_progress,
+                   limits.max_in_progress - budget.in_progress)
+        if len(reads) > room:
+            reads, rest = reads[:room], reads[room:]
+        else:
+            rest = []
+        self._count_begun(PLAINS, len(reads))
+        begun = bk_timing.now()
+        self.plain_groups[self.ops.bookie.begin_reads(reads, self._plains_landed)] = \
+            (reads, begun)
+        return rest
 
-    def _read_answer(self, asked: tuple, read: tuple | None, error) -> None:
-        """PRD2: ``read`` is (ledger id, entry id read, bytes or None) when no error came."""
-        ledger_id, entry_id, reply_to, arrived, begun = asked
+    def _plains_landed(self, group) -> None:
+        reads, begun = self.plain_groups.pop(group)
+        stats = self.op_stats.pair("READ_ENTRY")
+        at = bk_timing.now()
+        lacs: dict = {}  # read once a ledger: nothing changes it within this callback
+        answers = [self._plain_answer(read, outcome, begun, at, stats, lacs)
+                   for read, outcome in zip(reads, group.outcomes)]
+        self._count_done_many(len(answers), answers)
+
+    def _plain_answer(self, read: tuple, outcome, begun: float, at: float, stats: tuple,
+                      lacs: dict) -> bytes:
+        """PRD2: one read's answer, from ``outcome`` (bytes, None: not stored, or the
+        exception the read raised); it names the entry id asked (-1 too), as the whole
+        path's does."""
+        ledger_id, entry_id, reply_to, arrived = read
         v3_answer = reply_to.__class__ is bytes
-        data = lac = None
-        if error is None:
-            try:
-                data = stored(*read)
-                if v3_answer:
-                    lac = self.ops.bookie.lac_now(ledger_id)
-            except Exception as exc:  # noqa: BLE001 - every outcome is an answer (BK1)
-                error = exc
+        data = lac = error = None
+        if outcome is None:
+            error = NoEntry(f"entry {ledger_id}/{entry_id} is not stored on this bookie")
+        elif isinstance(outcome, BaseException):
+            error = outcome
+        else:
+            data = outcome
+            if v3_answer:
+                lac = lacs.get(ledger_id)
+                if lac is None:
+                    try:
+                        lac = self.ops.bookie.lac_now(ledger_id)
+                    except Exception as exc:  # noqa: BLE001 - every outcome is an answer (BK1)
+                        lac = exc
+                    lacs[ledger_id] = lac
+                if isinstance(lac, BaseException):
+                    error, data, lac = lac, None, None
         if error is not None:
             unexpected("READ_ENTRY", error)
             self.ops.refused("READ_ENTRY", error, self.peer)
-            data = lac = None
-        bk_timing.answered(self.op_stats, "READ_ENTRY", error is None, arrived, begun)
+        ok = error is None
+        stats[0].record(ok, at - arrived)  # BT1/BT2: READ_ENTRY_REQUEST, READ_ENTRY
+        stats[1].record(ok, at - begun)
         if v3_answer:
-            answer = v3_read.encode_read_response(reply_to, v3_status(error), ledger_id,
-                                                  entry_id, data, lac)
-        else:
-            answer = v2.encode_response(reply_to, v2.READENTRY, v2_code(error), ledger_id,
-                                        entry_id, b"" if data is None else data)
-        self._count_done(READ, answer)
+            return v3_read.encode_read_response(reply_to, v3_status(error), ledger_id,
+                                                entry_id, data, lac)
+        return v2.encode_response(reply_to, v2.READENTRY, v2_code(error), ledger_id,
+                                  entry_id, b"" if data is None else data)
+
+    def _drop_plains(self) -> None:
+        """PRD3: the connection is gone; its groups are never answered."""
+        groups, self.plain_groups = self.plain_groups, {}
+        self.plain_arrived = []
+        for group, (reads, _begun) in groups.items():
+            group.cancel()
+            self._count_done_many(len(reads), ())

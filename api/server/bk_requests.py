@@ -5,7 +5,8 @@ answered from its task, and cancelled with its connection when it changes nothin
 Kinds:
     READ    reads that change nothing: entries, batches, READ_LAC, the entry list, the
             bookie's info. Counted in PB1; cancelled when the connection is lost.
-            PLAIN is a READ begun by a call, not a task (bk_reads.py).
+            PLAINS is a group of plain reads (READs), begun by a call, not a task, as
+            many at once as PB1 has room for (bk_reads.py).
     CHANGE  requests whose effect must be whole once begun: fencing reads, WRITE_LAC,
             FORCE_LEDGER, AUTH, START_TLS. Counted in PB1; never cancelled.
     POLL    long polls (a READ_ENTRY with previousLAC and a timeout). Counted in PB4 only:
@@ -27,8 +28,8 @@ from bookie.errors import TooManyRequests
 log = logging.getLogger("bookie.bkproto")
 
 READ, CHANGE, POLL = "read", "change", "poll"
-#: A READ begun by a call, not a task: the listener's plain reads (bk_reads.py).
-PLAIN = "plain"
+#: READs begun by a call, not a task, as a group: the listener's plain reads (bk_reads.py).
+PLAINS = "plains"
 _OP = v3.OPERATIONS
 _READ_ONLY_V3 = {_OP["READ_LAC"], _OP["GET_BOOKIE_INFO"], _OP["GET_LIST_OF_ENTRIES_OF_LEDGER"]}
 _FENCE = 1  # ReadRequest.Flag.FENCE_LEDGER
@@ -67,7 +68,10 @@ class RequestPath:
 
     def _request(self, kind: str, make, request=None) -> None:
         """Begin the request ``make()`` makes when the budget has room, else keep it (PB1,
-        PB2); a long poll (``request``, v3) over PB4 is answered ETOOMANYREQUESTS."""
+        PB2); a long poll (``request``, v3) over PB4 is answered ETOOMANYREQUESTS. For
+        PLAINS ``make`` is the list of reads."""
+        if kind != PLAINS and self.plain_arrived:
+            self._begin_plain_arrived()  # bk_reads.py PRD4: they came first
         if kind == POLL:
             if self.polls >= self.budget.limits.polls_per_connection:
                 self.ops.refused("READ_ENTRY", TooManyRequests(
@@ -78,33 +82,39 @@ class RequestPath:
                 self._begin(kind, make)
             return
         if self.deferred or not self.budget.may_begin(self):
-            self.deferred.append((kind, make))
-            self.budget.deferred_total += 1
-            self._wait_for_budget()
+            self._defer(kind, make)
+            return
+        if kind == PLAINS:
+            rest = self._begin_plains(make)  # answered from a callback, never within
+            if rest:
+                self._defer(PLAINS, rest)
+            self._flow()
             return
         self._begin(kind, make)
 
+    def _defer(self, kind: str, make) -> None:
+        self.deferred.append((kind, make))
+        self.budget.deferred_total += len(make) if kind == PLAINS else 1
+        self._wait_for_budget()
+
     def _begin(self, kind: str, make) -> None:
         self._count_begun(kind)
-        if kind == PLAIN:
-            make()  # it answers from its read's callback, never from within this call
-        else:
-            task = asyncio.get_running_loop().create_task(make())
-            if kind != CHANGE:
-                self.cancellable.add(task)
-            task.add_done_callback(functools.partial(self._answered, kind))
+        task = asyncio.get_running_loop().create_task(make())
+        if kind != CHANGE:
+            self.cancellable.add(task)
+        task.add_done_callback(functools.partial(self._answered, kind))
         self._flow()
 
-    def _count_begun(self, kind: str) -> None:
-        """A request of ``kind`` begins: in flight, and in PB1's or PB4's count."""
-        self.in_flight += 1
+    def _count_begun(self, kind: str, count: int = 1) -> None:
+        """``count`` requests of ``kind`` begin: in flight, and in PB1's or PB4's count."""
+        self.in_flight += count
         self.idle.clear()
         if kind == POLL:
             self.polls += 1
         else:
-            self.requests_in_progress += 1
+            self.requests_in_progress += count
             budget = self.budget
-            budget.in_progress += 1
+            budget.in_progress += count
             if budget.in_progress > budget.peak_in_progress:
                 budget.peak_in_progress = budget.in_progress
 
@@ -133,10 +143,31 @@ class RequestPath:
         if kind != POLL and self.budget.waiting:
             self.budget.wake()
 
+    def _count_done_many(self, count: int, answers) -> None:
+        """``_count_done`` for ``count`` READs ended together with ``answers`` (none when
+        none can be sent)."""
+        self.requests_in_progress -= count
+        self.budget.in_progress -= count
+        self.in_flight -= count
+        self._send_all(answers)
+        if self.in_flight == 0:
+            self.idle.set()
+        self._flow()
+        if self.deferred:
+            self._begin_deferred()
+        if self.budget.waiting:
+            self.budget.wake()
+
     def _begin_deferred(self) -> None:
-        budget = self.budget
-        while self.deferred and budget.may_begin(self):
-            self._begin(*self.deferred.popleft())
+        budget, deferred = self.budget, self.deferred
+        while deferred and budget.may_begin(self):
+            kind, make = deferred.popleft()
+            if kind != PLAINS:
+                self._begin(kind, make)
+                continue
+            rest = self._begin_plains(make)  # PRD1: the rest wait first in the queue
+            if rest:
+                deferred.appendleft((PLAINS, rest))
         if self.deferred:
             self._wait_for_budget()
         self._flow()
@@ -166,6 +197,7 @@ class RequestPath:
     def _drop_requests(self) -> None:
         """PB5: the connection is gone; no answer can reach it."""
         self.deferred.clear()
+        self._drop_plains()  # bk_reads.py PRD3
         for task in list(self.cancellable):
             task.cancel()
         self.budget.charge_answers(self, 0)

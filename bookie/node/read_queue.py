@@ -16,6 +16,9 @@ Invariants:
         one failing read fails no other.
     RQ3. Reads of one ledger's consecutive entries taken by one job are read as a range
         (``get_entries``): one index iteration, and one file read where they lie together.
+    RQ4. A group (``ReadGroup``, the listener's plain reads of one begin) is answered once,
+        with every read's outcome in the order asked, when its last read lands; a
+        cancelled group is never answered (its reads are still served: they are cheap).
 """
 
 from __future__ import annotations
@@ -27,7 +30,37 @@ from collections.abc import Callable
 #: RQ1: the most reads one job takes.
 BATCH_MAX = 256
 
-Read = tuple[int, int, asyncio.Future]
+#: (ledger id, entry id, the future or group it lands in, its index in the group).
+Read = tuple
+
+
+class ReadGroup:
+    """Reads begun together whose outcomes are wanted together (RQ4): one callback for
+    all of them, not a future and a loop callback each (issue 41: the listener's single
+    reads cost more in those than in the read itself)."""
+
+    __slots__ = ("outcomes", "left", "answer", "cancelled")
+
+    def __init__(self, size: int, answer: Callable[["ReadGroup"], None]) -> None:
+        self.outcomes: list = [None] * size  # bytes, None (not stored) or an exception
+        self.left = size
+        self.answer = answer
+        self.cancelled = False
+
+    def landed(self, index: int, outcome) -> bool:
+        """Whether this was the group's last read: then ``finish`` is due."""
+        self.outcomes[index] = outcome
+        self.left -= 1
+        return not self.left
+
+    def finish(self) -> None:
+        """A loop callback of its own: what the answer does (begin more reads, fail) is
+        not within the read queue's."""
+        if not self.cancelled:
+            self.answer(self)
+
+    def cancel(self) -> None:
+        self.cancelled = True
 
 
 class ReadQueue:
@@ -51,14 +84,22 @@ class ReadQueue:
     def read(self, ledger_id: int, entry_id: int) -> asyncio.Future:
         """A future of the entry's bytes, or None if it is not stored."""
         future = self._loop.create_future()
-        self._queued.append((ledger_id, entry_id, future))
+        self._queued.append((ledger_id, entry_id, future, 0))
+        self._wanted()
+        return future
+
+    def read_group(self, reads: list[Read]) -> None:
+        """Queue ``reads``, each (ledger id, entry id, its ReadGroup, its index) (RQ4)."""
+        self._queued.extend(reads)
+        self._wanted()
+
+    def _wanted(self) -> None:
         if self._jobs < self._jobs_max and not self._start_soon:
             # RQ1: at the end of this loop turn, not now, so that the reads begun in the
             # same turn (a slice of requests, or those whose slots the last job's answers
             # freed) go as one job, not the first alone and the rest after it.
             self._start_soon = True
             self._loop.call_soon(self._start_queued)
-        return future
 
     def _start_queued(self) -> None:
         self._start_soon = False
@@ -77,7 +118,7 @@ class ReadQueue:
         outcomes: list = []
         start = 0
         while start < len(taken):
-            ledger_id, first, _ = taken[start]
+            ledger_id, first = taken[start][0], taken[start][1]
             end = start + 1
             while end < len(taken) and taken[end][0] == ledger_id and \
                     taken[end][1] == first + (end - start):
@@ -107,13 +148,16 @@ class ReadQueue:
         self._jobs -= 1
         error = done.exception()
         outcomes = done.result() if error is None else [error] * len(taken)
-        for (_, _, future), outcome in zip(taken, outcomes):
-            if future.done():
+        for (_, _, sink, index), outcome in zip(taken, outcomes):
+            if sink.__class__ is ReadGroup:
+                if sink.landed(index, outcome):
+                    self._loop.call_soon(sink.finish)
+            elif sink.done():
                 continue  # its requester went away
-            if isinstance(outcome, BaseException):
-                future.set_exception(outcome)
+            elif isinstance(outcome, BaseException):
+                sink.set_exception(outcome)
             else:
-                future.set_result(outcome)
+                sink.set_result(outcome)
         if not self._start_soon:  # after the answers' callbacks, which may read more (RQ1)
             self._start_soon = True
             self._loop.call_soon(self._start_queued)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from bookie.errors import NoEntry
+from bookie.node.read_queue import ReadGroup
 from bookie.node.writes import SANITY_LEDGER_ID
 from entrylog.run_reader import Bound
 from ledgerindex.keys import LedgerState
@@ -37,13 +38,50 @@ class LedgerReads:
         self._check_serving()
         self._existing_state(ledger_id)
         if entry_id == -1:
-            last = self._runtime_of(ledger_id).last_entry_id
-            if last < 0:
-                raise NoEntry(f"ledger {ledger_id} has no entries")
-            entry_id = last
+            entry_id = self._last_entry_of(ledger_id)
         data = self.storage.get_cached(ledger_id, entry_id)
         return ledger_id, entry_id, \
             self._read_queue.read(ledger_id, entry_id) if data is None else data
+
+    def begin_reads(self, asked: list, answer) -> ReadGroup:
+        """``begin_read`` for many (the listener's plain reads of one begin, RQ4): each of
+        ``asked`` (a tuple of ledger id, entry id, and what the caller keeps; -1 reads the
+        last entry) gets its outcome (bytes, None: not stored, or the exception
+        ``begin_read`` would raise) in the group, which ``answer`` gets once they are all
+        in, from a loop callback, never within this call. The bookie's state and each
+        ledger are checked once a run of reads: nothing changes them within this call."""
+        group = ReadGroup(len(asked), answer)
+        queued, outcomes = [], group.outcomes
+        known = -1  # the ledger checked last
+        cached = self.storage.get_cached
+        for index, read in enumerate(asked):
+            ledger_id, entry_id = read[0], read[1]
+            try:
+                if ledger_id != known:
+                    self._check_serving()
+                    self._existing_state(ledger_id)
+                    known = ledger_id
+                if entry_id == -1:
+                    entry_id = self._last_entry_of(ledger_id)
+                data = cached(ledger_id, entry_id)
+            except Exception as exc:  # noqa: BLE001 - this read's own outcome (RQ2)
+                known, data = -1, exc
+            if data is None:
+                queued.append((ledger_id, entry_id, group, index))
+            else:
+                outcomes[index] = data
+                group.left -= 1
+        if queued:
+            self._read_queue.read_group(queued)
+        else:  # every outcome at hand: still answered from a callback
+            self._loop.call_soon(group.finish)
+        return group
+
+    def _last_entry_of(self, ledger_id: int) -> int:
+        last = self._runtime_of(ledger_id).last_entry_id
+        if last < 0:
+            raise NoEntry(f"ledger {ledger_id} has no entries")
+        return last
 
     async def read_range(self, ledger_id: int, first: int, last: int,
                          step: int = 1) -> list[bytes]:

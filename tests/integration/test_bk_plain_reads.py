@@ -144,9 +144,9 @@ async def test_plain_reads_of_a_lost_connection_end_unanswered(served, monkeypat
     and counted done; the port's count of reads in progress comes back to 0 and the bookie
     serves the next client."""
     bookie, listener, port = served
-    futures, read = [], bookie._read_queue.read
-    monkeypatch.setattr(bookie._read_queue, "read", lambda *ids: futures.append(read(*ids))
-                        or futures[-1])
+    groups, read_group = [], bookie._read_queue.read_group
+    monkeypatch.setattr(bookie._read_queue, "read_group",
+                        lambda reads: groups.append(reads[0][2]) or read_group(reads))
     held, started = threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -163,10 +163,55 @@ async def test_plain_reads_of_a_lost_connection_end_unanswered(served, monkeypat
         await lost.close()
         await until(lambda: not listener.connections and listener.budget.in_progress == 0,
                     "the connection and its reads are gone")
-        assert len(futures) == 50 and all(future.cancelled() for future in futures)
+        assert sum(len(group.outcomes) for group in groups) == 50
+        assert all(group.cancelled for group in groups)
     finally:
         held.set()
         await asyncio.gather(*blocks)
     async with BkClient.connect(port) as client:
         read = await client.call_v2(v2.encode_read(60, 1))
         assert (read.rc, read.data) == (v2.EOK, entry(60, 1))
+
+
+async def test_plain_reads_sent_together_answer_each_as_alone(served):
+    """PRD2 for a group: CASES sent in one write (the log, the write cache, -1, a missing
+    entry, an unknown ledger: one group, some outcomes at hand, some from the read
+    threads) get the answers each gets sent alone, over v2 and v3."""
+    _bookie, _listener, port = served
+    frames = [v2.encode_read(ledger_id, entry_id) for ledger_id, entry_id in CASES]
+    async with BkClient.connect(port) as client:
+        alone = []
+        for frame in frames:
+            await client.send(frame)
+            alone.append(await client.read_frame())
+        await client.send(b"".join(frames))
+        together = [await client.read_frame() for _ in frames]
+    assert sorted(together) == sorted(alone)
+    async with BkClient.connect(port) as client:
+        requests = [client.request("READ_ENTRY", ledgerId=ledger_id, entryId=entry_id)
+                    for ledger_id, entry_id in CASES]
+        alone = [await client.call(request) for request in requests]
+        again = [client.request("READ_ENTRY", ledgerId=r.readRequest.ledgerId,
+                                entryId=r.readRequest.entryId) for r in requests]
+        answers = await client.pipeline(again)
+    for first, request in zip(alone, again):
+        answer = answers[request.header.txnId]
+        answer.header.txnId = first.header.txnId
+        assert answer == first, request.readRequest
+
+
+async def test_plain_reads_are_begun_before_the_requests_after_them(bookie_config):
+    """PRD4: with one request in progress a connection, two plain reads then a READ_LAC
+    sent in one write are begun, and so answered, in that order: the reads are not held
+    back to the slice's end behind the READ_LAC."""
+    async with running_bookie(bookie_config) as running, \
+            listener_of(running.bookie, limits=Limits(per_connection=1)) as (_listener, port):
+        await _stored(running.bookie)
+        async with BkClient.connect(port) as client:
+            requests = [client.request("READ_ENTRY", ledgerId=60, entryId=0),
+                        client.request("READ_ENTRY", ledgerId=60, entryId=1),
+                        client.request("READ_LAC", ledgerId=60)]
+            await client.send(b"".join(v3.frame(request) for request in requests))
+            order = [v3.decode_response(await client.read_frame()).header.txnId
+                     for _ in requests]
+    assert order == [request.header.txnId for request in requests]

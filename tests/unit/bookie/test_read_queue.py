@@ -9,7 +9,7 @@ import concurrent.futures
 import pytest
 
 from bookie.errors import IOFailure
-from bookie.node.read_queue import ReadQueue
+from bookie.node.read_queue import ReadGroup, ReadQueue
 from tests.unit.bookie.test_storage_range_reads import file_reads, fill, storage  # noqa: F401
 
 
@@ -79,3 +79,26 @@ async def test_a_read_whose_requester_left_is_skipped(storage, executor):
     assert isinstance(done[3], asyncio.CancelledError)
     assert [d for n, d in enumerate(done) if n != 3] == \
         [written[(4, e)] for e in range(10) if e != 3]
+
+
+async def test_a_group_is_answered_once_with_every_outcome_in_order(storage, executor):
+    """RQ4: a group of 300 reads (more than one job takes) is answered once, when its last
+    read lands, with each read's outcome at its own index; a cancelled group never is."""
+    written = fill(storage, [5], flushes=1, per_flush=299)
+    loop = asyncio.get_running_loop()
+    queue = ReadQueue(loop, executor, storage.get_entry, storage.get_entries, 8 << 20)
+    answered: list = []
+    done = loop.create_future()
+
+    def answer(group) -> None:
+        answered.append(list(group.outcomes))
+        done.set_result(None)
+
+    group = ReadGroup(300, answer)
+    queue.read_group([(5, 299 - i, group, i) for i in range(300)])  # (5, 299): not stored
+    cancelled = ReadGroup(10, answer)
+    queue.read_group([(5, i, cancelled, i) for i in range(10)])
+    cancelled.cancel()
+    await asyncio.wait_for(done, 60)  # the cancelled group's job has landed by then too
+    assert answered == [[written.get((5, 299 - i)) for i in range(300)]]
+    assert executor.jobs >= 2
