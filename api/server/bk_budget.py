@@ -25,6 +25,13 @@ Invariants:
     PB5. A lost connection's reads and long polls are cancelled at once (no answer can
          reach it); its adds, fences, LAC writes and forces finish, so that what they
          change is whole, and their answers are dropped.
+    PB6. A connection waiting for PB1 or PB2 always has an event that makes it look
+         again: a request of its own ending, a slot freed elsewhere, its transport
+         resuming writing, its answers leaving for the transport, or, failing all of
+         these, a timer (``ANSWERS_RECHECK_S``). Without it a connection whose unread
+         answers crossed ``connection_buffer`` below the transport's high-water mark
+         waited for ever with its reads undecoded (issue 41: BookKeeper's client timed
+         out cold single reads once they outran it).
 
 Thread-safety: event loop only.
 """

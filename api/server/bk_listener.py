@@ -304,6 +304,7 @@ class BkConnection(AddPath, ReadPath, RequestPath, FramePath, TlsSession, asynci
             self.budget.charge_answers(self, self.transport.get_write_buffer_size())  # PB2
         self.outbox.clear()
         self.outbox_bytes = 0
+        self._answers_written()
 
     def stop_reading(self) -> None:
         """BL3: for good (the listener is closing); ``_flow`` never resumes it."""

@@ -175,8 +175,21 @@ class RequestPath:
     def _wait_for_budget(self) -> None:
         budget = self.budget
         budget.wait(self)
-        if budget.answer_bytes > budget.limits.answers_max:
+        # PB6: a wait must have an event that ends it. PB2's bounds have none of their
+        # own (a client that reads its answers drains a socket buffer silently), unless
+        # the transport paused writing (resume_writing) or requests of this connection
+        # are in progress (their ends): otherwise look again after a while.
+        if budget.answer_bytes > budget.limits.answers_max or \
+                (not self.writing_paused and not self.requests_in_progress):
             budget.recheck_answers(asyncio.get_running_loop(), ANSWERS_RECHECK_S)
+
+    def _answers_written(self) -> None:
+        """PB6 after a turn's answers left for the transport (``_flush``): they counted
+        in ``unread_answers`` while queued, and the transport may have sent some at once,
+        below its high-water mark, so that no ``resume_writing`` comes: what waits looks
+        again now."""
+        if self.deferred and not self.writing_paused:
+            self._begin_deferred()
 
     def unread_answers(self) -> int:
         """PB2: answers made and not yet read by the client (the loop turn's too, which

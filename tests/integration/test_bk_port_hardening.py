@@ -257,3 +257,27 @@ async def test_a_frame_larger_than_the_request_budget_still_comes_in_its_turn(bo
         assert (await client.add(24, 0, KEY, big)).status == S["EOK"]
         assert listener.budget.request_bytes == 0
         assert await running.bookie.read_entry(24, 0) == big
+
+
+async def test_a_connection_over_its_answer_bound_is_served_once_its_client_reads(
+        bookie_config):
+    """PB6: answers unread past connection_buffer but below the transport's high-water mark
+    (so no pause_writing, and no resume_writing after it) stop a connection's reads; once
+    its client reads them all, the rest are begun and answered. Before, nothing woke the
+    connection: its reads waited for ever (BookKeeper's client timed out cold single reads
+    this way, with the high-water mark at connection_buffer, through answers counted while
+    queued for the loop turn's write)."""
+    limits = Limits(per_connection=4, connection_buffer=64 << 10)
+    async with running_bookie(bookie_config) as running, \
+            listener_of(running.bookie, limits=limits, write_buffer_high=64 << 20) \
+            as (listener, port):
+        await running.bookie.add_entry(20, 0, BIG, KEY)
+        client = await hold_unread_reads(port, 40)
+        try:
+            await until(lambda: listener.budget.deferred_total > 0
+                        and listener.budget.in_progress == 0, "the reads wait (PB2)")
+            for _ in range(40):
+                answer = v2.decode_response(await client.read_frame(timeout_s=20))
+                assert (answer.rc, answer.data) == (v2.EOK, BIG)
+        finally:
+            await client.close()
