@@ -33,7 +33,7 @@ from api.bkproto.status import v2_code, v3_status
 from api.server import bk_timing
 from api.server.bk_ops import unexpected
 from api.server.bk_requests import PLAINS
-from bookie.errors import NoEntry
+from bookie.node.reads import not_stored
 
 
 class ReadPath:
@@ -92,7 +92,7 @@ class ReadPath:
         v3_answer = reply_to.__class__ is bytes
         data = lac = error = None
         if outcome is None:
-            error = NoEntry(f"entry {ledger_id}/{entry_id} is not stored on this bookie")
+            error = not_stored(ledger_id, entry_id)
         elif isinstance(outcome, BaseException):
             error = outcome
         else:
@@ -123,6 +123,7 @@ class ReadPath:
         """PRD3: the connection is gone; its groups are never answered."""
         groups, self.plain_groups = self.plain_groups, {}
         self.plain_arrived = []
-        for group, (reads, _begun) in groups.items():
+        for group in groups:
             group.cancel()
-            self._count_done_many(len(reads), ())
+        if groups:
+            self._count_done_many(sum(len(reads) for reads, _begun in groups.values()), ())

@@ -148,11 +148,8 @@ class RequestPath:
         none can be sent)."""
         self.requests_in_progress -= count
         self.budget.in_progress -= count
-        self.in_flight -= count
         self._send_all(answers)
-        if self.in_flight == 0:
-            self.idle.set()
-        self._flow()
+        self._finished(None, count)
         if self.deferred:
             self._begin_deferred()
         if self.budget.waiting:

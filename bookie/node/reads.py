@@ -51,7 +51,7 @@ class LedgerReads:
         in, from a loop callback, never within this call. The bookie's state and each
         ledger are checked once a run of reads: nothing changes them within this call."""
         group = ReadGroup(len(asked), answer)
-        queued, outcomes = [], group.outcomes
+        queued = []
         known = -1  # the ledger checked last
         cached = self.storage.get_cached
         for index, read in enumerate(asked):
@@ -69,8 +69,7 @@ class LedgerReads:
             if data is None:
                 queued.append((ledger_id, entry_id, group, index))
             else:
-                outcomes[index] = data
-                group.left -= 1
+                group.landed(index, data)
         if queued:
             self._read_queue.read_group(queued)
         else:  # every outcome at hand: still answered from a callback
@@ -206,8 +205,12 @@ class LedgerReads:
 def stored(ledger_id: int, entry_id: int, data):
     """The bytes ``begin_read`` found, or NoEntry when it found none."""
     if data is None:
-        raise NoEntry(f"entry {ledger_id}/{entry_id} is not stored on this bookie")
+        raise not_stored(ledger_id, entry_id)
     return data
+
+
+def not_stored(ledger_id: int, entry_id: int) -> NoEntry:
+    return NoEntry(f"entry {ledger_id}/{entry_id} is not stored on this bookie")
 
 
 def _runs(ids: list[int]) -> list[list[int]]:
