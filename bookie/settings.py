@@ -167,7 +167,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("bookie_max_pending_adds", int, 10_000,
             "adds in flight on one BookKeeper-protocol connection before more are answered "
             "ETOOMANYREQUESTS (BookKeeper's maxPendingAddRequestsPerThread)", 1, 1_000_000),
-    Setting("bookie_max_reads_per_connection", int, 100,
+    Setting("bookie_max_reads_per_connection", int, 500,
             "requests other than adds one BookKeeper-protocol connection may have begun and "
             "not yet answered; more wait, the connection not reading (docs/"
             "bookkeeper-protocol.md §8)", 1, 1_000_000),

@@ -50,7 +50,7 @@ _I32 = struct.Struct(">i")
 class Limits:
     """The budget's settings (bookie/settings.py: the ``bookie_*`` names in brackets)."""
 
-    per_connection: int = 100           # bookie_max_reads_per_connection
+    per_connection: int = 500           # bookie_max_reads_per_connection
     max_in_progress: int = 1_000        # bookie_max_reads_in_progress
     #: BL1's "the client is not reading": answers buffered past this. asyncio's 64 KiB
     #: default paused reading whenever a busy Java client fell a few thousand answers
