@@ -14,8 +14,9 @@ a fresh ZooKeeper and bookie(s); for each backlog size one ledger of 1 KiB entri
   (``echo 3 > /proc/sys/vm/drop_caches``, root only: without it cold runs are skipped, and
   said so), the bookies started again, then the read.
 Prints every run, then per case the median entries/s of the rounds with their spread, and
-ours / the faster BookKeeper storage, and how busy the bookies' core was during the reads. ``--floor`` also measures the disk's own sequential and
-4 KiB random read rates in the same run, as entries/s of 1 KiB.
+ours / the faster BookKeeper storage, and how busy the bookies' core and the client's were
+during the reads (near 100%, that side is the limit). ``--floor`` also measures the disk's
+own sequential and 4 KiB random read rates in the same run, as entries/s of 1 KiB.
 
 BookKeeper's bookies run as shipped (bkenv.sh: -Xms1g -Xmx1g -XX:MaxDirectMemorySize=2g),
 over the launcher's Netty (NIO for a build on Debian's 4.1.48, which has no native epoll);
@@ -55,6 +56,7 @@ STORAGES = {
 }
 CASES = ("batch-v2", "single-v2", "single-v3")
 BUSY = "bookie core busy"
+CLIENT_BUSY = "client core busy"
 #: BookKeeper's bookie as its distribution starts it (bkenv.sh).
 BK_JAVA_OPTS = "-Xms1g -Xmx1g -XX:MaxDirectMemorySize=2g"
 #: What a side's name may add to its storage, "-" apart ("db-epoll-flush").
@@ -149,10 +151,11 @@ class Side(Interop):
         return int(line[1])
 
     def read(self, ledger: int, case: str, throttle: int,
-             profile: str | None) -> tuple[float, float]:
-        """Entries/s of one read, and how busy the bookies' core was meanwhile: its busy
-        seconds over the read loop's (the client's JVM start, outside the loop, leaves
-        core 0 idle), so near 1.0 the bookie is the limit, well below it the client is."""
+             profile: str | None) -> tuple[float, float, float]:
+        """Entries/s of one read, and how busy the bookies' core and the client's were
+        meanwhile: the bookies' core's busy seconds over the read loop's (the client's JVM
+        start, outside the loop, leaves core 0 idle), and the client JVM's own CPU time in
+        the loop over the loop's. Near 1.0 that side is the limit."""
         mode, protocol = case.split("-")
         spy = None
         if profile is not None and self.storage == "ours":
@@ -170,7 +173,7 @@ class Side(Interop):
                 spy.wait(60)
         busy = (cpu_times()["0"][0] - before["0"][0]) / os.sysconf("SC_CLK_TCK")
         entries, ms = int(line[1]), max(int(line[2]), 1)
-        return entries * 1000.0 / ms, busy * 1000.0 / ms
+        return entries * 1000.0 / ms, busy * 1000.0 / ms, int(line[4]) / ms
 
 
 def _py_spy() -> str:
@@ -192,11 +195,13 @@ def one_round(args, base: str, index: int, storage: str, results: dict) -> None:
                         side.cold_restart()
                     profile = None if args.profile is None else os.path.join(
                         args.profile, f"{index}-{mb}MB-{temp}-{case}.txt")
-                    rate, busy = side.read(ledger, case, args.throttle, profile)
-                    for key, value in (((mb, temp, case), rate), ((mb, temp, case, BUSY), busy)):
+                    rate, busy, client = side.read(ledger, case, args.throttle, profile)
+                    for key, value in (((mb, temp, case), rate), ((mb, temp, case, BUSY), busy),
+                                       ((mb, temp, case, CLIENT_BUSY), client)):
                         results.setdefault(key, {}).setdefault(storage, []).append(value)
                     say(f"round {index + 1} {storage:>12} {mb:>5} MB {temp:>4} {case:>9}: "
-                        f"{rate:>9,.0f} entries/s, bookie core {busy:.0%} busy")
+                        f"{rate:>9,.0f} entries/s, bookie core {busy:.0%} busy, "
+                        f"client {client:.0%}")
     finally:
         side.stop_all()
         if not args.keep:
@@ -210,9 +215,9 @@ def report(args, results: dict, floor: dict | None) -> None:
         f"{args.throttle:,}/s, medians of {args.rounds} interleaved rounds (min-max); "
         f"BookKeeper's bookies over {bk_netty.seen()}:")
     for key, by_storage in results.items():
-        if len(key) == 4:  # the bookie core's busy fraction of the case just printed
+        if len(key) == 4:  # a core's busy fraction in the case just printed
             medians = {s: statistics.median(v) for s, v in by_storage.items()}
-            say(f"  {'':>23}  bookie core busy: " +
+            say(f"  {'':>23}  {key[3]}: " +
                 "  ".join(f"{s} {m:.0%}" for s, m in medians.items()))
             continue
         mb, temp, case = key

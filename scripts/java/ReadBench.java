@@ -104,6 +104,7 @@ public class ReadBench {
             long read = 0;
             long bytes = 0;
             long begun = System.nanoTime();
+            long cpuBegun = processCpuNanos();
             while (next <= last) {
                 Enumeration<LedgerEntry> got = batch
                         ? lh.batchReadEntries(next, BATCH, -1)
@@ -121,9 +122,18 @@ public class ReadBench {
                 }
             }
             long ms = (System.nanoTime() - begun) / 1_000_000;
+            long cpuMs = (processCpuNanos() - cpuBegun) / 1_000_000;
             lh.close();
-            System.out.println("R " + read + " " + ms + " " + bytes);
+            System.out.println("R " + read + " " + ms + " " + bytes + " " + cpuMs);
         }
+    }
+
+    /** This JVM's CPU time, every thread's (GC and JIT too): pinned to one core, its
+     * share of the read loop's time says whether the client is the limit. */
+    static long processCpuNanos() {
+        return ((com.sun.management.OperatingSystemMXBean)
+                java.lang.management.ManagementFactory.getOperatingSystemMXBean())
+                .getProcessCpuTime();
     }
 
     static long[] percentiles(long[] values, int count) {
