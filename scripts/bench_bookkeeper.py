@@ -1,15 +1,20 @@
 """Side by side, in one run (docs/bookkeeper-protocol.md §6): Apache BookKeeper's
 BenchThroughputLatency (1 KiB entries, ensemble 1) against one of OUR bookies (its bookie_port
-listener) and against a REAL BookKeeper bookie (SortedLedgerStorage, and with ``--storages
+listener) and against REAL BookKeeper bookies (SortedLedgerStorage, and with ``--storages
 sorted,db`` DbLedgerStorage as well, as shipped: -Xmx1g, 2 GiB direct memory), each bookie
 pinned to core 0 and the benchmark client to core 1, the same throttle (outstanding adds) for
-all. Runs interleave the bookies. Prints entries/s, p95/p99 and the ratio ours / the faster
-BookKeeper storage. BookKeeper's bookies run over the launcher's Netty; ``--storages``
-``sorted-epoll`` and ``db-epoll`` run them over epoll (``BOOKKEEPER_NETTY_JARS``,
-scripts/bk_netty.py). The report says which.
+all. Runs interleave the bookies. Prints entries/s, p95/p99, how busy the bookie's core and
+the client's were (near 100%, that side is the limit; well below on both, something else is:
+the disk's sync, say) and the ratio ours / the fastest BookKeeper side. BookKeeper's bookies
+run over the launcher's Netty; a side's flags (bench_bookkeeper_reads.SIDE_FLAGS) add epoll
+(``db-epoll``: ``BOOKKEEPER_NETTY_JARS``, scripts/bk_netty.py), a journal that flushes
+when its queue empties (``-flush``) or one that never syncs (``-nosync``: a diagnosis of
+whether the disk's sync limits BookKeeper's bookie; it is never taken as the peer). The
+report says which transport each side ran. ``--floor`` measures the disk's sync rate in the
+same run (scripts/disk_floor.py).
 
-    BOOKKEEPER_LAUNCHER=/opt/bookkeeper/bin/bookkeeper .venv/bin/python scripts/bench_bookkeeper.py \\
-        [--seconds 20] [--throttle 1000] [--runs 1] [--storages sorted,db] [--tls]
+    BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/bench_bookkeeper.py \\
+        [--seconds 20] [--throttle 1000] [--runs 1] [--storages sorted,db] [--tls] [--floor]
 
 ``--tls``: each bookie also once with mutual TLS (ours: scripts/bk_tls_peer.py's flags;
 BookKeeper's: TLSContextFactory with tlsClientAuthentication and BookieAuthZFactory), the
@@ -36,15 +41,17 @@ sys.path.insert(0, ROOT)
 
 from scripts import bk_netty  # noqa: E402
 from scripts.bk_tls_peer import TLS_CONNECTED, TlsPeer  # noqa: E402
+from scripts.bench_bookies_per_host import busy, cpu_times  # noqa: E402
+from scripts.bench_bookkeeper_reads import is_peer, parse_side, side_conf  # noqa: E402
+from scripts.disk_floor import say_sync_floor, sync_floor  # noqa: E402
 from scripts.interop_run import BENCH_CLASS, Interop  # noqa: E402
 
 
-#: BookKeeper's default storage. Both storages' bookies run in the JVM bkenv.sh ships
+#: BookKeeper's storages. Both storages' bookies run in the JVM bkenv.sh ships
 #: (DbLedgerStorage's caches live in its direct memory).
-DB_CONF = "ledgerStorageClass=org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage\n"
+STORAGE_CONF = {"sorted": "", "db": "ledgerStorageClass="
+                "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage\n"}
 DB_JAVA_OPTS = "-Xms1g -Xmx1g -XX:MaxDirectMemorySize=2g"
-THEIRS = {"sorted": "BookKeeper", "db": "BookKeeper db",
-          "sorted-epoll": "BookKeeper epoll", "db-epoll": "BookKeeper db epoll"}
 
 
 def pinned(core: int, argv: list[str]) -> list[str]:
@@ -76,15 +83,19 @@ def run_bench(run: Interop, uri: str, seconds: int, throttle: int, v2: bool = Fa
 
 def one_side(launcher: str, base: str, kind: str, seconds: int, throttle: int,
              v2: bool = False) -> dict:
-    """``kind``: "ours" or "BookKeeper" (SortedLedgerStorage) or "BookKeeper db"
-    (DbLedgerStorage), with " TLS" for the bookie's mutual TLS or " epoll" for its epoll."""
-    epoll = kind.endswith(" epoll")
+    """``kind``: "ours", or a BookKeeper side of ``--storages`` ("db-epoll", "sorted",
+    bench_bookkeeper_reads.parse_side), with " TLS" for the bookie's mutual TLS. The
+    result has the bookie core's and the client core's busy fractions over the
+    benchmark's run (its JVM's start and warm-up included)."""
+    side = kind.removesuffix(" TLS")
+    store, flags = parse_side(side)
+    epoll = "epoll" in flags
     run = Interop(launcher, os.path.join(base, kind.replace(" ", "-")), seconds)
     os.makedirs(run.dir, exist_ok=True)
     tls = TlsPeer(os.path.join(run.dir, "pki")) if kind.endswith(" TLS") else None
     try:
         uri = run.start_zookeeper("zk")
-        if kind.startswith("ours"):
+        if store == "ours":
             # The same pending-add bound as BookKeeper's bookie below.
             bookie = run.start_ours("bookie", uri, "--bookie-max-pending-adds", "100000",
                                     *(tls.bookie_flags() if tls else ()))
@@ -95,13 +106,17 @@ def one_side(launcher: str, base: str, kind: str, seconds: int, throttle: int,
             run.env = dict(os.environ, JAVA_OPTS=bk_netty.bookie_java_opts(DB_JAVA_OPTS, epoll))
             # BookKeeper's README: raise the pending-add limit for throughput runs.
             bookie = run.start_theirs("bookie", uri, "maxPendingAddRequestsPerThread=100000\n"
-                                      + (DB_CONF if kind.startswith("BookKeeper db") else "")
+                                      + STORAGE_CONF[store] + side_conf(flags)
                                       + (tls.bookie_conf() if tls else ""))
             _pin(bookie["proc"].pid)
         run.wait_registered(uri, [bookie["id"]])
-        if not kind.startswith("ours"):
-            bk_netty.checked(kind, bookie["proc"].pid, bookie["log"], epoll)
-        return run_bench(run, uri, seconds, throttle, v2, tls)
+        if store != "ours":
+            bk_netty.checked(side, bookie["proc"].pid, bookie["log"], epoll)
+        before = cpu_times()
+        result = run_bench(run, uri, seconds, throttle, v2, tls)
+        after = cpu_times()
+        return dict(result, bookie_busy=busy(before, after, "0"),
+                    client_busy=busy(before, after, "1"))
     finally:
         run.stop_all()
 
@@ -122,20 +137,29 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--v2", action="store_true",
                         help="the benchmark speaks v2 (-useV2, Pulsar's default) to both bookies")
     parser.add_argument("--storages", default="sorted",
-                        help="BookKeeper's storages to run, of sorted (SortedLedgerStorage) "
-                        "and db (DbLedgerStorage, its default), and sorted-epoll and "
-                        "db-epoll over epoll (BOOKKEEPER_NETTY_JARS, scripts/bk_netty.py)")
+                        help="BookKeeper's sides to run, of sorted (SortedLedgerStorage) "
+                        "and db (DbLedgerStorage, its default), with -epoll (over epoll: "
+                        "BOOKKEEPER_NETTY_JARS, scripts/bk_netty.py), -flush "
+                        "(journalFlushWhenQueueEmpty=true) and/or -nosync "
+                        "(journalSyncData=false, a diagnosis), e.g. db-epoll-nosync; "
+                        "--tls runs the first of them with TLS")
+    parser.add_argument("--floor", action="store_true",
+                        help="measure the disk's sync rate too (scripts/disk_floor.py)")
     parser.add_argument("--tls", action="store_true",
                         help="also each bookie with mutual TLS, the benchmark through START_TLS")
     args = parser.parse_args(argv)
     if not args.launcher:
         print("no BookKeeper launcher: pass --launcher or set BOOKKEEPER_LAUNCHER")
         return 2
-    base = tempfile.mkdtemp(prefix="bench-bk-")
-    theirs = tuple(THEIRS[s] for s in args.storages.split(","))
-    kinds = theirs + ("ours",) + (("BookKeeper TLS", "ours TLS") if args.tls else ())
+    theirs = args.storages.split(",")
+    for side in theirs:
+        if parse_side(side)[0] == "ours":
+            raise SystemExit("--storages names BookKeeper's sides; ours always runs")
+    base = tempfile.mkdtemp(prefix="bench-bk-", dir=os.environ.get("BENCH_DIR"))
+    kinds = (*theirs, "ours", *((f"{theirs[0]} TLS", "ours TLS") if args.tls else ()))
     results = {kind: [] for kind in kinds}
     try:
+        floor = sync_floor(base) if args.floor else None
         for index in range(args.runs):
             for kind in kinds:
                 result = one_side(os.path.abspath(args.launcher),
@@ -149,7 +173,9 @@ def main(argv: list[str]) -> int:
                               ignore_errors=True)
                 os.sync()
                 print(f"run {index + 1} {kind:>19}: {result['ops']:>7,} entries/s  p95 "
-                      f"{result['p95']:.1f} ms  p99 {result['p99']:.1f} ms", flush=True)
+                      f"{result['p95']:.1f} ms  p99 {result['p99']:.1f} ms  bookie core "
+                      f"{result['bookie_busy']:.0%} busy, client {result['client_busy']:.0%}",
+                      flush=True)
     finally:  # each side's data is GBs: never left behind
         shutil.rmtree(base, ignore_errors=True)
     median = {kind: {key: statistics.median(r[key] for r in rows) for key in rows[0]}
@@ -161,15 +187,21 @@ def main(argv: list[str]) -> int:
     for kind in kinds:
         row = median[kind]
         print(f"  {kind:>19} bookie: {row['ops']:>9,.0f} entries/s  p95 {row['p95']:.1f} ms  "
-              f"p99 {row['p99']:.1f} ms")
-    best = max(theirs, key=lambda kind: median[kind]["ops"])
-    print(f"  ours / {best} (the faster): {median['ours']['ops'] / median[best]['ops']:.2f}x")
+              f"p99 {row['p99']:.1f} ms  bookie core {row['bookie_busy']:.0%} busy, "
+              f"client {row['client_busy']:.0%}")
+    peers = [kind for kind in theirs if is_peer(kind)]
+    if peers:
+        best = max(peers, key=lambda kind: median[kind]["ops"])
+        print(f"  ours / {best} (the fastest): "
+              f"{median['ours']['ops'] / median[best]['ops']:.2f}x")
+    if floor is not None:
+        print(f"  the disk: {say_sync_floor(floor)}")
     if args.tls:
-        for side in ("BookKeeper", "ours"):
+        for side in (theirs[0], "ours"):
             print(f"  {side} TLS / plain: "
                   f"{median[side + ' TLS']['ops'] / median[side]['ops']:.2f}x")
-        print(f"  ours / BookKeeper over TLS: "
-              f"{median['ours TLS']['ops'] / median['BookKeeper TLS']['ops']:.2f}x")
+        print(f"  ours / {theirs[0]} over TLS: "
+              f"{median['ours TLS']['ops'] / median[theirs[0] + ' TLS']['ops']:.2f}x")
     return 0
 
 

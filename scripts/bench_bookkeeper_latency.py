@@ -39,7 +39,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import bk_netty  # noqa: E402
-from bench_bookkeeper_reads import ENTRY, Side, parse_side  # noqa: E402
+from bench_bookkeeper_reads import ENTRY, Side, is_peer, parse_side  # noqa: E402
 from interop_run import Failed, say  # noqa: E402
 
 BENCH_BOOKIE = "org.apache.bookkeeper.benchmark.BenchBookie"
@@ -107,7 +107,7 @@ def report(args, results: dict) -> None:
         medians = {s: statistics.median(v) for s, v in by_storage.items()}
         cells = [f"{s} {medians[s]:>10,.1f} ({min(v):,.1f}-{max(v):,.1f})"
                  for s, v in by_storage.items()]
-        theirs = [m for s, m in medians.items() if s != "ours"]
+        theirs = [m for s, m in medians.items() if is_peer(s)]
         ratio = ""
         if theirs and "ours" in medians:
             best = min(theirs) if SMALLER_BETTER.search(name) else max(theirs)

@@ -21,8 +21,9 @@ own sequential and 4 KiB random read rates in the same run, as entries/s of 1 Ki
 BookKeeper's bookies run as shipped (bkenv.sh: -Xms1g -Xmx1g -XX:MaxDirectMemorySize=2g),
 over the launcher's Netty (NIO for a build on Debian's 4.1.48, which has no native epoll);
 a side ``db-epoll`` or ``sorted-epoll`` runs them over epoll on the Netty 4.2 jars of
-``BOOKKEEPER_NETTY_JARS`` (scripts/bk_netty.py), and ``-flush`` (``db-epoll-flush``) with
-``journalFlushWhenQueueEmpty=true`` (SIDE_FLAGS). The report says which transport each side's
+``BOOKKEEPER_NETTY_JARS`` (scripts/bk_netty.py), ``-flush`` (``db-epoll-flush``) with
+``journalFlushWhenQueueEmpty=true``, ``-nosync`` with ``journalSyncData=false`` (a diagnosis
+only: SIDE_FLAGS). The report says which transport each side's
 bookies ran. ``--profile DIR``
 records our bookie with py-spy during each of its reads (a profile run: its figures are not
 comparable).
@@ -65,7 +66,23 @@ SIDE_FLAGS = {
              "(scripts/bk_netty.py)",
     "flush": "journalFlushWhenQueueEmpty=true: its journal syncs as soon as no add waits, as "
              "ours does, not after grouping adds for up to journalMaxGroupWaitMSec (2 ms)",
+    "nosync": "journalSyncData=false: its journal never syncs, so an add is acknowledged "
+              "unsafe. A diagnosis, never a peer: whether the disk's sync is its limit",
 }
+#: The bookie settings each flag adds (epoll is the JVM's: bk_netty.py).
+SIDE_CONF = {"epoll": "", "flush": "journalFlushWhenQueueEmpty=true\n",
+             "nosync": "journalSyncData=false\n"}
+
+
+def side_conf(flags: list[str]) -> str:
+    return "".join(SIDE_CONF[flag] for flag in flags)
+
+
+def is_peer(side: str) -> bool:
+    """Whether ours is compared with ``side``: a BookKeeper side that acknowledges what it
+    has not synced (-nosync) is a diagnosis, not a peer."""
+    store, flags = parse_side(side)
+    return store != "ours" and "nosync" not in flags
 
 
 def parse_side(name: str) -> tuple[str, list[str]]:
@@ -85,7 +102,7 @@ class Side(Interop):
         super().__init__(launcher, workdir, 0)
         self.storage = storage
         self.store, flags = parse_side(storage)
-        self.epoll, self.flush = "epoll" in flags, "flush" in flags
+        self.epoll, self.flags = "epoll" in flags, flags
         self.bookies: list[dict] = []
         self.uri = ""
 
@@ -108,7 +125,7 @@ class Side(Interop):
                 bookie = self.start_theirs(
                     f"b{n}", self.uri, f"ledgerStorageClass={STORAGES[self.store]}\n"
                     "maxPendingAddRequestsPerThread=100000\nmaxPendingReadRequestsPerThread=100000\n"
-                    + ("journalFlushWhenQueueEmpty=true\n" if self.flush else ""))
+                    + side_conf(self.flags))
             self.bookies.append(bookie)
         self.wait_registered(self.uri, [b["id"] for b in self.bookies])
         self.check_transport()
@@ -228,7 +245,7 @@ def report(args, results: dict, floor: dict | None) -> None:
                 medians[storage] = statistics.median(rates)
                 cells.append(f"{storage} {medians[storage]:>9,.0f} "
                              f"({min(rates):,.0f}-{max(rates):,.0f})")
-        theirs = [m for s, m in medians.items() if s != "ours"]
+        theirs = [m for s, m in medians.items() if is_peer(s)]
         ratio = (f"  ours/best BK {medians['ours'] / max(theirs):.2f}x"
                  if theirs and "ours" in medians else "")
         say(f"  {mb:>5} MB {temp:>4} {case:>9}: " + "  ".join(cells) + ratio)

@@ -1,7 +1,8 @@
 """The disk's own read rates, for benchmarks that compare bookies reading from it (issue 41):
 sequential reads of a cold file in 1 MiB requests, and 4 KiB random reads with O_DIRECT (no
 page cache, one request at a time, as a bookie's single-entry miss costs). As 1 KiB entries:
-a sequential read returns ~1,000 entries a MiB, a random read one entry.
+a sequential read returns ~1,000 entries a MiB, a random read one entry. And the journal's
+floor (``sync_floor``): how many small and large writes a second the disk syncs.
 
     sudo .venv/bin/python scripts/disk_floor.py [--dir DIR] [--mb 1024] [--seconds 5]
 """
@@ -67,6 +68,42 @@ def _random(path: str, seconds: float) -> float:
         buffer.close()
 
 
+def sync_floor(directory: str, seconds: float = 3.0,
+               sizes: tuple[int, ...] = (4096, 512 * 1024), file_mb: int = 64) -> dict:
+    """The disk's journal floor: for each size, writes of that size into a file zero-filled
+    and synced first (as both bookies' journals preallocate theirs), each followed by
+    ``fdatasync``, one at a time for ``seconds``: {size: (syncs/s, MB/s)}. A journal that
+    syncs a group at a time writes at most syncs/s groups a second (512 KiB: both journals'
+    largest group, our group_max_bytes and BookKeeper's journalBufferedWritesThreshold)."""
+    path = os.path.join(directory, "disk-floor-sync.bin")
+    found = {}
+    try:
+        for size in sizes:
+            block = os.urandom(size)
+            _write_file(path, file_mb)
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                begun, syncs, offset = time.monotonic(), 0, 0
+                while time.monotonic() - begun < seconds:
+                    os.pwrite(fd, block, offset)
+                    os.fdatasync(fd)
+                    syncs += 1
+                    offset = (offset + size) % (file_mb * MiB)
+                took = time.monotonic() - begun
+            finally:
+                os.close(fd)
+            found[size] = (syncs / took, syncs * size / MiB / took)
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+    return found
+
+
+def say_sync_floor(found: dict) -> str:
+    return "; ".join(f"{size // 1024} KiB writes each synced: {rate:,.0f} syncs/s = "
+                     f"{mb_s:,.1f} MB/s" for size, (rate, mb_s) in found.items())
+
+
 def disk_floor(directory: str, mb: int = 1024, seconds: float = 5.0) -> dict:
     path = os.path.join(directory, "disk-floor.bin")
     try:
@@ -91,6 +128,7 @@ def main(argv: list[str]) -> int:
     floor = disk_floor(args.dir, args.mb, args.seconds)
     print(f"sequential {floor['seq_mb_s']:,.0f} MB/s = {floor['seq_entries_s']:,.0f} entries/s "
           f"of 1 KiB; random 4 KiB {floor['random_iops']:,.0f} reads/s")
+    print(say_sync_floor(sync_floor(args.dir, min(args.seconds, 3.0))))
     return 0
 
 
