@@ -227,14 +227,31 @@ class LedgerStorage:
         Where a run's read fails, each of its entries goes through ``get_entry`` (R4's
         retry of a read that raced compaction, R2's errors); an id found in neither the
         index read nor the cache too (a checkpoint may have moved it meanwhile)."""
-        located = self.locations.locate_range(ledger_id, first, last)
-        pieces: list[bytes] = []
+        return self._gather(ledger_id, range(first, last + 1), bound, framed, False)
+
+    def get_listed(self, ledger_id: int, entry_ids: list[int], max_bytes: int) -> list:
+        """Entries ``entry_ids`` (ascending) of one ledger, each its bytes or None where
+        this bookie has none, in order, as far as ``max_bytes`` takes them (the first one
+        always): a prefix of the list, the rest left for ``get_entry``.
+
+        The read queue's runs (RQ3). A striped ledger's bookie is asked for every few ids
+        (at 3/2/2 every third entry, issue 41), and the ids it holds between them lie
+        between those entries in the log: one index iteration over their span and one
+        pread where they lie together (RR1) serve them, not a lookup and a pread each."""
+        return self._gather(ledger_id, entry_ids, Bound(max_bytes), False, True)
+
+    def _gather(self, ledger_id: int, entry_ids, bound: Bound, framed: bool,
+                gaps: bool) -> list:
+        """``get_batch`` (``gaps`` False: stop before the first id not stored) and
+        ``get_listed`` (``gaps``: an id not stored is None, and the rest go on)."""
+        located = self.locations.locate_range(ledger_id, entry_ids[0], entry_ids[-1])
+        pieces: list = []
         run: list[tuple[int, int]] = []  # (entryId, location), joined by RR1
-        for entry_id in range(first, last + 1):
+        for entry_id in entry_ids:
             data = self.cache.get(ledger_id, entry_id)
             location = located.get(entry_id) if data is None else None
             if run and (location is None or not joins(run[0][1], run[-1][1], location)):
-                if not self._take_run(ledger_id, run, bound, framed, pieces):
+                if not self._take_run(ledger_id, run, bound, framed, gaps, pieces):
                     return pieces
                 run = []
             if location is not None:
@@ -242,16 +259,20 @@ class LedgerStorage:
                 continue
             if data is None:
                 data = self.get_entry(ledger_id, entry_id)
+            if data is None and gaps:
+                pieces.append(None)
+                continue
             if data is None or not bound.take(len(data)):
                 return pieces
             pieces.append(piece(data, framed))
         if run:
-            self._take_run(ledger_id, run, bound, framed, pieces)
+            self._take_run(ledger_id, run, bound, framed, gaps, pieces)
         return pieces
 
     def _take_run(self, ledger_id: int, run: list[tuple[int, int]], bound: Bound,
-                  framed: bool, pieces: list[bytes]) -> bool:
-        """Appends the run's pieces; False once the bound or a missing entry stopped it."""
+                  framed: bool, gaps: bool, pieces: list) -> bool:
+        """Appends the run's pieces; False once the bound or a missing entry (without
+        ``gaps``) stopped it."""
         mark = bound.mark()
         try:
             pieces.extend(self.entry_logger.read_run(
@@ -262,6 +283,9 @@ class LedgerStorage:
             bound.reset(mark)
         for entry_id, _ in run:
             data = self.get_entry(ledger_id, entry_id)
+            if data is None and gaps:
+                pieces.append(None)
+                continue
             if data is None or not bound.take(len(data)):
                 return False
             pieces.append(piece(data, framed))

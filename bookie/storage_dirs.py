@@ -127,6 +127,11 @@ class DirsStorage:
         unit = self.placement.unit(ledger_id)
         return [] if unit is None else unit.get_entries(ledger_id, first, last, max_bytes)
 
+    def get_listed(self, ledger_id: int, entry_ids: list[int], max_bytes: int) -> list:
+        unit = self.placement.unit(ledger_id)
+        return [None] * len(entry_ids) if unit is None else \
+            unit.get_listed(ledger_id, entry_ids, max_bytes)
+
     def get_batch(self, ledger_id: int, first: int, last: int, bound,
                   framed: bool = False) -> list[bytes]:
         unit = self.placement.unit(ledger_id)

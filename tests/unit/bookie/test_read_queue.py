@@ -1,4 +1,4 @@
-"""Single reads served in batches (bookie/node/read_queue.py RQ1-RQ3) over a real
+"""Single reads served in batches (bookie/node/read_queue.py RQ1-RQ4) over a real
 LedgerStorage and a real read executor: what each read gets, and how few jobs serve them."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import concurrent.futures
 import pytest
 
 from bookie.errors import IOFailure
-from bookie.node.read_queue import ReadGroup, ReadQueue
-from tests.unit.bookie.test_storage_range_reads import file_reads, fill, storage  # noqa: F401
+from bookie.node.read_queue import STRIDE_MAX, ReadGroup, ReadQueue
+from tests.unit.bookie.test_storage_range_reads import (  # noqa: F401
+    file_reads, fill, storage, striped)
 
 
 async def all_of(*futures, **kw):
@@ -41,7 +42,7 @@ async def test_reads_arriving_together_share_jobs_and_each_gets_its_entry(storag
                                                                          file_reads):
     written = fill(storage, [1, 2], flushes=3, per_flush=100)
     queue = ReadQueue(asyncio.get_running_loop(), executor, storage.get_entry,
-                      storage.get_entries, 8 << 20)
+                      storage.get_listed, 8 << 20)
     asked = [(1, e) for e in range(300)] + [(2, e) for e in range(299, -1, -1)] + [(1, 300)]
     got = await all_of(*(queue.read(ledger, e) for ledger, e in asked))
     assert got == [written.get(key) for key in asked]  # (1, 300) was never written: None
@@ -52,10 +53,24 @@ async def test_reads_arriving_together_share_jobs_and_each_gets_its_entry(storag
     assert file_reads[0] < 300 + 20
 
 
+async def test_a_striped_ledgers_reads_are_read_as_runs(storage, executor, file_reads):
+    """RQ3: a 3/2/2 ledger's reader asks this bookie every third id, which it holds two
+    in three of: read as runs, not a pread each (issue 41)."""
+    written = striped(storage, [1, 2], flushes=2, per_flush=150)
+    queue = ReadQueue(asyncio.get_running_loop(), executor, storage.get_entry,
+                      storage.get_listed, 8 << 20)
+    asked = [(1, e) for e in range(0, 300, 3)] + [(2, e) for e in range(1, 300, 3)] + \
+        [(1, 302), (2, 2), (2, 300 + STRIDE_MAX + 1)]  # none stored: None
+    got = await all_of(*(queue.read(ledger, e) for ledger, e in asked))
+    assert got == [written.get(key) for key in asked]
+    assert executor.jobs == 1
+    assert file_reads[0] <= 2 * 2 + 3  # a run per flush and ledger, the last three alone
+
+
 async def test_a_lone_read_is_served_at_once_and_a_failing_read_fails_alone(storage, executor):
     written = fill(storage, [3], flushes=1, per_flush=20)
     queue = ReadQueue(asyncio.get_running_loop(), executor, storage.get_entry,
-                      storage.get_entries, 8 << 20)
+                      storage.get_listed, 8 << 20)
     assert await queue.read(3, 7) == written[(3, 7)]
     assert executor.jobs == 1
     location = storage.locations.get(3, 12)
@@ -72,7 +87,7 @@ async def test_a_lone_read_is_served_at_once_and_a_failing_read_fails_alone(stor
 async def test_a_read_whose_requester_left_is_skipped(storage, executor):
     written = fill(storage, [4], flushes=1, per_flush=10)
     queue = ReadQueue(asyncio.get_running_loop(), executor, storage.get_entry,
-                      storage.get_entries, 8 << 20)
+                      storage.get_listed, 8 << 20)
     futures = [queue.read(4, e) for e in range(10)]
     futures[3].cancel()
     done = await all_of(*futures, return_exceptions=True)
@@ -86,7 +101,7 @@ async def test_a_group_is_answered_once_with_every_outcome_in_order(storage, exe
     read lands, with each read's outcome at its own index; a cancelled group never is."""
     written = fill(storage, [5], flushes=1, per_flush=299)
     loop = asyncio.get_running_loop()
-    queue = ReadQueue(loop, executor, storage.get_entry, storage.get_entries, 8 << 20)
+    queue = ReadQueue(loop, executor, storage.get_entry, storage.get_listed, 8 << 20)
     answered: list = []
     done = loop.create_future()
 

@@ -1,5 +1,6 @@
-"""Batch reads over a real LedgerStorage (files, RocksDB): ``get_entries`` answers exactly what
-point reads answer, in a few file reads, and ``get_batch(framed=True)`` exactly the body of a
+"""Batch reads over a real LedgerStorage (files, RocksDB): ``get_entries`` and ``get_listed``
+(a striped ledger's every third id) answer exactly what point reads answer, in a few file
+reads, and ``get_batch(framed=True)`` exactly the body of a
 v2 batch answer framed entry by entry (entrylog/run_reader.py RR1-RR3, issue 41)."""
 
 from __future__ import annotations
@@ -87,6 +88,41 @@ def test_a_range_takes_cached_entries_and_stops_at_a_gap_and_at_the_byte_bound(s
     assert storage.get_entries(5, 0, 19, 1) == [written[(5, 0)]]  # the first one always
     assert storage.get_entries(5, 22, 23, BIG) == []
     assert storage.get_entries(6, 0, 9, BIG) == []  # no such ledger
+
+
+def striped(storage, ledger_ids, flushes: int, per_flush: int) -> dict:
+    """What one bookie of a 3/2/2 ledger holds: the ids whose write set names it, two of
+    every three (e % 3 != 2), ledgers interleaved flush by flush."""
+    written = {}
+    for flush in range(flushes):
+        for ledger_id in ledger_ids:
+            for entry_id in range(flush * per_flush, (flush + 1) * per_flush):
+                if entry_id % 3 != 2:
+                    written[(ledger_id, entry_id)] = data = entry(ledger_id, entry_id, 1000)
+                    storage.add_entry(ledger_id, entry_id, data)
+        storage.flush()
+    return written
+
+
+def test_a_list_of_every_third_id_is_what_point_reads_give_in_a_few_file_reads(storage,
+                                                                              file_reads):
+    # The reads a 3/2/2 ledger's reader sends this bookie: every third id, of the ids it
+    # holds two in three (issue 41: one lookup and one pread each before).
+    written = striped(storage, [0, 1], flushes=3, per_flush=150)
+    for entry_id in (450, 453):  # and two still in the write cache
+        written[(1, entry_id)] = data = entry(1, entry_id, 1000)
+        storage.add_entry(1, entry_id, data)
+    asked = list(range(0, 457, 3))  # 456 is stored nowhere: None, and the list goes on
+    file_reads[0] = 0
+    listed = storage.get_listed(1, asked, BIG)
+    assert listed == [written.get((1, e)) for e in asked]
+    assert file_reads[0] <= 3  # a run a flush, where point reads took one each
+    gapped = [1, 2, 4, 5, 7]  # 2 and 5 are not on this bookie
+    assert storage.get_listed(0, gapped, BIG) == [written.get((0, e)) for e in gapped]
+    size = len(written[(1, 0)])
+    assert storage.get_listed(1, asked, 3 * size) == [written[(1, e)] for e in asked[:3]]
+    assert storage.get_listed(1, asked, 1) == [written[(1, 0)]]  # the first one always
+    assert storage.get_listed(7, [0, 3], BIG) == [None, None]  # no such ledger
 
 
 def test_a_damaged_entry_in_a_run_fails_the_range_as_its_point_read_fails(storage):
