@@ -11,7 +11,9 @@ run over the launcher's Netty; a side's flags (bench_bookkeeper_reads.SIDE_FLAGS
 when its queue empties (``-flush``) or one that never syncs (``-nosync``: a diagnosis of
 whether the disk's sync limits BookKeeper's bookie; it is never taken as the peer). The
 report says which transport each side ran. ``--floor`` measures the disk's sync rate in the
-same run (scripts/disk_floor.py).
+same run (scripts/disk_floor.py). ``--raw`` writes with a client that outruns every bookie
+on its one core (scripts/bench_bookies_per_host.py's v2 adds) instead of
+BenchThroughputLatency, whose JVM on one core can be the limit of every side.
 
     BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/bench_bookkeeper.py \\
         [--seconds 20] [--throttle 1000] [--runs 1] [--storages sorted,db] [--tls] [--floor]
@@ -41,7 +43,7 @@ sys.path.insert(0, ROOT)
 
 from scripts import bk_netty  # noqa: E402
 from scripts.bk_tls_peer import TLS_CONNECTED, TlsPeer  # noqa: E402
-from scripts.bench_bookies_per_host import busy, cpu_times  # noqa: E402
+from scripts.bench_bookies_per_host import WARMUP_S, busy, cpu_times  # noqa: E402
 from scripts.bench_bookkeeper_reads import is_peer, parse_side, side_conf  # noqa: E402
 from scripts.disk_floor import say_sync_floor, sync_floor  # noqa: E402
 from scripts.interop_run import BENCH_CLASS, Interop  # noqa: E402
@@ -81,8 +83,31 @@ def run_bench(run: Interop, uri: str, seconds: int, throttle: int, v2: bool = Fa
     return {"ops": int(done.group(3)), "p95": p95, "p99": p99}
 
 
+def run_raw(port: int, seconds: int, outstanding: int) -> dict:
+    """The raw client of scripts/bench_bookies_per_host.py on core 1: v2 adds of 1 KiB, as
+    fast as answers come, ``outstanding`` in flight over 24 ledgers. Python writing packed
+    frames costs ~1.3 us an add, so one core outruns either bookie where
+    BenchThroughputLatency's JVM does not (issue 41: on this VM its core was the limit of
+    every side's writes, each bookie's half idle)."""
+    out = subprocess.run(
+        pinned(1, [sys.executable, os.path.join(ROOT, "scripts", "bench_bookies_per_host.py"),
+                   "--client", str(port), "--seconds", str(seconds + WARMUP_S),
+                   "--outstanding", str(outstanding), "--ledgers", "24", "--bookie-cores",
+                   "0"]), capture_output=True, text=True, check=True, timeout=seconds + 300)
+    answered, elapsed, p50, p99, refused = out.stdout.split()[-7:-2]
+    if int(refused):
+        raise RuntimeError(f"{refused} raw adds not answered EOK")
+    return {"ops": int(int(answered) / float(elapsed)), "p50": float(p50),
+            "p99": float(p99)}
+
+
+def latencies(result: dict) -> str:
+    return "  ".join(f"{key} {result[key]:.1f} ms" for key in ("p50", "p95", "p99")
+                     if key in result)
+
+
 def one_side(launcher: str, base: str, kind: str, seconds: int, throttle: int,
-             v2: bool = False) -> dict:
+             v2: bool = False, raw: bool = False) -> dict:
     """``kind``: "ours", or a BookKeeper side of ``--storages`` ("db-epoll", "sorted",
     bench_bookkeeper_reads.parse_side), with " TLS" for the bookie's mutual TLS. The
     result has the bookie core's and the client core's busy fractions over the
@@ -113,7 +138,9 @@ def one_side(launcher: str, base: str, kind: str, seconds: int, throttle: int,
         if store != "ours":
             bk_netty.checked(side, bookie["proc"].pid, bookie["log"], epoll)
         before = cpu_times()
-        result = run_bench(run, uri, seconds, throttle, v2, tls)
+        port = bookie["rpc"] if store == "ours" else int(bookie["id"].rsplit(":", 1)[1])
+        result = run_raw(port, seconds, throttle) if raw else \
+            run_bench(run, uri, seconds, throttle, v2, tls)
         after = cpu_times()
         return dict(result, bookie_busy=busy(before, after, "0"),
                     client_busy=busy(before, after, "1"))
@@ -143,11 +170,17 @@ def main(argv: list[str]) -> int:
                         "(journalFlushWhenQueueEmpty=true) and/or -nosync "
                         "(journalSyncData=false, a diagnosis), e.g. db-epoll-nosync; "
                         "--tls runs the first of them with TLS")
+    parser.add_argument("--raw", action="store_true",
+                        help="write with scripts/bench_bookies_per_host.py's raw v2 client "
+                        "(--throttle adds in flight), which outruns either bookie on one "
+                        "core, instead of BenchThroughputLatency")
     parser.add_argument("--floor", action="store_true",
                         help="measure the disk's sync rate too (scripts/disk_floor.py)")
     parser.add_argument("--tls", action="store_true",
                         help="also each bookie with mutual TLS, the benchmark through START_TLS")
     args = parser.parse_args(argv)
+    if args.raw and args.tls:
+        raise SystemExit("--raw writes plain TCP: not with --tls")
     if not args.launcher:
         print("no BookKeeper launcher: pass --launcher or set BOOKKEEPER_LAUNCHER")
         return 2
@@ -164,7 +197,7 @@ def main(argv: list[str]) -> int:
             for kind in kinds:
                 result = one_side(os.path.abspath(args.launcher),
                                   os.path.join(base, str(index)), kind, args.seconds,
-                                  args.throttle, args.v2)
+                                  args.throttle, args.v2, args.raw)
                 results[kind].append(result)
                 # Each run starts on a quiet disk: the last run's GBs are deleted and what
                 # is still dirty is written back now, not during the next run (which used
@@ -172,22 +205,23 @@ def main(argv: list[str]) -> int:
                 shutil.rmtree(os.path.join(base, str(index), kind.replace(" ", "-")),
                               ignore_errors=True)
                 os.sync()
-                print(f"run {index + 1} {kind:>19}: {result['ops']:>7,} entries/s  p95 "
-                      f"{result['p95']:.1f} ms  p99 {result['p99']:.1f} ms  bookie core "
+                print(f"run {index + 1} {kind:>19}: {result['ops']:>7,} entries/s  "
+                      f"{latencies(result)}  bookie core "
                       f"{result['bookie_busy']:.0%} busy, client {result['client_busy']:.0%}",
                       flush=True)
     finally:  # each side's data is GBs: never left behind
         shutil.rmtree(base, ignore_errors=True)
     median = {kind: {key: statistics.median(r[key] for r in rows) for key in rows[0]}
               for kind, rows in results.items()}
-    print(f"BenchThroughputLatency {'v2' if args.v2 else 'v3'}, 1 KiB, ensemble 1, "
-          f"throttle {args.throttle}, "
+    client = "the raw v2 client" if args.raw else \
+        f"BenchThroughputLatency {'v2' if args.v2 else 'v3'}"
+    print(f"{client}, 1 KiB, ensemble 1, throttle {args.throttle}, "
           f"{args.seconds} s, medians of {args.runs}; BookKeeper's bookies over: "
           f"{bk_netty.seen()}:")
     for kind in kinds:
         row = median[kind]
-        print(f"  {kind:>19} bookie: {row['ops']:>9,.0f} entries/s  p95 {row['p95']:.1f} ms  "
-              f"p99 {row['p99']:.1f} ms  bookie core {row['bookie_busy']:.0%} busy, "
+        print(f"  {kind:>19} bookie: {row['ops']:>9,.0f} entries/s  {latencies(row)}  "
+              f"bookie core {row['bookie_busy']:.0%} busy, "
               f"client {row['client_busy']:.0%}")
     peers = [kind for kind in theirs if is_peer(kind)]
     if peers:
