@@ -154,7 +154,7 @@ def _pin(pid: int) -> None:
                    capture_output=True)
 
 
-def main(argv: list[str]) -> int:
+def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--launcher", default=os.environ.get("BOOKKEEPER_LAUNCHER"))
     parser.add_argument("--seconds", type=int, default=20)
@@ -181,16 +181,24 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.raw and args.tls:
         raise SystemExit("--raw writes plain TCP: not with --tls")
-    if not args.launcher:
-        print("no BookKeeper launcher: pass --launcher or set BOOKKEEPER_LAUNCHER")
-        return 2
-    theirs = args.storages.split(",")
-    for side in theirs:
+    args.theirs = args.storages.split(",")
+    for side in args.theirs:
         if parse_side(side)[0] == "ours":
             raise SystemExit("--storages names BookKeeper's sides; ours always runs")
+    return args
+
+
+def row(result: dict) -> str:
+    """One run's or one median's figures, as printed."""
+    return (f"{result['ops']:>9,.0f} entries/s  {latencies(result)}  bookie core "
+            f"{result['bookie_busy']:.0%} busy, client {result['client_busy']:.0%}")
+
+
+def run_sides(args, kinds: tuple[str, ...]) -> tuple[dict, dict | None]:
+    """Every side ``args.runs`` times, interleaved: {kind: [result, ...]}, and the disk's
+    sync floor with ``--floor``."""
     base = tempfile.mkdtemp(prefix="bench-bk-", dir=os.environ.get("BENCH_DIR"))
-    kinds = (*theirs, "ours", *((f"{theirs[0]} TLS", "ours TLS") if args.tls else ()))
-    results = {kind: [] for kind in kinds}
+    results: dict = {kind: [] for kind in kinds}
     try:
         floor = sync_floor(base) if args.floor else None
         for index in range(args.runs):
@@ -205,12 +213,13 @@ def main(argv: list[str]) -> int:
                 shutil.rmtree(os.path.join(base, str(index), kind.replace(" ", "-")),
                               ignore_errors=True)
                 os.sync()
-                print(f"run {index + 1} {kind:>19}: {result['ops']:>7,} entries/s  "
-                      f"{latencies(result)}  bookie core "
-                      f"{result['bookie_busy']:.0%} busy, client {result['client_busy']:.0%}",
-                      flush=True)
+                print(f"run {index + 1} {kind:>19}: {row(result)}", flush=True)
     finally:  # each side's data is GBs: never left behind
         shutil.rmtree(base, ignore_errors=True)
+    return results, floor
+
+
+def report(args, kinds: tuple[str, ...], results: dict, floor: dict | None) -> None:
     median = {kind: {key: statistics.median(r[key] for r in rows) for key in rows[0]}
               for kind, rows in results.items()}
     client = "the raw v2 client" if args.raw else \
@@ -219,11 +228,8 @@ def main(argv: list[str]) -> int:
           f"{args.seconds} s, medians of {args.runs}; BookKeeper's bookies over: "
           f"{bk_netty.seen()}:")
     for kind in kinds:
-        row = median[kind]
-        print(f"  {kind:>19} bookie: {row['ops']:>9,.0f} entries/s  {latencies(row)}  "
-              f"bookie core {row['bookie_busy']:.0%} busy, "
-              f"client {row['client_busy']:.0%}")
-    peers = [kind for kind in theirs if is_peer(kind)]
+        print(f"  {kind:>19} bookie: {row(median[kind])}")
+    peers = [kind for kind in args.theirs if is_peer(kind)]
     if peers:
         best = max(peers, key=lambda kind: median[kind]["ops"])
         print(f"  ours / {best} (the fastest): "
@@ -231,11 +237,23 @@ def main(argv: list[str]) -> int:
     if floor is not None:
         print(f"  the disk: {say_sync_floor(floor)}")
     if args.tls:
-        for side in (theirs[0], "ours"):
+        first = args.theirs[0]
+        for side in (first, "ours"):
             print(f"  {side} TLS / plain: "
                   f"{median[side + ' TLS']['ops'] / median[side]['ops']:.2f}x")
-        print(f"  ours / {theirs[0]} over TLS: "
-              f"{median['ours TLS']['ops'] / median[theirs[0] + ' TLS']['ops']:.2f}x")
+        print(f"  ours / {first} over TLS: "
+              f"{median['ours TLS']['ops'] / median[first + ' TLS']['ops']:.2f}x")
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    if not args.launcher:
+        print("no BookKeeper launcher: pass --launcher or set BOOKKEEPER_LAUNCHER")
+        return 2
+    first = args.theirs[0]
+    kinds = (*args.theirs, "ours", *((f"{first} TLS", "ours TLS") if args.tls else ()))
+    results, floor = run_sides(args, kinds)
+    report(args, kinds, results, floor)
     return 0
 
 
