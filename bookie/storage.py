@@ -259,12 +259,8 @@ class LedgerStorage:
                 continue
             if data is None:
                 data = self.get_entry(ledger_id, entry_id)
-            if data is None and gaps:
-                pieces.append(None)
-                continue
-            if data is None or not bound.take(len(data)):
+            if not _take(pieces, data, bound, framed, gaps):
                 return pieces
-            pieces.append(piece(data, framed))
         if run:
             self._take_run(ledger_id, run, bound, framed, gaps, pieces)
         return pieces
@@ -281,15 +277,8 @@ class LedgerStorage:
             return not bound.full
         except IOFailure:
             bound.reset(mark)
-        for entry_id, _ in run:
-            data = self.get_entry(ledger_id, entry_id)
-            if data is None and gaps:
-                pieces.append(None)
-                continue
-            if data is None or not bound.take(len(data)):
-                return False
-            pieces.append(piece(data, framed))
-        return True
+        return all(_take(pieces, self.get_entry(ledger_id, entry_id), bound, framed, gaps)
+                   for entry_id, _ in run)
 
     def _reread_moved(self, ledger_id: int, entry_id: int, location: int,
                       error: IOFailure) -> bytes | None:
@@ -348,3 +337,15 @@ class LedgerStorage:
             count += 1
             size += len(data or b"")
         return count, size
+
+
+def _take(pieces: list, data: bytes | None, bound: Bound, framed: bool, gaps: bool) -> bool:
+    """One entry read on its own into a gather's pieces; False where the gather stops: at
+    the byte bound, or at an id not stored unless ``gaps`` (then it is None)."""
+    if data is None and gaps:
+        pieces.append(None)
+        return True
+    if data is None or not bound.take(len(data)):
+        return False
+    pieces.append(piece(data, framed))
+    return True

@@ -70,7 +70,7 @@ def _random(path: str, seconds: float) -> float:
 
 def sync_floor(directory: str, seconds: float = 3.0,
                sizes: tuple[int, ...] = (4096, 512 * 1024), file_mb: int = 64) -> dict:
-    """The disk's journal floor: for each size, writes of that size into a file zero-filled
+    """The disk's journal floor: for each size, writes of that size into a file written
     and synced first (as both bookies' journals preallocate theirs), each followed by
     ``fdatasync``, one at a time for ``seconds``: {size: (syncs/s, MB/s)}. A journal that
     syncs a group at a time writes at most syncs/s groups a second (512 KiB: both journals'
