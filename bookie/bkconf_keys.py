@@ -135,6 +135,8 @@ MAPPED: tuple[Mapped, ...] = (
            "s, as is (0 = never, both)"),
     Mapped("maxPendingAddRequestsPerThread", "bookie_max_pending_adds", _int,
            "as is (ours bounds one connection)"),
+    Mapped("dbStorage_maxThrottleTimeMs", "bookie_add_wait_ms", _int,
+           "ms, as is (ours bounds the wait for the journal queue too)"),
     Mapped("maxReadsInProgressLimit", "bookie_max_reads_in_progress", _no_limit_at_0,
            "as is; 0 (no limit) becomes 10000000"),
 )
@@ -223,7 +225,7 @@ AS_OURS: dict[str, tuple[tuple[str, ...], str]] = {
     "tlsCertFilesRefreshDurationSeconds": (("0",), "certificates are reloaded on SIGHUP, "
                                                    "not polled"),
     "maxAddsInProgressLimit": (("0",), "adds are bounded per connection "
-                                       "(bookie_max_pending_adds) and by "
+                                       "(bookie_max_pending_adds: more wait) and by "
                                        "journal_queue_max_bytes"),
     "minorCompactionMaxTimeMillis": (("-1", "0"), "compaction is bounded by "
                                                   "compaction_rate_bytes, not by time"),

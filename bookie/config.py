@@ -99,6 +99,7 @@ class BookieConfig:
     bookie_port: int | None = None
     admin_port: int | None = None
     bookie_max_pending_adds: int = 10_000
+    bookie_add_wait_ms: int = 10_000
     bookie_max_reads_per_connection: int = 500
     bookie_max_reads_in_progress: int = 1_000
     bookie_connection_buffer_bytes: int = 4 * MiB

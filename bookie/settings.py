@@ -165,8 +165,14 @@ SETTINGS: tuple[Setting, ...] = (
             "served beside the others; BookKeeper's default is 8000; unset: off; 0 picks a "
             "free one", 0, 65535),
     Setting("bookie_max_pending_adds", int, 10_000,
-            "adds in flight on one BookKeeper-protocol connection before more are answered "
-            "ETOOMANYREQUESTS (BookKeeper's maxPendingAddRequestsPerThread)", 1, 1_000_000),
+            "adds in flight on one BookKeeper-protocol connection; more wait, the connection "
+            "not reading (docs/bookkeeper-protocol.md §8; BookKeeper's "
+            "maxPendingAddRequestsPerThread)", 1, 1_000_000),
+    Setting("bookie_add_wait_ms", int, 10_000,
+            "how long a BookKeeper-protocol add may wait for room in the journal queue or "
+            "the write cache, or for a slot of bookie_max_pending_adds, before it is "
+            "answered ETOOMANYREQUESTS (BookKeeper's dbStorage_maxThrottleTimeMs); 0: "
+            "refused at once", 0, 3_600_000),
     Setting("bookie_max_reads_per_connection", int, 500,
             "requests other than adds one BookKeeper-protocol connection may have begun and "
             "not yet answered; more wait, the connection not reading (docs/"

@@ -6,8 +6,9 @@ Invariants (bk_listener.py BL1, bk_ops.py BK1/BK5):
     AP1. An add is answered exactly once: EOK once its record is durable (or queued, for
          deferred sync), else the status of the error that refused it; every non-EOK answer
          is counted as a refusal.
-    AP2. Adds beyond ``max_pending_adds`` on a connection are answered ETOOMANYREQUESTS
-         at once and store nothing (BL1's bound on adds in flight).
+    AP2. Adds beyond ``max_pending_adds`` on a connection, or that find no room in the
+         journal queue or the write cache, wait (bk_add_wait.py AW1-AW4); only a wait
+         past ``bookie_add_wait_ms`` is answered ETOOMANYREQUESTS, storing nothing.
     AP3. Every answer is counted in ADD_ENTRY_REQUEST by outcome (bk_timing.py BT1/BT2),
          and in ADD_ENTRY when it was begun; a run answered together is recorded once,
          weighted by its size, from one clock read (bookie/op_stats.py OS1).
@@ -19,15 +20,16 @@ import asyncio
 
 from api.bkproto import v2, v3, v3_add
 from api.bkproto.status import v2_code, v3_status
-from api.server.bk_ops import DEFERRED_SYNC, unexpected
+from api.server.bk_add_wait import AddWait
+from api.server.bk_ops import ADD_FLAG_RECOVERY, DEFERRED_SYNC, unexpected
 from api.server.bk_timing import now, refused as refused_early
-from bookie.errors import IOFailure, TooManyRequests
+from bookie.errors import BadRequest, IOFailure
 from bookie.node import NOT_NOW
 
 _V3_OK = v3.STATUS["EOK"]
 
 
-class AddPath:
+class AddPath(AddWait):
     """The add half of ``bk_listener.BkConnection`` (a mixin: the hot path calls its
     methods on the connection itself, with no extra hop). Uses the connection's ``ops``,
     ``listener``, ``peer``, ``arrived``, ``pending_adds``, ``in_flight``, ``idle``,
@@ -46,6 +48,24 @@ class AddPath:
         self.arrived.append((request.ledger_id, request.entry_id, request.body,
                              request.master_key, request.recovery, False, request.version))
 
+    def _v3_add(self, request) -> None:
+        """A v3 add that took protobuf's path (any layout the hot path does not read)."""
+        add = request.addRequest
+        refused = self.ops.v3_version_refused(request, "ADD_ENTRY", self.peer,
+                                              self.slice_at[0])  # BK6
+        if refused is not None:
+            self._send(refused)
+            return
+        if not request.HasField("addRequest"):
+            self.ops.refused("ADD_ENTRY", BadRequest("ADD_ENTRY without its addRequest"),
+                             self.peer)
+            refused_early(self.op_stats, "ADD_ENTRY", self.slice_at[0])
+            self._send(v3.frame(self.ops.v3_response(request, v3.STATUS["EBADREQ"])))
+            return
+        self._v3_plain_add(v3_add.PlainAdd(
+            request.header.SerializeToString(), add.ledgerId, add.entryId, add.masterKey,
+            add.body, add.writeFlags, add.HasField("flag") and add.flag == ADD_FLAG_RECOVERY))
+
     @staticmethod
     def _reply(add: tuple, error: Exception | None) -> bytes:
         """The answer to an arrived add, in the protocol it came in."""
@@ -56,10 +76,15 @@ class AddPath:
         return v2.encode_response(reply_to, v2.ADDENTRY, v2_code(error), add[0], add[1])
 
     def _begin_arrived(self) -> None:
-        """BK5: the adds of one decoded slice, begun together: those of one ledger (same
-        key and flags) as one run, one admission and one journal item; recovery adds, lone
-        adds and runs that must go one by one each alone. Every add keeps its own answer."""
-        arrived, self.arrived = self.arrived, []
+        """The adds of one decoded slice: begun now, or held while they wait (AP2)."""
+        if self.arrived:
+            arrived, self.arrived = self.arrived, []
+            self._begin_or_hold(arrived)
+
+    def _begin_adds(self, arrived: list) -> None:
+        """BK5: adds that have room, begun together: those of one ledger (same key and
+        flags) as one run, one admission and one journal item; recovery adds, lone adds
+        and runs that must go one by one each alone. Every add keeps its own answer."""
         runs: dict[tuple, list] = {}
         for add in arrived:
             if add[4]:  # recovery
@@ -67,8 +92,7 @@ class AddPath:
             else:
                 runs.setdefault((add[0], add[3], add[5]), []).append(add)
         for (ledger_id, key, deferred), adds in runs.items():
-            if len(adds) == 1 or \
-                    self.pending_adds + len(adds) > self.listener.max_pending_adds:
+            if len(adds) == 1:
                 for add in adds:
                     self._add_one(add)
                 continue
@@ -88,15 +112,9 @@ class AddPath:
                 self._track(outcome, adds)
 
     def _add_one(self, add) -> None:
-        """BL1 and BK5 for one add: refuse beyond the pending bound, else begin it and
-        answer from its durable future's callback (a task only when it must read first)."""
+        """BK5 for one add (AP2 gave it its slot and room): begin it and answer from its
+        durable future's callback (a task only when it must read first)."""
         ledger_id, entry_id, data, key, recovery, deferred, _ = add
-        if self.pending_adds >= self.listener.max_pending_adds:
-            error = TooManyRequests("too many adds in flight on this connection")
-            self.ops.refused("ADD_ENTRY", error, self.peer)
-            refused_early(self.op_stats, "ADD_ENTRY", self.slice_at[0])
-            self._send(self._reply(add, error))
-            return
         try:
             outcome = self.ops.begin_add(ledger_id, entry_id, data, key, recovery, deferred)
         except Exception as exc:  # noqa: BLE001 - a refused add is an answer (BK1)
@@ -134,6 +152,8 @@ class AddPath:
         reply = self._reply
         self._send_all([reply(add, error) for add in adds])
         self._record(error, len(adds), times, now())
+        if self.held:
+            self._own_slot_freed()  # bk_add_wait.py AW2
         self._finished(None, len(adds))
 
     def _record(self, error, count: int, times: tuple, at: float) -> None:

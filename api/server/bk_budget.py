@@ -82,6 +82,8 @@ class PortBudget:
         self.peak_in_progress = 0
         self.peak_answer_bytes = 0
         self.deferred_total = 0   # requests that had to wait for PB1/PB2 (a metric)
+        self.adds_held = 0        # adds decoded and waiting to be begun (bk_add_wait.py)
+        self.adds_waited_total = 0  # adds that had to wait (a metric)
         self.recheck = None       # the timer of recheck_answers
         self.connections: set = set()  # the listener's own set (for the metrics)
 

@@ -10,7 +10,8 @@ the order they complete (clients match them by txnId, or by ids in v2).
 Invariants:
     BL1. Bounded memory per connection: a frame over ``max_frame`` closes the connection
          once its length is decoded, before the rest of it is collected; adds beyond
-         ``max_pending_adds`` are answered ETOOMANYREQUESTS at once; with twice that many
+         ``max_pending_adds``, or without room in the journal queue or write cache, wait
+         (bk_add_wait.py AW1-AW4); with twice that many
          requests in flight, more than INBOX_HIGH bytes read but not yet decoded, or the
          client not reading its answers (the transport's write buffer past
          bookie_connection_buffer_bytes, bk_budget.py PB2), the connection stops reading
@@ -36,12 +37,11 @@ from api.bkproto import v2, v3, v3_add, v3_read
 from api.bkproto.v2 import ProtocolError
 from api.server.bk_adds import AddPath
 from api.server.bk_budget import FramePath, Limits, PortBudget
-from api.server.bk_ops import ADD_FLAG_RECOVERY, BkOperations
+from api.server.bk_ops import BkOperations
 from api.server.bk_reads import ReadPath
-from api.server.bk_timing import now, refused as refused_early
+from api.server.bk_timing import now
 from api.server.bk_requests import RequestPath, v2_kind, v3_kind
 from api.server.bk_tls import SESSION_V3, ListenerTls, TlsSession, auth_v2
-from bookie.errors import BadRequest
 
 log = logging.getLogger("bookie.bkproto")
 
@@ -79,6 +79,7 @@ class BkConnection(AddPath, ReadPath, RequestPath, FramePath, TlsSession, asynci
         self.budget = listener.budget
         self._init_requests()
         self._init_reads()
+        self._init_add_wait()
         self.frame_reserved = 0  # PB3: the reservation of the frame being collected
         self.frame_waiting = False  # PB3: its reservation did not fit; not reading
         self.frame_timer: asyncio.TimerHandle | None = None
@@ -106,6 +107,7 @@ class BkConnection(AddPath, ReadPath, RequestPath, FramePath, TlsSession, asynci
         self.inbox.clear()
         self.inbox_bytes = self.frame_reserved = 0
         self._stop_frame_timer()
+        self._drop_held()  # bk_add_wait.py AW4
         self._drop_requests()  # PB5
         if budget.waiting:
             budget.wake()
@@ -156,6 +158,8 @@ class BkConnection(AddPath, ReadPath, RequestPath, FramePath, TlsSession, asynci
             inbox.clear()
             self.budget.release(self.inbox_bytes)
             self.inbox_bytes = 0
+        elif self.held:
+            return  # AW1: a let-go schedules the next slice
         else:
             taken, size = 0, 0
             while taken < len(inbox) and size < DECODE_SLICE:
@@ -170,7 +174,9 @@ class BkConnection(AddPath, ReadPath, RequestPath, FramePath, TlsSession, asynci
             self.inbox_bytes -= size
             self.budget.release(size)
             self._decode(chunks[0] if taken == 1 else b"".join(chunks))
-        if inbox:
+        if self.held:
+            pass  # bk_add_wait.py AW1: decoding goes on when the held adds go
+        elif inbox:
             asyncio.get_running_loop().call_soon(self._decode_slice)
         elif self.in_flight == 0:
             self.idle.set()
@@ -257,28 +263,11 @@ class BkConnection(AddPath, ReadPath, RequestPath, FramePath, TlsSession, asynci
             self._refuse(str(exc))
             return None
 
-    def _v3_add(self, request) -> None:
-        add = request.addRequest
-        refused = self.ops.v3_version_refused(request, "ADD_ENTRY", self.peer,
-                                              self.slice_at[0])  # BK6
-        if refused is not None:
-            self._send(refused)
-            return
-        if not request.HasField("addRequest"):
-            self.ops.refused("ADD_ENTRY", BadRequest("ADD_ENTRY without its addRequest"),
-                             self.peer)
-            refused_early(self.op_stats, "ADD_ENTRY", self.slice_at[0])
-            self._send(v3.frame(self.ops.v3_response(request, v3.STATUS["EBADREQ"])))
-            return
-        self._v3_plain_add(v3_add.PlainAdd(
-            request.header.SerializeToString(), add.ledgerId, add.entryId, add.masterKey,
-            add.body, add.writeFlags, add.HasField("flag") and add.flag == ADD_FLAG_RECOVERY))
-
     def _finished(self, data: bytes | None, count: int = 1) -> None:
         self.in_flight -= count
         if data is not None:
             self._send(data)
-        if self.in_flight == 0:
+        if self.in_flight == 0 and not self.held:
             self.idle.set()
         self._flow()
 
@@ -320,7 +309,7 @@ class BkConnection(AddPath, ReadPath, RequestPath, FramePath, TlsSession, asynci
             return
         busy = (self.writing_paused or self.inbox_bytes > self.listener.inbox_high
                 or self.in_flight >= 2 * self.listener.max_pending_adds
-                or self.deferred or self.frame_waiting  # PB1-PB3
+                or self.deferred or self.frame_waiting or self.held  # PB1-PB3, AW1
                 or (self.inbox_bytes and self.budget.requests_over))
         paused = self.reading_stopped.is_set()
         if busy and not paused:
@@ -366,6 +355,7 @@ class BkListener:
         self.closing = True
         for connection in self.connections:
             connection.stop_reading()
+            connection.refuse_held()  # bk_add_wait.py AW4
 
     async def drained(self, timeout_s: float) -> None:
         """BL3's second half: wait (bounded) for the requests in flight, then close."""

@@ -171,7 +171,8 @@ class BkOperations:
                 return outcome
         return self.bookie.add_entry(ledger_id, entry_id, data, bytes(master_key),
                                      digest_type=dtype, recovery=recovery,
-                                     deferred_sync=deferred_sync)
+                                     deferred_sync=deferred_sync,
+                                     room_wait_s=self.bookie.config.bookie_add_wait_ms / 1000)
 
     def begin_add_run(self, ledger_id: int, adds, master_key: bytes,
                       deferred_sync: bool = False):

@@ -278,11 +278,17 @@ class BookieCollector:
                 ("bookie_bk_request_bytes", "request bytes held: read ahead and reserved "
                  "partial frames (PB3)", budget.request_bytes),
                 ("bookie_bk_connections_waiting", "connections not reading until the "
-                 "port's budget has room", len(budget.waiting))):
+                 "port's budget has room", len(budget.waiting)),
+                ("bookie_bk_adds_waiting", "adds decoded and not yet begun: waiting for "
+                 "room in the journal queue or write cache, or for a slot of "
+                 "bookie_max_pending_adds (AW1)", budget.adds_held)):
             yield GaugeMetricFamily(name, doc, value=value)
         yield CounterMetricFamily("bookie_bk_requests_waited", "requests that waited for "
                                   "the port's budget before they were begun (PB1, PB2)",
                                   value=budget.deferred_total)
+        yield CounterMetricFamily("bookie_bk_adds_waited", "adds that waited for room or "
+                                  "a slot before they were begun (AW1)",
+                                  value=budget.adds_waited_total)
 
 
 def _checkpoint_lag_bytes(bookie) -> int:

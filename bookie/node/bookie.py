@@ -40,6 +40,7 @@ from bookie.disk_monitor import DiskMonitor, DiskPolicy, watched_dirs
 from bookie.errors import ReadOnly
 from bookie.gc_dirs import DirsGc
 from bookie.identity import check_or_create
+from bookie.node.add_room import AddRoom
 from bookie.node.disk_watch import DiskWatch
 from bookie.node.gc_driver import GcDriver
 from bookie.node.journal_bridge import JournalBridge
@@ -58,8 +59,8 @@ from journal.journal import Journal
 log = logging.getLogger("bookie.node")
 
 
-class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridge, GcDriver,
-             DiskWatch):
+class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridge, AddRoom,
+             GcDriver, DiskWatch):
     """One bookie. Thread-safety: public methods on the event loop only."""
 
     def __init__(self, config: BookieConfig, disk: Disk | None = None) -> None:
@@ -101,6 +102,7 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
         self._gc_preludes: list = []
         self._lac_waiters = 0
         self._monitor_task: asyncio.Task | None = None
+        self._init_room()
 
     # -- the state (bookie/state.py) ----------------------------------------------------
 
@@ -214,6 +216,7 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
         self.checkpoints.start()
 
     def _checkpoint_done(self, result) -> None:
+        self._room_freed_threadsafe()  # add_room.py AR2: the flushed half is cleared
         self.last_checkpoint = result
         self.stats.on_checkpoint(result.phase_s)
         log.info("checkpoint: lastMark %x/%d, %d entries, %d bytes, %.1f ms, journals deleted %s",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bookie.errors import BookieError, IOFailure, TooManyRequests
+from bookie.errors import BookieError, IOFailure
 from journal import format as jformat
 
 if TYPE_CHECKING:
@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 
 class JournalBridge:
-    """Mixin of ``Bookie``: queueing records, back-pressure, completing their futures."""
+    """Mixin of ``Bookie``: queueing records and completing their futures (room for them:
+    add_room.py)."""
 
     def _call_threadsafe(self, fn, *args) -> None:
         loop = self._loop
@@ -30,6 +31,8 @@ class JournalBridge:
         self._call_threadsafe(self._complete_group, tokens, error)
 
     def _complete_group(self, tokens: list, error: BaseException | None) -> None:
+        if self._room_waiters:  # bookie/node/add_room.py AR2: the group's bytes left
+            self._room_freed()
         for future, ledger_id, lac in tokens:
             if error is None and lac is not None:
                 self._raise_lac(ledger_id, lac)
@@ -78,13 +81,3 @@ class JournalBridge:
             self.journal_of(ledger_id).submit(
                 jformat.encode_master_key(ledger_id, key, digest_type), None)
             runtime.journaled_key, runtime.journaled_digest = key, digest_type
-
-    def _admit(self, size: int) -> None:
-        """Back-pressure (docs/design.md §3.1 step 3): bounded journal queue and write cache."""
-        if self.journal_queued_bytes + size > self.config.journal_queue_max_bytes:
-            raise TooManyRequests("journal queue is full")
-        cache = self.storage.cache
-        if cache.active_bytes > self.config.write_cache_max_bytes // 2:
-            self.checkpoints.trigger()
-            if cache.total_bytes + size > self.config.write_cache_max_bytes:
-                raise TooManyRequests("write cache is full; a checkpoint is running")

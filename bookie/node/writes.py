@@ -63,11 +63,16 @@ class LedgerWrites:
 
     async def add_entry(self, ledger_id: int, entry_id: int, data: bytes, master_key: bytes,
                         digest_type: DigestType | None = None, recovery: bool = False,
-                        deferred_sync: bool = False) -> None:
-        """Store one framed entry; returns once durable (N1). Body ids must match the path."""
+                        deferred_sync: bool = False, room_wait_s: float | None = None) -> None:
+        """Store one framed entry; returns once durable (N1). Body ids must match the path.
+        ``room_wait_s``: wait that long for room (add_room.py) rather than refuse at once."""
         if recovery:
             await self._revive_if_placed_here(ledger_id, master_key)
         stored = await self._prefetch(ledger_id, (entry_id,))
+        if room_wait_s is not None:
+            deadline = self._loop.time() + room_wait_s
+            while self.room_for(len(data)) is not None:  # no await from here to admission
+                await self.until_room(len(data), max(0.0, deadline - self._loop.time()))
         future = self._add_nowait(ledger_id, entry_id, data, master_key, digest_type,
                                   recovery, deferred_sync, stored)
         if future is not None:

@@ -118,23 +118,6 @@ async def test_pipelined_v3_adds_are_answered_by_txn_id(bk):
     assert await bk.bookie.entry_id_ranges(11) == [[0, 299]]
 
 
-async def test_adds_beyond_the_pending_bound_are_refused_and_not_stored(bookie_config):
-    config = dataclasses.replace(bookie_config, bookie_max_pending_adds=2)
-    async with listening(config) as served, BkClient.connect(served.port) as client:
-        requests = [client.request("ADD_ENTRY", ledgerId=4, entryId=i, masterKey=KEY,
-                                   body=entry(4, i)) for i in range(50)]
-        answers = await client.pipeline(requests)
-        statuses = {i: answers[r.header.txnId].status for i, r in enumerate(requests)}
-        refused = [i for i, status in statuses.items() if status == S["ETOOMANYREQUESTS"]]
-        stored = [i for i, status in statuses.items() if status == S["EOK"]]
-        assert refused and stored and len(refused) + len(stored) == 50
-        assert served.bookie.stats.bk_refused == {("ADD_ENTRY", "ETOOMANYREQUESTS"):
-                                                  len(refused)}  # issue 35
-        ranges = await served.bookie.entry_id_ranges(4)
-        held = {i for first, last in ranges for i in range(first, last + 1)}
-        assert held == set(stored)
-
-
 async def test_a_client_that_does_not_read_its_answers_stops_the_connection_reading(bk):
     """BL1: answers buffered past the write-buffer high mark pause reading (nothing is
     buffered without bound); once the client reads, reading resumes and every add is

@@ -103,6 +103,7 @@ CONVERSIONS = [
     ("desiredNumZonesPerWriteQuorum", "4", "placement_desired_zones_per_write_quorum", 4),
     ("auditorPeriodicPlacementPolicyCheckInterval", "600", "placement_check_interval_s", 600),
     ("maxPendingAddRequestsPerThread", "500", "bookie_max_pending_adds", 500),
+    ("dbStorage_maxThrottleTimeMs", "2500", "bookie_add_wait_ms", 2500),
     ("maxReadsInProgressLimit", "0", "bookie_max_reads_in_progress", 10_000_000),
 ]
 
