@@ -40,6 +40,7 @@ from tests.support.zookeeper import free_port  # noqa: E402
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _RESPONSE = struct.Struct(">Iiqq")  # v2: header, rc, ledgerId, entryId
+SEND_AHEAD = 4 << 20  # bytes of frames a connection may have unsent
 WARMUP_S = 3.0
 
 
@@ -66,44 +67,62 @@ def busy(before, after, cores: str) -> float:
 
 
 def client(ports: list[int], seconds: float, outstanding: int, ledgers: int,
-           bookie_cores: str) -> None:
+           bookie_cores: str, entry_size: int = 1024, connections: int = 1) -> None:
     """v2 adds (BookKeeper's packed protocol: the cheapest frames to build, so the client's
-    one core outruns the bookies') as fast as answers come, ledger L to bookie L mod N;
-    prints the EOK adds after the warm-up, the seconds measured, p50 and p99 (ms), the
-    answers not EOK, and this client's core and the bookies' cores busy fractions over the
-    measured window."""
+    one core outruns the bookies') as fast as answers come, ledger L to bookie L mod N,
+    over ``connections`` connections a bookie; prints the EOK adds after the warm-up, the
+    seconds measured, p50 and p99 (ms), the answers not EOK, and this client's core and the
+    bookies' cores busy fractions over the measured window.
+
+    It never blocks on a send: a bookie that stops reading (back-pressure, issue 57) must
+    not stop this client reading its answers, as a Netty client does not. Frames are built
+    only while a connection has less than SEND_AHEAD bytes not yet taken by its socket."""
     from api.bkproto import v2
     from bookie.entry import DigestType, frame_entry, master_key
 
     socks = []
     for port in ports:
-        sock = socket.create_connection(("127.0.0.1", port))
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        socks.append(sock)
-    body, key, refused = b"x" * 1024, master_key(b"bench"), 0
+        for _ in range(connections):
+            sock = socket.create_connection(("127.0.0.1", port))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setblocking(False)
+            socks.append(sock)
+    body, key, refused = b"x" * entry_size, master_key(b"bench"), 0
     header = _U32.pack(v2.pack_header(v2.CURRENT_PROTOCOL_VERSION, v2.ADDENTRY))
     next_entry, sent_at, latencies = [0] * ledgers, {}, []
     buffers = {sock: b"" for sock in socks}
+    pending = {sock: bytearray() for sock in socks}
     started = time.monotonic()
     deadline, measured_from, sent = started + seconds, started + WARMUP_S, 0
     cpu_from = None
     while (now := time.monotonic()) < deadline:
         if cpu_from is None and now >= measured_from:
             cpu_from = cpu_times()
-        batches: dict = {}
         while len(sent_at) < outstanding:
             ledger = sent % ledgers
+            sock = socks[ledger % len(socks)]
+            if len(pending[sock]) >= SEND_AHEAD:
+                break
             entry_id = next_entry[ledger]
             entry = frame_entry(ledger + 1, entry_id, entry_id - 1, 0, body, DigestType.CRC32C)
-            batches.setdefault(socks[ledger % len(socks)], []).append(
-                _I32.pack(len(header) + len(key) + len(entry)) + header + key + entry)
+            pending[sock] += _I32.pack(len(header) + len(key) + len(entry)) + header + key
+            pending[sock] += entry
             next_entry[ledger] += 1
             sent_at[(ledger + 1, entry_id)] = time.monotonic()
             sent += 1
-        for sock, frames in batches.items():
-            sock.sendall(b"".join(frames))
-        for sock in select.select(socks, [], [], 0.001)[0]:
-            buffer = buffers[sock] + sock.recv(1 << 20)
+        writable = [sock for sock in socks if pending[sock]]
+        readable, writable, _ = select.select(socks, writable, [], 0.001)
+        for sock in writable:
+            try:
+                taken = sock.send(pending[sock])
+            except BlockingIOError:
+                continue
+            del pending[sock][:taken]
+        for sock in readable:
+            try:
+                buffer = buffers[sock] + sock.recv(1 << 20)
+            except BlockingIOError:
+                continue
             at, now = 0, time.monotonic()
             while len(buffer) - at >= 4 + v2.RESPONSE_HEADERS_SIZE:
                 _, rc, ledger_id, entry_id = _RESPONSE.unpack_from(buffer, at + 4)
@@ -116,7 +135,8 @@ def client(ports: list[int], seconds: float, outstanding: int, ledgers: int,
             buffers[sock] = buffer[at:]
     cpu_to = cpu_times()
     latencies.sort()
-    p50, p99 = (latencies[int(len(latencies) * q)] * 1000 for q in (0.5, 0.99))
+    p50, p99 = ((latencies[int(len(latencies) * q)] * 1000 if latencies else float("nan"))
+                for q in (0.5, 0.99))
     mine = ",".join(map(str, sorted(os.sched_getaffinity(0))))
     print(len(latencies), time.monotonic() - measured_from, p50, p99, refused,
           busy(cpu_from, cpu_to, mine), busy(cpu_from, cpu_to, bookie_cores), flush=True)
@@ -175,10 +195,12 @@ def main() -> int:
     parser.add_argument("--bookie-cores", default="0")
     parser.add_argument("--client-core", default="1")
     parser.add_argument("--client", help=argparse.SUPPRESS)
+    parser.add_argument("--entry-size", type=int, default=1024, help=argparse.SUPPRESS)
+    parser.add_argument("--connections", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
         client([int(p) for p in args.client.split(",")], args.seconds, args.outstanding,
-               args.ledgers, args.bookie_cores)
+               args.ledgers, args.bookie_cores, args.entry_size, args.connections)
         return 0
     counts = [int(c) for c in args.counts.split(",")]
     print(f"bookies on cores {args.bookie_cores}, client on core {args.client_core}, "

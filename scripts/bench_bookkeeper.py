@@ -83,22 +83,24 @@ def run_bench(run: Interop, uri: str, seconds: int, throttle: int, v2: bool = Fa
     return {"ops": int(done.group(3)), "p95": p95, "p99": p99}
 
 
-def run_raw(port: int, seconds: int, outstanding: int) -> dict:
-    """The raw client of scripts/bench_bookies_per_host.py on core 1: v2 adds of 1 KiB, as
-    fast as answers come, ``outstanding`` in flight over 24 ledgers. Python writing packed
-    frames costs ~1.3 us an add, so one core outruns either bookie where
-    BenchThroughputLatency's JVM does not (issue 41: on this VM its core was the limit of
-    every side's writes, each bookie's half idle)."""
+def run_raw(port: int, seconds: int, outstanding: int, entry_size: int = 1024,
+            connections: int = 1, ledgers: int = 24) -> dict:
+    """The raw client of scripts/bench_bookies_per_host.py on core 1: v2 adds of
+    ``entry_size`` bytes, as fast as answers come, ``outstanding`` in flight over
+    ``ledgers`` ledgers and ``connections`` connections. Python writing packed frames costs
+    ~1.3 us an add, so one core outruns either bookie where BenchThroughputLatency's JVM
+    does not (issue 41: on this VM its core was the limit of every side's writes, each
+    bookie's half idle). Adds answered other than EOK are counted (``refused``)."""
     out = subprocess.run(
         pinned(1, [sys.executable, os.path.join(ROOT, "scripts", "bench_bookies_per_host.py"),
                    "--client", str(port), "--seconds", str(seconds + WARMUP_S),
-                   "--outstanding", str(outstanding), "--ledgers", "24", "--bookie-cores",
-                   "0"]), capture_output=True, text=True, check=True, timeout=seconds + 300)
+                   "--outstanding", str(outstanding), "--ledgers", str(ledgers),
+                   "--bookie-cores", "0", "--entry-size", str(entry_size),
+                   "--connections", str(connections)]),
+        capture_output=True, text=True, check=True, timeout=seconds + 300)
     answered, elapsed, p50, p99, refused = out.stdout.split()[-7:-2]
-    if int(refused):
-        raise RuntimeError(f"{refused} raw adds not answered EOK")
     return {"ops": int(int(answered) / float(elapsed)), "p50": float(p50),
-            "p99": float(p99)}
+            "p99": float(p99), "refused": int(refused)}
 
 
 def latencies(result: dict) -> str:
@@ -107,7 +109,7 @@ def latencies(result: dict) -> str:
 
 
 def one_side(launcher: str, base: str, kind: str, seconds: int, throttle: int,
-             v2: bool = False, raw: bool = False) -> dict:
+             v2: bool = False, raw: bool = False, shape: dict | None = None) -> dict:
     """``kind``: "ours", or a BookKeeper side of ``--storages`` ("db-epoll", "sorted",
     bench_bookkeeper_reads.parse_side), with " TLS" for the bookie's mutual TLS. The
     result has the bookie core's and the client core's busy fractions over the
@@ -122,7 +124,9 @@ def one_side(launcher: str, base: str, kind: str, seconds: int, throttle: int,
         uri = run.start_zookeeper("zk")
         if store == "ours":
             # The same pending-add bound as BookKeeper's bookie below.
-            bookie = run.start_ours("bookie", uri, "--bookie-max-pending-adds", "100000",
+            raised = () if (shape or {}).get("as_shipped") else \
+                ("--bookie-max-pending-adds", "100000")
+            bookie = run.start_ours("bookie", uri, *raised,
                                     *(tls.bookie_flags() if tls else ()))
             _pin(bookie["proc"].pid)
         else:
@@ -130,7 +134,9 @@ def one_side(launcher: str, base: str, kind: str, seconds: int, throttle: int,
             # As bkenv.sh ships it; over epoll with BOOKKEEPER_NETTY_JARS (bk_netty.py).
             run.env = dict(os.environ, JAVA_OPTS=bk_netty.bookie_java_opts(DB_JAVA_OPTS, epoll))
             # BookKeeper's README: raise the pending-add limit for throughput runs.
-            bookie = run.start_theirs("bookie", uri, "maxPendingAddRequestsPerThread=100000\n"
+            raised = "" if (shape or {}).get("as_shipped") else \
+                "maxPendingAddRequestsPerThread=100000\n"
+            bookie = run.start_theirs("bookie", uri, raised
                                       + STORAGE_CONF[store] + side_conf(flags)
                                       + (tls.bookie_conf() if tls else ""))
             _pin(bookie["proc"].pid)
@@ -139,7 +145,8 @@ def one_side(launcher: str, base: str, kind: str, seconds: int, throttle: int,
             bk_netty.checked(side, bookie["proc"].pid, bookie["log"], epoll)
         before = cpu_times()
         port = bookie["rpc"] if store == "ours" else int(bookie["id"].rsplit(":", 1)[1])
-        result = run_raw(port, seconds, throttle) if raw else \
+        raw_shape = {k: v for k, v in (shape or {}).items() if k != "as_shipped"}
+        result = run_raw(port, seconds, throttle, **raw_shape) if raw else \
             run_bench(run, uri, seconds, throttle, v2, tls)
         after = cpu_times()
         return dict(result, bookie_busy=busy(before, after, "0"),
@@ -174,6 +181,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="write with scripts/bench_bookies_per_host.py's raw v2 client "
                         "(--throttle adds in flight), which outruns either bookie on one "
                         "core, instead of BenchThroughputLatency")
+    parser.add_argument("--entry-size", type=int, default=1024,
+                        help="--raw: bytes of each entry's payload")
+    parser.add_argument("--connections", type=int, default=1,
+                        help="--raw: connections to the bookie")
+    parser.add_argument("--ledgers", type=int, default=24, help="--raw: ledgers written")
+    parser.add_argument("--as-shipped", action="store_true",
+                        help="both bookies at their default pending-add bounds (ours "
+                        "bookie_max_pending_adds, BookKeeper's maxPendingAddRequestsPerThread, "
+                        "10,000 each), not raised to 100,000 (the raw client counts refusals in every run)")
     parser.add_argument("--floor", action="store_true",
                         help="measure the disk's sync rate too (scripts/disk_floor.py)")
     parser.add_argument("--tls", action="store_true",
@@ -181,6 +197,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.raw and args.tls:
         raise SystemExit("--raw writes plain TCP: not with --tls")
+    if not args.raw and (args.entry_size != 1024 or args.connections != 1
+                         or args.ledgers != 24):
+        raise SystemExit("--entry-size, --connections and --ledgers are the raw client's")
     args.theirs = args.storages.split(",")
     for side in args.theirs:
         if parse_side(side)[0] == "ours":
@@ -188,9 +207,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def shape(args) -> dict:
+    """What the raw client varies (``--entry-size``, ``--connections``, ``--ledgers``) and
+    ``--as-shipped`` (both bookies at their default pending-add bounds)."""
+    return {"entry_size": args.entry_size, "connections": args.connections,
+            "ledgers": args.ledgers, "as_shipped": args.as_shipped}
+
+
 def row(result: dict) -> str:
     """One run's or one median's figures, as printed."""
-    return (f"{result['ops']:>9,.0f} entries/s  {latencies(result)}  bookie core "
+    refused = f"  refused {result['refused']:,.0f}" if "refused" in result else ""
+    return (f"{result['ops']:>9,.0f} entries/s  {latencies(result)}{refused}  bookie core "
             f"{result['bookie_busy']:.0%} busy, client {result['client_busy']:.0%}")
 
 
@@ -205,7 +232,7 @@ def run_sides(args, kinds: tuple[str, ...]) -> tuple[dict, dict | None]:
             for kind in kinds:
                 result = one_side(os.path.abspath(args.launcher),
                                   os.path.join(base, str(index)), kind, args.seconds,
-                                  args.throttle, args.v2, args.raw)
+                                  args.throttle, args.v2, args.raw, shape(args))
                 results[kind].append(result)
                 # Each run starts on a quiet disk: the last run's GBs are deleted and what
                 # is still dirty is written back now, not during the next run (which used
@@ -224,7 +251,8 @@ def report(args, kinds: tuple[str, ...], results: dict, floor: dict | None) -> N
               for kind, rows in results.items()}
     client = "the raw v2 client" if args.raw else \
         f"BenchThroughputLatency {'v2' if args.v2 else 'v3'}"
-    print(f"{client}, 1 KiB, ensemble 1, throttle {args.throttle}, "
+    print(f"{client}, {args.entry_size:,} B, ensemble 1, throttle {args.throttle}, "
+          f"{args.connections} connection(s), {args.ledgers} ledgers, "
           f"{args.seconds} s, medians of {args.runs}; BookKeeper's bookies over: "
           f"{bk_netty.seen()}:")
     for kind in kinds:

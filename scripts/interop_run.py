@@ -49,6 +49,7 @@ class Interop:
         self.ours: dict[str, dict] = {}
         self.dirs: tuple[int, int] | None = None  # our bookies' (ledger, journal) dir counts
         self.env: dict | None = None  # the bookies' environment (None: this one's)
+        self.root = ROOT  # the checkout our bookies run from (another: an A/B of old code)
 
     # -- processes -------------------------------------------------------------------
 
@@ -74,7 +75,7 @@ class Interop:
     def spawn(self, argv: list[str], log: str) -> subprocess.Popen:
         handle = open(log, "ab")
         proc = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, cwd=ROOT, env=self.env)
+                                stdin=subprocess.DEVNULL, cwd=self.root, env=self.env)
         self.procs.append(proc)
         return proc
 

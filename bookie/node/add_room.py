@@ -49,8 +49,7 @@ class AddRoom:
 
     def room_for(self, size: int) -> str | None:
         """Why ``size`` bytes of adds find no room now, or None when they fit (AR3)."""
-        queued = self.journal_queued_bytes
-        if queued and queued + size > self.config.journal_queue_max_bytes:
+        if self.journal_queued_bytes + size > self.config.journal_queue_max_bytes:
             return "journal queue is full"
         cache = self.storage.cache
         if cache.active_bytes > self.config.write_cache_max_bytes // 2:

@@ -1,0 +1,140 @@
+"""BookKeeper's own client under a burst of large adds: does it change ensembles? (issue 57;
+docs/bookkeeper-protocol.md §5). A real run against the real peer, not in CI.
+
+BookKeeper's BenchThroughputLatency writes 16 KiB entries at 3/2/2 with many adds in flight
+(``--throttle``, 20,000 by default: about 213 MB in flight a bookie, past the journal
+queue's 64 MiB) to 4 bookies, so that a bookie the client takes for failed can be replaced.
+It runs against 4 of ours and then against 4 of BookKeeper's (DbLedgerStorage, then
+SortedLedgerStorage), each cluster on its own ZooKeeper. For each it prints the entries
+acknowledged, the ledgers' ensembles from their metadata (one ensemble each: no ensemble
+change), and for ours the refusals our bookies counted (bookie_bk_requests_refused_total).
+BookKeeper's client answers any add refusal with an ensemble change (PendingAddOp), so the
+check is: one ensemble per ledger, and 0 refusals on ours.
+
+``--repo DIR`` runs our bookies from another checkout (the code before issue 57), to show
+that this check fails there. The launcher comes from ``--launcher`` or
+$BOOKKEEPER_LAUNCHER; every process it starts is stopped by PID at the end.
+
+    BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/interop_bookkeeper_backpressure.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import sys
+import tempfile
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from interop_run import BENCH_CLASS, Failed, Interop, check, say  # noqa: E402
+
+DB_STORAGE = "ledgerStorageClass=org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage\n"
+# As Pulsar's chart runs it: room for the burst, the write cache at BookKeeper's default.
+THEIRS_CONF = "maxPendingAddRequestsPerThread=10000\n"
+
+
+def burst(run: Interop, uri: str, args) -> tuple[int, str]:
+    """BenchThroughputLatency's run: (entries acknowledged, its output)."""
+    zk = uri.split("//", 1)[1].split("/", 1)[0]
+    output = run.bk_class(BENCH_CLASS, "-time", str(args.seconds), "-entrysize",
+                          str(args.entry_size), "-ensemble", "3", "-quorum", "2",
+                          "-ackQuorum", "2", "-throttle", str(args.throttle), "-ledgers",
+                          str(args.ledgers), "-skipwarmup", "-zookeeper", zk,
+                          *(("-useV2",) if args.v2 else ()), check_rc=False,
+                          timeout_s=args.seconds + 240)
+    done = re.search(r"Benchmark complete \{completions=(\d+)", output)
+    return (int(done.group(1)) if done else -1), output
+
+
+def ensembles(run: Interop, uri: str) -> dict[int, int]:
+    return {ledger_id: len(metadata.ensembles)
+            for ledger_id, metadata in run.ledgers(uri).items()}
+
+
+def refused_adds(bookie: dict) -> int:
+    with urllib.request.urlopen(f"http://{bookie['id']}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    return int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("bookie_bk_requests_refused_total{")
+                   and 'op="ADD_ENTRY"' in line))
+
+
+def side(run: Interop, name: str, args) -> dict:
+    uri = run.start_zookeeper(f"cluster-{name}")
+    if name == "ours":
+        bookies = [run.start_ours(f"{name}-{i}", uri) for i in range(4)]
+    else:
+        conf = THEIRS_CONF + (DB_STORAGE if name == "db" else "")
+        bookies = [run.start_theirs(f"{name}-{i}", uri, conf) for i in range(4)]
+    run.wait_registered(uri, [b["id"] for b in bookies])
+    acked, output = burst(run, uri, args)
+    counts = ensembles(run, uri)
+    refusals = sum(refused_adds(b) for b in bookies) if name == "ours" else None
+    errors = len(re.findall(r"(?i)ensemble change|Write error|Failed to write", output))
+    for bookie in bookies:
+        run.stop_bookie(bookie)
+    run.zk.stop()
+    run.zk = None
+    return {"side": name, "acked": acked, "ensembles": counts, "refused": refusals,
+            "client_errors": errors}
+
+
+def report(result: dict, seconds: int) -> None:
+    changes = sum(n - 1 for n in result["ensembles"].values())
+    refused = "" if result["refused"] is None else f", our bookies refused {result['refused']}"
+    say(f"  {result['side']}: {result['acked']} adds acknowledged "
+        f"({result['acked'] / seconds:,.0f}/s), {len(result['ensembles'])} ledgers, "
+        f"{changes} ensemble changes{refused}, client log lines about failed writes or "
+        f"ensemble changes: {result['client_errors']}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--launcher", default=os.environ.get("BOOKKEEPER_LAUNCHER"))
+    parser.add_argument("--dir", help="work dir (default: a new temporary one, removed)")
+    parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--throttle", type=int, default=20_000, help="adds in flight")
+    parser.add_argument("--entry-size", type=int, default=16_384)
+    parser.add_argument("--ledgers", type=int, default=4)
+    parser.add_argument("--v2", action="store_true", help="the client speaks v2")
+    parser.add_argument("--sides", default="ours,db,sorted")
+    parser.add_argument("--repo", help="run our bookies from this checkout instead")
+    args = parser.parse_args()
+    if not args.launcher:
+        parser.error("no BookKeeper launcher: --launcher or BOOKKEEPER_LAUNCHER")
+    workdir = args.dir or tempfile.mkdtemp(prefix="bk-backpressure-")
+    run = Interop(args.launcher, workdir, args.seconds)
+    if args.repo:
+        run.root = os.path.abspath(args.repo)
+    say(f"BenchThroughputLatency: {args.entry_size} B entries, 3/2/2 on 4 bookies, "
+        f"{args.throttle} adds in flight, {args.ledgers} ledgers, {args.seconds} s, "
+        f"{'v2' if args.v2 else 'v3'}; ours from {run.root}")
+    results = []
+    try:
+        for name in args.sides.split(","):
+            results.append(side(run, name, args))
+            report(results[-1], args.seconds)
+        for result in results:
+            changes = sum(n - 1 for n in result["ensembles"].values())
+            if result["side"] == "ours":
+                check(changes == 0 and result["refused"] == 0 and result["acked"] > 0,
+                      f"ours: every ledger kept one ensemble and no add was refused "
+                      f"({changes} changes, {result['refused']} refused)")
+    except Failed as failure:
+        say(f"FAILED: {failure}")
+        return 1
+    finally:
+        run.stop_all()
+        if not args.dir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    say("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
