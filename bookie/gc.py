@@ -37,7 +37,7 @@ Invariants:
         compaction.py), the index is asked whether a location of the log's ledgers still
         points into it; if one does, the log stays and the run reports it. With E5 of
         entrylog/reader.py (a scan cut by a damaged size field is corrupt, not a torn
-        tail), no partial scan deletes live entries again (README.md "Track record").
+        tail), no partial scan deletes live entries again (docs/drills.md "Track record").
     G8. A revived ledger (storage R6, on the checkpoint thread like every GC step) leaves
         the dead set at once (``forget_dead``), and phase 1 skips it even if listed before:
         its new locations are never range-deleted, and its new bytes count as live. Bytes of

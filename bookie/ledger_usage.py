@@ -4,7 +4,7 @@ Each ledger's state keeps counters of what the ``locations`` index holds (``Ledg
 ``entry_count``/``byte_count``, docs/formats.md §7.2 version 2). A checkpoint adds what it indexes
 that the index did not hold yet; the write cache's entries not yet counted are added at read
 time. So an answer costs one floor lookup plus the ledger's cached entries: never a walk over
-the ledger (0.4 s for 60k entries before, holding a read thread: README.md "Track record").
+the ledger (0.4 s for 60k entries before, holding a read thread: docs/drills.md "Track record").
 
 Invariants:
     U1. An entry is counted once: by the checkpoint that first indexes it. A re-add of an

@@ -179,7 +179,7 @@ class Replayer:
         elif key in (b"", ZERO_KEY):
             # BookKeeper's "no key" (a fence by a recovering client that knew no password)
             # never conflicts: the live path let a later key replace it, so the index may
-            # already hold that key when replay meets this record (README.md "Track record").
+            # already hold that key when replay meets this record (docs/drills.md "Track record").
             pass
         elif state.master_key != key:
             raise IOFailure(
@@ -301,8 +301,8 @@ class Replayer:
             return self.storage.get_entry(ledger_id, entry_id)
         except IOFailure as error:
             # The stored copy is unreadable (a damaged log): the journaled one is the copy
-            # to keep, as on the live path (raising here refused every start: README.md
-            # "Track record").
+            # to keep, as on the live path (raising here refused every start:
+            # docs/drills.md "Track record").
             warning = f"replay: stored copy of {ledger_id}/{entry_id} unreadable ({error}); " \
                       f"storing the journaled one"
             self.report.warnings.append(warning)

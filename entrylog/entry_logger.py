@@ -272,7 +272,7 @@ class EntryLogger:
         """Forget a rolled log's read handle and remove its name in one step under the
         handle lock (EL3: users keep theirs). Apart, a read between the two cached a fresh
         handle to the doomed file, and its space stayed used until eviction or restart
-        (README.md "Track record"); under the lock a later open finds the name gone."""
+        (docs/drills.md "Track record"); under the lock a later open finds the name gone."""
         if log_id == self.current_log_id:
             raise ValueError(f"entry log {log_id:x} is the active log")
         with self._lock:

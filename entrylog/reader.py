@@ -16,7 +16,7 @@ Paths (docs/formats.md §5.6):
                 writer could have left it: its size is at most the maximum entry size and
                 the log has no ledgersMap after it. Otherwise it is a damaged size field,
                 and the scan ends ``corrupt``: it has not seen the whole log, so it decides
-                nothing (GC's G2; GC deleted live entries after such a scan: README.md
+                nothing (GC's G2; GC deleted live entries after such a scan: docs/drills.md
                 "Track record").
 
 Thread-safety: a reader is immutable after construction apart from the scan results

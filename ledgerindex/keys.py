@@ -89,8 +89,8 @@ MAX_DIGEST_TYPE = 4
 MAX_ID = 2**63 - 1
 #: What the indexes can store, the one place the write path's accepted ranges come from
 #: (an id the index cannot store must be refused before it is journaled, or every checkpoint
-#: and every replay of it fails: README.md "Track record"). Ledger ids: any non-negative i64. Entry
-#: ids: 0..2**63-2, since (L, 2**63-1) is the end of a ledger's key range (LO2 in
+#: and every replay of it fails: docs/drills.md "Track record"). Ledger ids: any non-negative
+#: i64. Entry ids: 0..2**63-2, since (L, 2**63-1) is the end of a ledger's key range (LO2 in
 #: locations.py). A LAC is an entry id or -1 (none).
 LEDGER_ID_MAX = MAX_ID
 ENTRY_ID_MAX = MAX_ID - 1

@@ -6,8 +6,9 @@
 Starts a real bookie daemon on 127.0.0.1 with a temp data dir (stopped by PID at the end),
 writes one ledger per size in batches of 1000 1 KiB entries, checkpoints, then prints p50/p99
 of ledger info per size and of `/health` (the HTTP floor), and p50/p99 of an unrelated entry
-read while two clients call ledger info on the largest ledger in a loop (README.md "Track record":
-before, info read every entry: 0.4 s at 60k entries, and an unrelated read waited 0.8 s behind it).
+read while two clients call ledger info on the largest ledger in a loop (docs/drills.md "Track
+record": before, info read every entry: 0.4 s at 60k entries, and an unrelated read waited 0.8 s
+behind it).
 """
 
 from __future__ import annotations

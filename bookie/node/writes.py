@@ -354,7 +354,7 @@ class LedgerWrites:
 def check_storable(ledger_id: int, entry_id: int | None = None, lac: int | None = None) -> None:
     """Refuse (400 EBADREQ) before journaling any id the indexes cannot store (an
     acknowledged entry 2**63-1 failed every later checkpoint and every replay, so the bookie
-    never started again: README.md "Track record"). The ranges come from ledgerindex/keys.py
+    never started again: docs/drills.md "Track record"). The ranges come from ledgerindex/keys.py
     only."""
     if not 0 <= ledger_id <= keys.LEDGER_ID_MAX:
         raise BadRequest(f"ledger id {ledger_id} is not in 0..{keys.LEDGER_ID_MAX}")

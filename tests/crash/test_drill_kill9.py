@@ -3,7 +3,7 @@
 ``scripts/drill_kill9.py`` SIGKILLs a real daemon under concurrent load (adds, batch adds,
 deferred-sync adds + force, fences, explicit LACs, deletes, checkpoints, GC), by timer or at
 the k-th journal, entry-log, lastMark or ledger-dir sync, restarts it and checks every
-invariant after each restart. CI runs 20 rounds; the long run is by hand (README).
+invariant after each restart. CI runs 20 rounds; the long run is by hand (docs/drills.md).
 """
 
 from __future__ import annotations
