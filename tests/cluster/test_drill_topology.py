@@ -1,6 +1,6 @@
-"""scripts/drill_topology.py, short (the README's figures come from its long runs): a rack
-lost for good under writers loses no acknowledged entry, and autorecovery restores the copies
-and the placement once a new rack comes up."""
+"""scripts/drill_topology.py, short (docs/performance.md's figures come from its long runs): a
+rack lost for good under writers loses no acknowledged entry, and autorecovery restores the
+copies and the placement once a new rack comes up."""
 
 from __future__ import annotations
 
