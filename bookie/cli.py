@@ -305,7 +305,7 @@ def run_event_loop(main_coroutine, event_loop: str = "uvloop"):
     """Run the daemon's coroutine on uvloop where it is installed (setting ``event_loop``),
     else on asyncio's own loop.
 
-    uvloop cut the server's CPU per single add by 5-19% (README.md "Settings",
+    uvloop cut the server's CPU per single add by 5-19% (docs/operations.md §2.1,
     scripts/bench_http.py --loop); asyncio stays the fallback, and nothing in the bookie
     depends on which runs."""
     if event_loop == "uvloop":

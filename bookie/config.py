@@ -5,8 +5,8 @@ bookie/bkconf.py).
 Every setting has three spellings (docs/http-api.md, "CLI"): TOML key ``name``, environment variable
 ``BOOKIE_NAME`` and flag ``--name`` (dashes for underscores). docs/http-api.md's table names are
 contracts; the settings after them are this project's additions and are documented in
-README.md. Unknown TOML keys and ``BOOKIE_*`` variables are rejected with the key named, and
-every value is range-checked before the bookie touches a file.
+docs/operations.md §2.1. Unknown TOML keys and ``BOOKIE_*`` variables are rejected with the key
+named, and every value is range-checked before the bookie touches a file.
 
 ``BookieConfig`` is frozen; ``load_config`` also returns where each value came from, for
 ``bookie config show``.

@@ -1,7 +1,7 @@
 """Every setting of the bookie: name, type, default, help and bounds, in one table.
 
 docs/http-api.md's table names come first and are contracts; the rest are this project's
-additions (README.md, "Settings"). ``bookie.config`` loads, checks and renders them; this
+additions (docs/operations.md §2.1). ``bookie.config`` loads, checks and renders them; this
 module is the table alone, so that it can grow without the loader growing with it.
 """
 
@@ -44,7 +44,7 @@ SETTINGS: tuple[Setting, ...] = (
             "longest an add waits for its group commit to start", 0, 1000),
     Setting("max_entry_size", int, 5 * MiB, "largest entry body", 64, 64 * MiB),
     Setting("verify_digest", bool, True, "recompute CRC digests on add and replay"),
-    # Additions (README.md, "Settings").
+    # Additions (docs/operations.md §2.1).
     Setting("group_max_bytes", int, 512 * KiB,
             "bytes buffered before a group is flushed (journalBufferedWritesThreshold)",
             512, 256 * MiB),

@@ -57,7 +57,7 @@ class BufferedLogChannel:
         # each sync (None: all stay, as in Apache BookKeeper's DefaultEntryLogger). Recent
         # entries stay cached for readers catching up; older ones are read from the disk,
         # and their pages serve the next checkpoint's writes (on this VM a page never touched
-        # before costs ~10x more to fill: 15-20% more adds/s at 1 KiB, README.md "Settings").
+        # before costs ~10x more to fill: 15-20% more adds/s at 1 KiB, docs/operations.md §2.1).
         self.cache_keep_bytes = cache_keep_bytes
         self.dropped_end = 0  # the page cache holds nothing of the file below this
 
