@@ -1,5 +1,5 @@
 """`bookie cluster up|status|down` and the metadata views, end to end as a developer runs
-them (the README's "Cluster" section): a real ZooKeeper and three bookie daemons."""
+them (docs/walkthrough.md): a real ZooKeeper and three bookie daemons."""
 
 from __future__ import annotations
 
