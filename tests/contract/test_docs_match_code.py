@@ -6,8 +6,8 @@ The endpoint table comes from ``api/openapi.py``'s spec, the settings table from
 functions this test calls). A setting or endpoint added without its row, a row left for one
 removed, or a row whose text no longer matches fails here, naming the rows; the fix is
 ``python scripts/gen_docs.py``. The doc's error table is checked against the error classes.
-Every ``docs/X.md §N`` a file cites names a section X has, and every link between docs
-resolves to a file and a heading.
+Every ``docs/X.md §N`` a file cites names a section X has, and every link between docs, or
+from README.md into them, resolves to a file and a heading.
 """
 
 from __future__ import annotations
@@ -167,10 +167,11 @@ def test_every_cited_docs_section_exists():
 
 
 def test_every_link_into_the_docs_resolves():
-    """Markdown links between docs (``[§5.7](#57-...)``, ``[x](admin-api.md#...)``) name a
-    file that exists and, with an anchor, a heading it has."""
+    """Markdown links between docs (``[§5.7](#57-...)``, ``[x](admin-api.md#...)``), and
+    from README.md into them (``[x](docs/x.md)``), name a file that exists and, with an
+    anchor, a heading it has."""
     broken = []
-    for path in sorted(DOCS.glob("*.md")):
+    for path in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
         for n, line in enumerate(path.read_text().splitlines(), 1):
             for target in re.findall(r"\]\(([^)\s]+)\)", line):
                 if "://" in target:
