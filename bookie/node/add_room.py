@@ -20,9 +20,11 @@ Invariants:
          failing both, every ``ROOM_RECHECK_S`` while anyone waits. Each waiter's own
          deadline (``bookie_add_wait_ms``) ends its wait with a refusal, counted and logged
          as every refusal is.
-    AR3. Asking for room changes nothing but this: a write cache whose active half is past
-         its share starts a checkpoint, which is what frees it. An add that was told "room"
-         is admitted in the same loop turn, so nothing else takes that room in between.
+    AR3. Asking for room changes nothing but this: a write cache whose active half would
+         pass its share starts a checkpoint, which is what frees it. The answer is monotone
+         in the bytes asked for and kept by admitting part of them (room for a + b is room
+         for b once a is in), and an add told "room" is admitted in the same loop turn, so
+         nothing else takes that room in between.
 """
 
 from __future__ import annotations
@@ -51,10 +53,13 @@ class AddRoom:
         """Why ``size`` bytes of adds find no room now, or None when they fit (AR3)."""
         if self.journal_queued_bytes + size > self.config.journal_queue_max_bytes:
             return "journal queue is full"
-        cache = self.storage.cache
-        if cache.active_bytes > self.config.write_cache_max_bytes // 2:
+        cache, cache_max = self.storage.cache, self.config.write_cache_max_bytes
+        # AR3: monotone in ``size`` and kept by admitting part of it, so a slice told "room"
+        # for all its adds keeps room for each one: the active half past its share with
+        # them (a checkpoint is due) and both halves past the budget with them.
+        if cache.active_bytes + size > cache_max // 2:
             self.checkpoints.trigger()
-            if cache.total_bytes + size > self.config.write_cache_max_bytes:
+            if cache.total_bytes + size > cache_max:
                 return "write cache is full; a checkpoint is running"
         return None
 
