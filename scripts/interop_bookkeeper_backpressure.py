@@ -65,12 +65,17 @@ def ensembles(run: Interop, uri: str) -> dict[int, int]:
             for ledger_id, metadata in run.ledgers(uri).items()}
 
 
-def refused_adds(bookie: dict) -> int:
+def add_counts(bookie: dict) -> tuple[int, int]:
+    """(adds refused, adds that waited: 0 on code without issue 57's waits) by our bookie's
+    metrics."""
     with urllib.request.urlopen(f"http://{bookie['id']}/metrics", timeout=10) as reply:
-        text = reply.read().decode()
-    return int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                   if line.startswith("bookie_bk_requests_refused_total{")
-                   and 'op="ADD_ENTRY"' in line))
+        lines = reply.read().decode().splitlines()
+    refused = sum(float(line.rsplit(" ", 1)[1]) for line in lines
+                  if line.startswith("bookie_bk_requests_refused_total{")
+                  and 'op="ADD_ENTRY"' in line)
+    waited = sum(float(line.rsplit(" ", 1)[1]) for line in lines
+                 if line.startswith("bookie_bk_adds_waited_total "))
+    return int(refused), int(waited)
 
 
 def side(run: Interop, name: str, args) -> dict:
@@ -93,19 +98,22 @@ def side(run: Interop, name: str, args) -> dict:
     if first:
         say(f"  {name}: the client's first warning: {first.group(0)[:300]}")
     counts = ensembles(run, uri)
-    refusals = sum(refused_adds(b) for b in bookies) if name == "ours" else None
+    counts_of = [add_counts(b) for b in bookies] if name == "ours" else None
+    refusals = sum(c[0] for c in counts_of) if counts_of else None
+    waited = sum(c[1] for c in counts_of) if counts_of else None
     errors = len(re.findall(r"(?i)ensemble change|Write error|Failed to write", output))
     for bookie in bookies:
         run.stop_bookie(bookie)
     run.zk.stop()
     run.zk = None
     return {"side": name, "acked": acked, "ensembles": counts, "refused": refusals,
-            "client_errors": errors}
+            "waited": waited, "client_errors": errors}
 
 
 def report(result: dict, seconds: int) -> None:
     changes = sum(n - 1 for n in result["ensembles"].values())
-    refused = "" if result["refused"] is None else f", our bookies refused {result['refused']}"
+    refused = "" if result["refused"] is None else \
+        f", our bookies refused {result['refused']} adds and held {result['waited']} a while"
     say(f"  {result['side']}: {result['acked']} adds acknowledged "
         f"({result['acked'] / seconds:,.0f}/s), {len(result['ensembles'])} ledgers, "
         f"{changes} ensemble changes{refused}, client log lines about failed writes or "
