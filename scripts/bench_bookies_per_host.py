@@ -92,15 +92,19 @@ def client(ports: list[int], seconds: float, outstanding: int, ledgers: int,
     next_entry, sent_at, latencies = [0] * ledgers, {}, []
     buffers = {sock: b"" for sock in socks}
     pending = {sock: bytearray() for sock in socks}
+    dead: set = set()  # connections the bookie closed
     started = time.monotonic()
     deadline, measured_from, sent = started + seconds, started + WARMUP_S, 0
     cpu_from = None
     while (now := time.monotonic()) < deadline:
         if cpu_from is None and now >= measured_from:
             cpu_from = cpu_times()
-        while len(sent_at) < outstanding:
+        while len(sent_at) < outstanding and len(dead) < len(socks):
             ledger = sent % ledgers
             sock = socks[ledger % len(socks)]
+            if sock in dead:
+                sent += 1  # its ledgers are written no more
+                continue
             if len(pending[sock]) >= SEND_AHEAD:
                 break
             entry_id = next_entry[ledger]
@@ -110,19 +114,31 @@ def client(ports: list[int], seconds: float, outstanding: int, ledgers: int,
             next_entry[ledger] += 1
             sent_at[(ledger + 1, entry_id)] = time.monotonic()
             sent += 1
-        writable = [sock for sock in socks if pending[sock]]
-        readable, writable, _ = select.select(socks, writable, [], 0.001)
+        live = [sock for sock in socks if sock not in dead]
+        if not live:
+            break
+        writable = [sock for sock in live if pending[sock]]
+        readable, writable, _ = select.select(live, writable, [], 0.001)
         for sock in writable:
             try:
                 taken = sock.send(pending[sock])
             except BlockingIOError:
                 continue
+            except OSError:  # the bookie closed it: its adds in flight are lost
+                dead.add(sock)
+                continue
             del pending[sock][:taken]
         for sock in readable:
             try:
-                buffer = buffers[sock] + sock.recv(1 << 20)
+                received = sock.recv(1 << 20)
             except BlockingIOError:
                 continue
+            except OSError:
+                received = b""
+            if not received:
+                dead.add(sock)
+                continue
+            buffer = buffers[sock] + received
             at, now = 0, time.monotonic()
             while len(buffer) - at >= 4 + v2.RESPONSE_HEADERS_SIZE:
                 _, rc, ledger_id, entry_id = _RESPONSE.unpack_from(buffer, at + 4)
@@ -134,6 +150,10 @@ def client(ports: list[int], seconds: float, outstanding: int, ledgers: int,
                     latencies.append(now - sent_time)
             buffers[sock] = buffer[at:]
     cpu_to = cpu_times()
+    refused += sum(1 for ledger_id, _ in sent_at
+                   if socks[(ledger_id - 1) % len(socks)] in dead)  # lost with a connection
+    if dead:
+        print(f"{len(dead)} of {len(socks)} connections closed by the bookie", file=sys.stderr)
     latencies.sort()
     p50, p99 = ((latencies[int(len(latencies) * q)] * 1000 if latencies else float("nan"))
                 for q in (0.5, 0.99))
