@@ -130,6 +130,29 @@ def decode_request(packet: bytes) -> Request:
     raise ProtocolError(f"unknown v2 opcode {opcode} (version {version}, flags {flags:#x})")
 
 
+#: PV1: the header words' top halves (version << 8 | opcode) of the adds ``plain_add``
+#: reads, and the least packet one can be (header, master key, the entry's ids).
+_PLAIN_ADD_WORDS = frozenset({(1 << 8) | ADDENTRY, (2 << 8) | ADDENTRY})
+_PLAIN_ADD_MIN = 4 + MASTER_KEY_LENGTH + _IDS.size
+
+
+def plain_add(data: bytes, at: int, length: int) -> tuple | None:
+    """PV1: the v2 ADDENTRY of version 1 or 2 (every add Pulsar and BookKeeper's client
+    send) in ``data[at:at + length]`` as the listener's arrived add (bk_adds.AddPath: ledger
+    id, entry id, entry, master key, recovery, deferred sync False, the version to answer
+    in), read in place: exactly what ``decode_request`` then ``_v2_add`` make of it, without
+    a view or a Request; None for any other packet (``decode_request`` decides it). A
+    property test holds the two to each other."""
+    if length < _PLAIN_ADD_MIN:
+        return None
+    word = _U32.unpack_from(data, at)[0]
+    if word >> 16 not in _PLAIN_ADD_WORDS:
+        return None
+    ledger_id, entry_id = _IDS.unpack_from(data, at + 24)
+    return (ledger_id, entry_id, data[at + 24:at + length], data[at + 4:at + 24],
+            bool(word & FLAG_RECOVERY_ADD), False, word >> 24)
+
+
 def _need(rest, size: int, what: str) -> None:
     if len(rest) < size:
         raise ProtocolError(f"{what} of {len(rest)} bytes: its fields need {size}")

@@ -46,6 +46,7 @@ from api.server.bk_tls import SESSION_V3, ListenerTls, TlsSession, auth_v2
 log = logging.getLogger("bookie.bkproto")
 
 _I32 = struct.Struct(">i")
+plain_v2_add = v2.plain_add
 #: Room for a request's own fields around the largest entry (master key, ids, protobuf).
 FRAME_OVERHEAD = 4096
 #: BL1's "read ahead of decoding": requests read but not yet decoded, past which the
@@ -197,6 +198,12 @@ class BkConnection(AddPath, ReadPath, RequestPath, FramePath, TlsSession, asynci
                 return
             if size - at - 4 < length:
                 break
+            if not self.v3 and not self.gated:
+                add = plain_v2_add(data, at + 4, length)  # v2.py PV1: no view, no Request
+                if add is not None:
+                    self.arrived.append(add)
+                    at += 4 + length
+                    continue
             packet = view[at + 4:at + 4 + length]  # a view: each decoder copies what it keeps
             at += 4 + length
             if not self._dispatch(packet):

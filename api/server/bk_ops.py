@@ -182,12 +182,16 @@ class BkOperations:
         added one by one (a read first, an id twice); raises when the run is refused as a
         whole, having stored nothing, so that each add can then get its own answer."""
         _check_key(master_key)
-        entries = []
-        for entry_id, data in adds:
-            data = bytes(data)
-            if len(data) < _IDS.size or _IDS.unpack_from(data, 0) != (ledger_id, entry_id):
-                return NOT_NOW  # answered one by one, this one with its own EBADREQ
-            entries.append((entry_id, data))
+        # Every decoder gives bytes (api/bkproto: v2.plain_add, v3_add, protobuf), so the
+        # entries are the pairs as they came; ids checked in one comprehension.
+        entries, ids_of = adds, _IDS.unpack_from
+        try:
+            same = [ids_of(data, 0) for _, data in entries] == \
+                [(ledger_id, entry_id) for entry_id, _ in entries]
+        except struct.error:  # shorter than its ids
+            same = False
+        if not same:
+            return NOT_NOW  # answered one by one, each with its own EBADREQ
         dtype = self.digests.for_add(ledger_id, entries[0][1])
         return self.bookie.try_add_run_now(ledger_id, entries, bytes(master_key), dtype,
                                            deferred_sync)

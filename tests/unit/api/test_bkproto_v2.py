@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from api.bkproto import v2
 from bookie.entry import frame_entry
+from tests.support.mutate import mutated
 
 KEY = bytes(range(20))
 HELLO = frame_entry(1, 0, -1, 5, b"hello")  # docs/formats.md §6.5, 41 bytes
@@ -110,3 +111,58 @@ def test_any_bytes_decode_to_a_request_or_a_protocol_error(packet):
     except v2.ProtocolError:
         return
     assert request.opcode in v2.OPCODES
+
+
+def _as_arrived(packet: bytes):
+    """What decode_request then the listener's _v2_add make of a packet (bk_adds.AddPath),
+    or None when it is not an add decode_request takes."""
+    try:
+        request = v2.decode_request(packet)
+    except v2.ProtocolError:
+        return None
+    if request.opcode != v2.ADDENTRY:
+        return None
+    return (request.ledger_id, request.entry_id, request.body, request.master_key,
+            request.recovery, False, request.version)
+
+
+def _add_packet(version, flags, ledger_id, entry_id, payload) -> bytes:
+    frame = v2.encode_add(ledger_id, entry_id, KEY, frame_entry(ledger_id, entry_id, -1, 0,
+                                                                payload), flags, version)
+    return frame[4:]
+
+
+@settings(max_examples=300)
+@given(st.integers(0, 3), st.sampled_from([0, v2.FLAG_RECOVERY_ADD, v2.FLAG_HIGH_PRIORITY,
+                                           v2.FLAG_DO_FENCING | v2.FLAG_RECOVERY_ADD]),
+       st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1), st.binary(max_size=64),
+       st.binary(max_size=8), st.data())
+def test_plain_add_is_decode_request_then_the_listeners_add(version, flags, ledger_id,
+                                                             entry_id, payload, before, data):
+    """PV1: where plain_add reads an add it is exactly the slow path's arrived add, read in
+    place at any offset of a larger buffer; where it steps aside (None) only the slow path
+    decides. Mutated packets too: a flipped header, a cut key."""
+    packet = _add_packet(version, flags, ledger_id, entry_id, payload)
+    for candidate in (packet, mutated(packet, data)):
+        buffer = before + candidate + b"tail"
+        fast = v2.plain_add(buffer, len(before), len(candidate))
+        slow = _as_arrived(candidate)
+        if fast is not None:
+            assert fast == slow and type(fast[2]) is bytes and type(fast[3]) is bytes
+        elif candidate == packet and version in (1, 2):
+            raise AssertionError("a plain v1/v2 add must take the fast path")
+
+
+@given(st.sampled_from([0, 1, 2, 3]), st.sampled_from([None, "Fenced", "TooManyRequests",
+                                                       "NoLedger"]),
+       st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1))
+def test_the_listeners_v2_add_answer_is_encode_response(version, error, ledger_id, entry_id):
+    """bk_adds.AddPath._reply's one-pack v2 answer is v2.encode_response's bytes."""
+    from api.bkproto.status import v2_code
+    from api.server.bk_adds import AddPath
+    from bookie import errors
+
+    failure = None if error is None else getattr(errors, error)("x")
+    add = (ledger_id, entry_id, b"", KEY, False, False, version)
+    assert AddPath._reply(add, failure) == v2.encode_response(
+        version, v2.ADDENTRY, v2_code(failure), ledger_id, entry_id)
