@@ -55,6 +55,8 @@ class LedgerUsage:
         # Entries past the indexed last are new without a lookup: the common case, an
         # append, costs one floor lookup per ledger, not one per entry.
         last = self.locations.last_entry_id(ledger_id)
+        if last is None or not entries or min(entries) > last:  # an append (C loops)
+            return len(entries), sum(entries.values())
         count = size = 0
         for entry_id, length in entries.items():
             if last is None or entry_id > last or self.locations.get(ledger_id, entry_id) is None:

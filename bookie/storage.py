@@ -22,6 +22,7 @@ replay thread); ``get_entry`` on the loop (cache) or a read executor thread; ``f
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import os
 import threading
@@ -172,16 +173,13 @@ class LedgerStorage:
         sizes: dict[int, dict[int, int]] = {}
         total = 0
         add_run = self.entry_logger.add_run
-        for ledger_id, run in self.cache.flushing_runs():
+        for ledger_id, ids, datas in self.cache.flushing_chunks():  # C loops, not a step each
             if ledger_id in deletes or self.ledgers.is_deleted(ledger_id):
                 continue
-            datas = [data for _, data in run]
             locations = add_run(ledger_id, datas)
-            batch.extend((ledger_id, entry_id, location)
-                         for (entry_id, _), location in zip(run, locations))
-            lengths = [len(data) for data in datas]
-            sizes.setdefault(ledger_id, {}).update(
-                zip((entry_id for entry_id, _ in run), lengths))  # a ledger: several runs
+            batch.extend(zip(itertools.repeat(ledger_id), ids, locations))
+            lengths = list(map(len, datas))
+            sizes.setdefault(ledger_id, {}).update(zip(ids, lengths))  # a ledger: several runs
             total += sum(lengths)
         return batch, total, sizes
 

@@ -13,6 +13,8 @@ Invariants (with E1..E4 of entrylog/format.py):
 
 from __future__ import annotations
 
+import itertools
+import operator
 import os
 from typing import TYPE_CHECKING
 
@@ -22,6 +24,8 @@ from entrylog.format import (
     HEADER_PATCH_OFFSET, HEADER_SIZE, MAX_POS, MIN_ENTRY_SIZE, SIZE, compacting_file_name,
     encode_header, encode_header_patch, encode_ledgers_map, log_file_name, make_location,
 )
+
+_ADD, _OR = operator.add, operator.or_
 
 if TYPE_CHECKING:
     from bookie.disk import Disk, DiskFile
@@ -113,20 +117,20 @@ class BufferedLogChannel:
         """Buffer several entries of one ledger (each as ``add_entry`` would, E3): one
         buffer extend; their locations. The caller makes sure they fit (would_exceed)."""
         self._check_usable()
-        locations = []
-        position, base, prefix = self.position, self.log_id << 32, SIZE.pack
-        parts = []
-        for entry in entries:
-            size = len(entry)
-            assert size >= MIN_ENTRY_SIZE, size  # E3
-            position += SIZE.size
-            locations.append(base | position)
-            parts.append(prefix(size))
-            parts.append(entry)
-            position += size
+        # C loops (map, accumulate), not a Python step an entry: this runs for every entry
+        # of every checkpoint. Each record is the size word then the entry (E3).
+        sizes = list(map(len, entries))
+        assert min(sizes) >= MIN_ENTRY_SIZE, min(sizes)  # E3
+        ends = list(itertools.accumulate(map(_ADD, sizes, itertools.repeat(SIZE.size)),
+                                         initial=self.position))
+        locations = list(map(_OR, itertools.repeat(self.log_id << 32),
+                             map(_ADD, ends, itertools.repeat(SIZE.size))))
+        del locations[-1]  # ends[-1] is where the next record starts
+        position = ends[-1]
         assert IDS.unpack_from(entries[0], 0)[0] == ledger_id, "entry of another ledger"
         assert position - SIZE.size - len(entries[-1]) <= MAX_POS, position  # E4
-        self._buffer += b"".join(parts)
+        self._buffer += b"".join(itertools.chain.from_iterable(
+            zip(map(SIZE.pack, sizes), entries)))
         self.ledger_totals[ledger_id] = self.ledger_totals.get(ledger_id, 0) + \
             position - self.position
         self.position = position

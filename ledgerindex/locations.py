@@ -68,20 +68,24 @@ class EntryLocationIndex:
         leaves the old log in place until its index moves are all durable). Returns the
         count written."""
         items = list(items)
-        for ledger_id, entry_id, location in items:  # LO2: all checked first
-            if not (0 <= ledger_id <= keys.LEDGER_ID_MAX and 0 <= entry_id <= keys.ENTRY_ID_MAX
-                    and location > 0):
+        if not items:
+            return 0
+        ledgers, entries, locations = zip(*items)  # columns: the checks and keys are C loops
+        if not (min(ledgers) >= 0 and max(ledgers) <= keys.LEDGER_ID_MAX and min(entries) >= 0
+                and max(entries) <= keys.ENTRY_ID_MAX and min(locations) > 0):
+            for ledger_id, entry_id, location in items:  # LO2: all checked first; name it
                 _check_ids(ledger_id, entry_id)
-                raise ValueError(
-                    f"location {location} of entry {ledger_id}/{entry_id} is not positive")
-        key, value = keys.encode_location_key, keys.encode_location_value
+                if location <= 0:
+                    raise ValueError(
+                        f"location {location} of entry {ledger_id}/{entry_id} is not positive")
+        key, value = keys.LOCATION_KEY.pack, keys.LOCATION_VALUE.pack  # K1
         written = 0
         for start in range(0, len(items), WRITE_CHUNK):
-            chunk = items[start:start + WRITE_CHUNK]
-            last = start + WRITE_CHUNK >= len(items)
-            written += self.kv.write_batch([(key(ledger_id, entry_id), value(location))
-                                            for ledger_id, entry_id, location in chunk],
-                                           sync=sync and last)
+            end = start + WRITE_CHUNK
+            written += self.kv.write_batch(
+                list(zip(map(key, ledgers[start:end], entries[start:end]),
+                         map(value, locations[start:end]))),
+                sync=sync and end >= len(items))
         return written
 
     def item_windows(self, size: int) -> Iterator[tuple]:
