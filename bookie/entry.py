@@ -26,6 +26,8 @@ from __future__ import annotations
 import enum
 import hashlib
 import hmac
+import itertools
+import operator
 import struct
 import zlib
 
@@ -224,6 +226,11 @@ _CRC_DIGESTS = {DigestType.CRC32C: (_crc32c.crc32c, _I32.unpack_from, 4),
                 DigestType.CRC32: (zlib.crc32, _I64.unpack_from, 8)}
 
 
+_HEAD = operator.itemgetter(slice(0, METADATA_LENGTH))
+_TAILS = {width: operator.itemgetter(slice(METADATA_LENGTH + width, None)) for width in (4, 8)}
+_FIRST = operator.itemgetter(0)
+
+
 def first_bad_digest(entries, digest_type: DigestType, key: bytes | None = None) -> int:
     """The index of the first entry whose digest does not match its bytes, -1 if none: a
     batch's digests in one tight loop (the batch add). Shapes must have been checked."""
@@ -231,14 +238,17 @@ def first_bad_digest(entries, digest_type: DigestType, key: bytes | None = None)
     if crc_digest is not None:
         # entry_digest_ok's CRC check, inlined with local names: this loop runs once per
         # entry of every add.
+        # entry_digest_ok's CRC check over every entry in C loops (map over views: no
+        # copy, no Python step an entry); the index is looked for only when one differs.
         crc, stored_of, width = crc_digest
-        end = METADATA_LENGTH + width
-        for index, entry in enumerate(entries):
-            view = memoryview(entry)
-            if crc(view[end:], crc(view[:METADATA_LENGTH])) != \
-                    stored_of(entry, METADATA_LENGTH)[0]:
-                return index
-        return -1
+        views = list(map(memoryview, entries))
+        heads = map(crc, map(_HEAD, views))
+        computed = list(map(crc, map(_TAILS[width], views), heads))
+        stored = list(map(_FIRST, map(stored_of, entries, itertools.repeat(METADATA_LENGTH))))
+        if computed == stored:
+            return -1
+        return next(index for index, (mine, theirs) in enumerate(zip(computed, stored))
+                    if mine != theirs)
     for index, entry in enumerate(entries):
         if not entry_digest_ok(entry, digest_type, key):
             return index

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import itertools
 import struct
 
 MAGIC = b"BKLG"
@@ -143,12 +144,12 @@ def encode_add(entry: bytes) -> bytes:
 
 def encode_adds(entries) -> bytes:
     """``encode_add`` of each (entryId, entry) pair, joined: each entry copied once."""
-    parts = []
-    for _, entry in entries:
-        assert len(entry) >= MIN_DATA_RECORD_LEN, len(entry)
-        parts.append(LEN.pack(len(entry)))
-        parts.append(entry)
-    return b"".join(parts)
+    datas = [entry for _, entry in entries]
+    if not datas:
+        return b""
+    sizes = list(map(len, datas))
+    assert min(sizes) >= MIN_DATA_RECORD_LEN, min(sizes)
+    return b"".join(itertools.chain.from_iterable(zip(map(LEN.pack, sizes), datas)))
 
 
 def _meta_with_body(ledger_id: int, entry_id: int, body: bytes) -> bytes:

@@ -186,7 +186,7 @@ def test_format_module_imports_only_pure_modules():
             imported.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             imported.add(node.module)
-    assert imported <= {"__future__", "struct", "dataclasses", "enum", "zlib", "hmac",
+    assert imported <= {"__future__", "struct", "dataclasses", "enum", "itertools", "zlib", "hmac",
                         "hashlib", "crc32c"}
     assert "open(" not in inspect.getsource(jf)
 
