@@ -76,58 +76,90 @@ def client(ports: list[int], seconds: float, outstanding: int, ledgers: int,
 
     It never blocks on a send: a bookie that stops reading (back-pressure, issue 57) must
     not stop this client reading its answers, as a Netty client does not. Frames are built
-    only while a connection has less than SEND_AHEAD bytes not yet taken by its socket."""
-    from api.bkproto import v2
-    from bookie.entry import DigestType, frame_entry, master_key
-
-    socks = []
-    for port in ports:
-        for _ in range(connections):
-            sock = socket.create_connection(("127.0.0.1", port))
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.setblocking(False)
-            socks.append(sock)
-    body, key, refused = b"x" * entry_size, master_key(b"bench"), 0
-    header = _U32.pack(v2.pack_header(v2.CURRENT_PROTOCOL_VERSION, v2.ADDENTRY))
-    next_entry, sent_at, latencies = [0] * ledgers, {}, []
-    buffers = {sock: b"" for sock in socks}
-    pending = {sock: bytearray() for sock in socks}
-    dead: set = set()  # connections the bookie closed
+    only while a connection has less than SEND_AHEAD bytes not yet taken by its socket. A
+    connection the bookie closes is dropped, its adds in flight counted as not EOK."""
+    raw = _RawAdds(ports, connections, ledgers, entry_size)
     started = time.monotonic()
-    deadline, measured_from, sent = started + seconds, started + WARMUP_S, 0
+    deadline, raw.measured_from = started + seconds, started + WARMUP_S
     cpu_from = None
-    while (now := time.monotonic()) < deadline:
-        if cpu_from is None and now >= measured_from:
+    while (now := time.monotonic()) < deadline and len(raw.dead) < len(raw.socks):
+        if cpu_from is None and now >= raw.measured_from:
             cpu_from = cpu_times()
-        while len(sent_at) < outstanding and len(dead) < len(socks):
-            ledger = sent % ledgers
-            sock = socks[ledger % len(socks)]
-            if sock in dead:
-                sent += 1  # its ledgers are written no more
+        raw.fill(outstanding)
+        raw.pump()
+    cpu_to = cpu_times()
+    refused = raw.refused + raw.lost()
+    latencies = sorted(raw.latencies)
+    p50, p99 = ((latencies[int(len(latencies) * q)] * 1000 if latencies else float("nan"))
+                for q in (0.5, 0.99))
+    mine = ",".join(map(str, sorted(os.sched_getaffinity(0))))
+    print(len(latencies), time.monotonic() - raw.measured_from, p50, p99, refused,
+          busy(cpu_from or cpu_to, cpu_to, mine), busy(cpu_from or cpu_to, cpu_to, bookie_cores),
+          flush=True)
+
+
+class _RawAdds:
+    """The raw client's connections, adds in flight and answers (``client``)."""
+
+    def __init__(self, ports: list[int], connections: int, ledgers: int,
+                 entry_size: int) -> None:
+        from api.bkproto import v2
+        from bookie.entry import DigestType, frame_entry, master_key
+
+        self.socks = []
+        for port in ports:
+            for _ in range(connections):
+                sock = socket.create_connection(("127.0.0.1", port))
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setblocking(False)
+                self.socks.append(sock)
+        self.body, self.key = b"x" * entry_size, master_key(b"bench")
+        self.header = _U32.pack(v2.pack_header(v2.CURRENT_PROTOCOL_VERSION, v2.ADDENTRY))
+        self.frame_entry, self.crc32c = frame_entry, DigestType.CRC32C
+        self.answer_min = 4 + v2.RESPONSE_HEADERS_SIZE
+        self.ledgers, self.next_entry = ledgers, [0] * ledgers
+        self.sent_at: dict = {}
+        self.latencies: list[float] = []
+        self.buffers = {sock: b"" for sock in self.socks}
+        self.pending = {sock: bytearray() for sock in self.socks}
+        self.dead: set = set()  # connections the bookie closed
+        self.sent = self.refused = 0
+        self.measured_from = 0.0
+
+    def fill(self, outstanding: int) -> None:
+        """Build frames up to ``outstanding`` adds in flight, SEND_AHEAD a connection."""
+        while len(self.sent_at) < outstanding and len(self.dead) < len(self.socks):
+            ledger = self.sent % self.ledgers
+            sock = self.socks[ledger % len(self.socks)]
+            if sock in self.dead:
+                self.sent += 1  # its ledgers are written no more
                 continue
-            if len(pending[sock]) >= SEND_AHEAD:
-                break
-            entry_id = next_entry[ledger]
-            entry = frame_entry(ledger + 1, entry_id, entry_id - 1, 0, body, DigestType.CRC32C)
-            pending[sock] += _I32.pack(len(header) + len(key) + len(entry)) + header + key
-            pending[sock] += entry
-            next_entry[ledger] += 1
-            sent_at[(ledger + 1, entry_id)] = time.monotonic()
-            sent += 1
-        live = [sock for sock in socks if sock not in dead]
-        if not live:
-            break
-        writable = [sock for sock in live if pending[sock]]
-        readable, writable, _ = select.select(live, writable, [], 0.001)
+            if len(self.pending[sock]) >= SEND_AHEAD:
+                return
+            entry_id = self.next_entry[ledger]
+            entry = self.frame_entry(ledger + 1, entry_id, entry_id - 1, 0, self.body,
+                                     self.crc32c)
+            self.pending[sock] += _I32.pack(len(self.header) + len(self.key) + len(entry)) \
+                + self.header + self.key
+            self.pending[sock] += entry
+            self.next_entry[ledger] += 1
+            self.sent_at[(ledger + 1, entry_id)] = time.monotonic()
+            self.sent += 1
+
+    def pump(self) -> None:
+        """Send what the sockets take, read the answers that came (1 ms at most)."""
+        live = [sock for sock in self.socks if sock not in self.dead]
+        readable, writable, _ = select.select(
+            live, [sock for sock in live if self.pending[sock]], [], 0.001)
         for sock in writable:
             try:
-                taken = sock.send(pending[sock])
+                taken = sock.send(self.pending[sock])
             except BlockingIOError:
                 continue
             except OSError:  # the bookie closed it: its adds in flight are lost
-                dead.add(sock)
+                self.dead.add(sock)
                 continue
-            del pending[sock][:taken]
+            del self.pending[sock][:taken]
         for sock in readable:
             try:
                 received = sock.recv(1 << 20)
@@ -136,30 +168,29 @@ def client(ports: list[int], seconds: float, outstanding: int, ledgers: int,
             except OSError:
                 received = b""
             if not received:
-                dead.add(sock)
+                self.dead.add(sock)
                 continue
-            buffer = buffers[sock] + received
-            at, now = 0, time.monotonic()
-            while len(buffer) - at >= 4 + v2.RESPONSE_HEADERS_SIZE:
-                _, rc, ledger_id, entry_id = _RESPONSE.unpack_from(buffer, at + 4)
-                at += 4 + _I32.unpack_from(buffer, at)[0]
-                sent_time = sent_at.pop((ledger_id, entry_id))
-                if rc != 0:
-                    refused += 1
-                elif sent_time >= measured_from:
-                    latencies.append(now - sent_time)
-            buffers[sock] = buffer[at:]
-    cpu_to = cpu_times()
-    refused += sum(1 for ledger_id, _ in sent_at
-                   if socks[(ledger_id - 1) % len(socks)] in dead)  # lost with a connection
-    if dead:
-        print(f"{len(dead)} of {len(socks)} connections closed by the bookie", file=sys.stderr)
-    latencies.sort()
-    p50, p99 = ((latencies[int(len(latencies) * q)] * 1000 if latencies else float("nan"))
-                for q in (0.5, 0.99))
-    mine = ",".join(map(str, sorted(os.sched_getaffinity(0))))
-    print(len(latencies), time.monotonic() - measured_from, p50, p99, refused,
-          busy(cpu_from, cpu_to, mine), busy(cpu_from, cpu_to, bookie_cores), flush=True)
+            self._answers(sock, self.buffers[sock] + received)
+
+    def _answers(self, sock, buffer: bytes) -> None:
+        at, now = 0, time.monotonic()
+        while len(buffer) - at >= self.answer_min:
+            _, rc, ledger_id, entry_id = _RESPONSE.unpack_from(buffer, at + 4)
+            at += 4 + _I32.unpack_from(buffer, at)[0]
+            sent_time = self.sent_at.pop((ledger_id, entry_id))
+            if rc != 0:
+                self.refused += 1
+            elif sent_time >= self.measured_from:
+                self.latencies.append(now - sent_time)
+        self.buffers[sock] = buffer[at:]
+
+    def lost(self) -> int:
+        """Adds in flight on connections the bookie closed (said on stderr)."""
+        if self.dead:
+            print(f"{len(self.dead)} of {len(self.socks)} connections closed by the bookie",
+                  file=sys.stderr)
+        return sum(1 for ledger_id, _ in self.sent_at
+                   if self.socks[(ledger_id - 1) % len(self.socks)] in self.dead)
 
 
 def _start(count: int, base: str, cores: str) -> list[tuple[subprocess.Popen, int]]:

@@ -189,7 +189,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--as-shipped", action="store_true",
                         help="both bookies at their default pending-add bounds (ours "
                         "bookie_max_pending_adds, BookKeeper's maxPendingAddRequestsPerThread, "
-                        "10,000 each), not raised to 100,000 (the raw client counts refusals in every run)")
+                        "10,000 each), not raised to 100,000 (the raw client counts "
+                        "refusals in every run)")
     parser.add_argument("--floor", action="store_true",
                         help="measure the disk's sync rate too (scripts/disk_floor.py)")
     parser.add_argument("--tls", action="store_true",
