@@ -132,7 +132,7 @@ class AddWait:
         self._flow()
 
     def _held_late(self) -> None:
-        """AW2: the oldest held add waited ``bookie_add_wait_ms``: refuse every held add."""
+        """AW2: no held add went for ``bookie_add_wait_ms``: refuse every held add."""
         self.held_timer = None
         if not self.held:
             return
