@@ -136,6 +136,24 @@ def detect_version(first8: bytes) -> int | None:
     return version
 
 
+def foreign_reason(first: bytes, file_size: int) -> str | None:
+    """Why a file without the magic is not a V1 journal either; None if it could be one.
+
+    V1 has no header (detect_version calls any other bytes V1, as BookKeeper does), so a
+    text file or an entry log would be "an unsupported V1 journal". A real V1 file starts
+    with a data record: i32 len >= MIN_DATA_RECORD_LEN that fits the file, then a ledger id
+    >= 0. Anything else is named as not a journal at all (docs/formats.md §3.2).
+    """
+    if first[:4] == MAGIC or len(first) < 12:
+        return None
+    length = LEN.unpack_from(first, 0)[0]
+    ledger_id = int.from_bytes(first[4:12], "big", signed=True)
+    if MIN_DATA_RECORD_LEN <= length <= file_size - LEN.size and ledger_id >= 0:
+        return None
+    return (f"no {MAGIC.decode()} header, and as a header-less V1 journal its first record "
+            f"would be {length} bytes long in a {file_size}-byte file")
+
+
 def encode_add(entry: bytes) -> bytes:
     """A data record: i32 len, then the entry as the client framed it."""
     assert len(entry) >= MIN_DATA_RECORD_LEN, len(entry)

@@ -57,7 +57,7 @@ from journal.format import (
     ALIGNMENT, LEN, MAX_DIGEST_TYPE, META_KINDS, META_PREFIX_LEN, META_RECORD_PREFIX,
     MIN_DATA_RECORD_LEN, MIN_READ_VERSION, MIN_RECORD_LEN, PADDING_MASK,
     PADDING_PREFIX, RECORD_PREFIX, V1, V5, V6, JournalRecord, RecordKind, detect_version,
-    header_size)
+    foreign_reason, header_size)
 
 from journal.damage import V4_CANDIDATE, DamageProbe, record_problem
 
@@ -75,6 +75,14 @@ _TAIL_STEP = 1 << 20
 _DATA = RecordKind.DATA
 _PADDING = RecordKind.PADDING
 _UNKNOWN_META = RecordKind.UNKNOWN_META
+
+
+class NotAJournal(CorruptRecord):
+    """A file with neither the magic nor a plausible V1 first record (format.foreign_reason)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(path, 0, f"not a journal: {reason}")
+        self.message = f"{path}: not a journal: {reason}"
 
 
 class UnsupportedJournalVersion(IOFailure):
@@ -116,7 +124,11 @@ class JournalReader:
         except OSError as exc:
             raise IOFailure(f"{path}: cannot open journal: {exc}") from exc
         try:
-            self.version: int | None = detect_version(self._read(0, 8))
+            first = self._read(0, 12)
+            self.version: int | None = detect_version(first[:8])
+            #: Set when the file is no journal at all (not even V1); scan() raises NotAJournal.
+            self.foreign: str | None = (foreign_reason(first, self._size())
+                                        if self.version == V1 else None)
         except IOFailure:
             self._handle.close()
             raise
@@ -172,6 +184,8 @@ class JournalReader:
             return None
         if not V1 <= version <= V6:
             raise CorruptRecord(self.path, 4, f"journal version {version} is not 1..6")
+        if self.foreign is not None:
+            raise NotAJournal(self.path, self.foreign)
         if version < MIN_READ_VERSION:
             raise UnsupportedJournalVersion(self.path, version)
         first = header_size(version)

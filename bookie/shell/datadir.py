@@ -122,10 +122,20 @@ class DataDir:
         return os.path.join(self.ledger_dir, name)
 
     def open_locations(self) -> EntryLocationIndex:
+        self.require_index(LOCATIONS)
         return EntryLocationIndex.open(self.index_path(LOCATIONS), create=False, read_only=True)
 
     def open_ledgers(self) -> LedgerMetadataIndex:
+        self.require_index(LEDGERS)
         return LedgerMetadataIndex.open(self.index_path(LEDGERS), create=False, read_only=True)
+
+    def require_index(self, name: str) -> None:
+        """A missing data dir or index is named as such, not as RocksDB's "CURRENT is missing"."""
+        self.require()
+        path = self.index_path(name)
+        if not os.path.isdir(path):
+            raise IOFailure(f"no {name} index at {path}: not a bookie's data dir, or its "
+                            f"bookie never started (see --data-dir, --ledger-dir)")
 
     def check_not_in_use(self) -> None:
         """Refuse (IOFailure) if another process holds an index's RocksDB lock.

@@ -37,6 +37,7 @@ def register(commands, common: argparse.ArgumentParser) -> None:
 
 def export_index(args: argparse.Namespace, out: Output) -> int:
     data_dir = DataDir.of(args)
+    data_dir.require_index(LOCATIONS)
     secondary = tempfile.mkdtemp(prefix="bookie-export-index-")
     try:
         kv = KeyValueStore.open(data_dir.index_path(LOCATIONS), lz4=True,

@@ -54,6 +54,11 @@ def read_journal(args: argparse.Namespace, out: Output) -> int:
     data_dir = DataDir.of(args)
     path = data_dir.resolve(args.journal, "journal")
     with JournalReader(data_dir.disk, path) as reader:
+        if reader.foreign is not None:  # said before "version 1", which it is not
+            message = f"{path}: not a journal: {reader.foreign}"
+            out.problem({"file": path, "offset": 0, "reason": message,
+                         "status": "not-a-journal"}, message)
+            return out.exit_code()
         _check_start(reader, args.from_offset)
         out.text(f"journal {path}: {_version_text(reader.version)}, "
                  f"{os.path.getsize(path)} bytes")

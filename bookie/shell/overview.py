@@ -9,7 +9,7 @@ import os
 from bookie.entry import DigestType, entry_digest_ok, piggybacked_lac
 from bookie.errors import IOFailure
 from bookie.scrub_report import TYPE_NAMES
-from bookie.shell.datadir import INDEX_DIRS, DataDir, dir_bytes
+from bookie.shell.datadir import INDEX_DIRS, DataDir, UsageError, dir_bytes
 from bookie.shell.output import Output, human_bytes
 from entrylog.format import HEADER_SIZE, decode_header, split_location
 from entrylog.reader import EntryLogReader
@@ -35,7 +35,11 @@ def register(commands, common: argparse.ArgumentParser) -> None:
         description="Print a ledger's state and every entry the locations index holds for "
         "it, with the entry log and position. Exit 1 if the ledger is unknown or, with "
         "--read, an entry cannot be read back or fails its digest.")
-    ledger.add_argument("ledger_id", type=int, metavar="L", help="ledger id")
+    # --ledger as in `bookie ledger`; the positional form of earlier releases stays.
+    ledger.add_argument("--ledger", dest="ledger_flag", type=int, metavar="ID",
+                        help="the ledger id")
+    ledger.add_argument("ledger_id", type=int, nargs="?", metavar="ID",
+                        help="the ledger id, the same as --ledger (kept for scripts)")
     ledger.add_argument("--read", action="store_true",
                         help="read every entry back: ids, framing and CRC digest")
     ledger.set_defaults(handler=show_ledger)
@@ -119,6 +123,14 @@ def list_ledgers(args: argparse.Namespace, out: Output) -> int:
     return out.exit_code()
 
 
+def _ledger_id(args: argparse.Namespace) -> int:
+    if args.ledger_flag is None and args.ledger_id is None:
+        raise UsageError("name the ledger: --ledger ID")
+    if None not in (args.ledger_flag, args.ledger_id) and args.ledger_flag != args.ledger_id:
+        raise UsageError(f"two ledgers named: --ledger {args.ledger_flag} and {args.ledger_id}")
+    return args.ledger_flag if args.ledger_flag is not None else args.ledger_id
+
+
 def _describe_ledger(ledger_id: int, state) -> tuple[dict, str]:
     lac = None
     if state.explicit_lac is not None and len(state.explicit_lac) >= 16:
@@ -139,6 +151,7 @@ def _describe_ledger(ledger_id: int, state) -> tuple[dict, str]:
 
 
 def show_ledger(args: argparse.Namespace, out: Output) -> int:
+    args.ledger_id = _ledger_id(args)
     data_dir = DataDir.of(args)
     ledgers = data_dir.open_ledgers()
     locations = data_dir.open_locations()

@@ -86,7 +86,7 @@ class _LogFacts:
 
 
 def rebuild_index(args: argparse.Namespace, out: Output) -> int:
-    data_dir = DataDir.of(args)
+    data_dir = DataDir.of(args).require()  # never build an index into a mistyped path
     data_dir.check_not_in_use()
     stamp = time.strftime("%Y%m%d-%H%M%S")
     target = args.out or os.path.join(data_dir.ledger_dir, f"rebuild-{stamp}.tmp")

@@ -13,7 +13,7 @@ from journal import reader as reader_module
 from journal.format import (
     PADDING_MASK, RecordKind, encode_add, encode_explicit_lac, encode_fence, encode_header,
     encode_master_key, padding_record)
-from journal.reader import JournalReader, UnsupportedJournalVersion
+from journal.reader import JournalReader, NotAJournal, UnsupportedJournalVersion
 
 KEY = master_key(b"secret")
 META_RECORD = struct.Struct(">iqqi")
@@ -149,6 +149,17 @@ def test_v1_file_without_magic_is_refused(tmp_path):
     with pytest.raises(UnsupportedJournalVersion) as info:
         scan(path)
     assert info.value.version == 1
+
+
+@pytest.mark.parametrize("content", [b"# A BookKeeper bookie\n" * 40,  # a text file
+                                     b"BKLO" + bytes(1020),  # an entry log
+                                     struct.pack(">iq", 40, -5) + bytes(60)])  # ledger -5
+def test_a_file_that_cannot_be_a_v1_journal_is_named_not_a_journal(tmp_path, content):
+    path = write(tmp_path, content)
+    with pytest.raises(NotAJournal) as info:
+        scan(path)
+    assert isinstance(info.value, CorruptRecord) and info.value.offset == 0
+    assert "not a journal" in str(info.value) and "version 1" not in str(info.value)
 
 
 @pytest.mark.parametrize("version", [0, 7, -1])
