@@ -21,7 +21,13 @@ Invariants:
         which consecutive runs alone never caught.
     RQ4. A group (``ReadGroup``, the listener's plain reads of one begin) is answered once,
         with every read's outcome in the order asked, when its last read lands; a
-        cancelled group is never answered (its reads are still served: they are cheap).
+        cancelled group is never answered.
+    RQ5. A cancelled read leaves the queue by the end of the loop turn it was cancelled
+        in (a cancelled group's reads, a read whose future was cancelled), unread: the
+        listener frees a lost connection's budget at once (PB5), so reads kept queued
+        for it would let a client that sends reads and disconnects, over and over, grow
+        the queue without bound (issue 53). What a lost connection still costs is what
+        jobs already took: at most ``jobs`` x ``batch`` reads.
 """
 
 from __future__ import annotations
@@ -46,13 +52,14 @@ class ReadGroup:
     all of them, not a future and a loop callback each (issue 41: the listener's single
     reads cost more in those than in the read itself)."""
 
-    __slots__ = ("outcomes", "left", "answer", "cancelled")
+    __slots__ = ("outcomes", "left", "answer", "cancelled", "on_cancel")
 
     def __init__(self, size: int, answer: Callable[["ReadGroup"], None]) -> None:
         self.outcomes: list = [None] * size  # bytes, None (not stored) or an exception
         self.left = size
         self.answer = answer
         self.cancelled = False
+        self.on_cancel: Callable[[], None] | None = None  # the queue's RQ5 purge
 
     def landed(self, index: int, outcome) -> bool:
         """Whether this was the group's last read: then ``finish`` is due."""
@@ -68,6 +75,14 @@ class ReadGroup:
 
     def cancel(self) -> None:
         self.cancelled = True
+        if self.on_cancel is not None:
+            self.on_cancel()
+
+
+def _cancelled(sink) -> bool:
+    if sink.__class__ is ReadGroup:
+        return sink.cancelled
+    return sink.cancelled()
 
 
 class ReadQueue:
@@ -87,18 +102,40 @@ class ReadQueue:
         self._queued: list[Read] = []
         self._jobs = 0
         self._start_soon = False  # a _start_queued is scheduled
+        self._purge_soon = False  # a _purge is scheduled (RQ5)
+
+    def __len__(self) -> int:
+        """Reads queued, not yet taken by a job."""
+        return len(self._queued)
 
     def read(self, ledger_id: int, entry_id: int) -> asyncio.Future:
         """A future of the entry's bytes, or None if it is not stored."""
         future = self._loop.create_future()
         self._queued.append((ledger_id, entry_id, future, 0))
+        future.add_done_callback(self._cancelled_future)
         self._wanted()
         return future
 
     def read_group(self, reads: list[Read]) -> None:
         """Queue ``reads``, each (ledger id, entry id, its ReadGroup, its index) (RQ4)."""
+        if reads:
+            reads[0][2].on_cancel = self._purge_later
         self._queued.extend(reads)
         self._wanted()
+
+    def _cancelled_future(self, future: asyncio.Future) -> None:
+        if future.cancelled():
+            self._purge_later()
+
+    def _purge_later(self) -> None:
+        """RQ5, once a loop turn however many cancel in it (a lost connection's groups)."""
+        if not self._purge_soon:
+            self._purge_soon = True
+            self._loop.call_soon(self._purge)
+
+    def _purge(self) -> None:
+        self._purge_soon = False
+        self._queued = [read for read in self._queued if not _cancelled(read[2])]
 
     def _wanted(self) -> None:
         if self._jobs < self._jobs_max and not self._start_soon:

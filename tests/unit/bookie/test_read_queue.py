@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 
 import pytest
 
@@ -117,3 +118,42 @@ async def test_a_group_is_answered_once_with_every_outcome_in_order(storage, exe
     await asyncio.wait_for(done, 60)  # the cancelled group's job has landed by then too
     assert answered == [[written.get((5, 299 - i)) for i in range(300)]]
     assert executor.jobs >= 2
+
+
+async def test_cancelled_reads_leave_the_queue_unread(storage, executor):
+    """RQ5 (issue 53): a lost connection's queued reads leave the queue in the turn they
+    are cancelled, groups and futures alike, so a client that reads and disconnects over
+    and over cannot grow it; the jobs already running finish, and live reads are served."""
+    written = fill(storage, [6], flushes=1, per_flush=200)
+    loop = asyncio.get_running_loop()
+    gate, served = threading.Event(), []
+
+    def gated_entry(ledger_id, entry_id):  # the real storage, behind a gate: reads queue up
+        gate.wait(60)
+        served.append(entry_id)
+        return storage.get_entry(ledger_id, entry_id)
+
+    def gated_listed(ledger_id, entry_ids, max_bytes):
+        return []  # every read of a run goes through gated_entry, one by one
+
+    queue = ReadQueue(loop, executor, gated_entry, gated_listed, 8 << 20, jobs=2, batch=5)
+    answered = loop.create_future()
+    live = ReadGroup(20, lambda group: answered.set_result(list(group.outcomes)))
+    lost = [ReadGroup(50, lambda group: None) for _ in range(3)]
+    queue.read_group([(6, 100 + i, live, i) for i in range(20)])
+    for n, group in enumerate(lost):
+        queue.read_group([(6, n * 50 + i, group, i) for i in range(50)])
+    futures = [queue.read(6, 199 - i) for i in range(30)]
+    await asyncio.sleep(0)  # the turn's end: two jobs of 5 took the first ten live reads
+    assert len(queue) == 10 + 150 + 30
+    for group in lost:
+        group.cancel()
+    for future in futures:
+        future.cancel()
+    await asyncio.sleep(0)  # RQ5: by the end of the turn (callbacks first, then the purge)
+    await asyncio.sleep(0)
+    assert len(queue) == 10
+    gate.set()
+    got = await asyncio.wait_for(answered, 60)
+    assert got == [written[(6, 100 + i)] for i in range(20)]
+    assert sorted(served) == list(range(100, 120))  # nothing of the lost reads was read
