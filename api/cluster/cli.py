@@ -13,7 +13,8 @@ machine, the way a developer tries it.
 its own data dir under ``--dir``, all detached (they outlive the command), waits (bounded,
 with progress lines) until each is ready and registered, and writes ``<dir>/cluster.json``
 (PIDs, ports, the metadata URI), and prints the ``export BOOKIE_METADATA_SERVICE_URI=...``
-line after which no command needs ``--metadata-service-uri``. ``add`` starts one more bookie
+line after which no command needs ``--metadata-service-uri``; a dir's ZooKeeper keeps its port
+across ``down``/``up`` while it is free, so that line stays true. ``add`` starts one more bookie
 in a running local cluster, on the port after the highest, and waits until it is ready.
 With ``--hosts``, ``--racks`` or ``--zones`` each
 bookie gets a place (``topology_location``, ``topology_host``: api/cluster/topology_cli.py),
@@ -157,7 +158,8 @@ def up(args) -> int:
         return 2
     os.makedirs(root, exist_ok=True)
     say(f"starting ZooKeeper in {root}/zookeeper ...")
-    zookeeper = ZooKeeperServer(os.path.join(root, "zookeeper"), detached=True).start()
+    zk_dir = os.path.join(root, "zookeeper")
+    zookeeper = ZooKeeperServer(zk_dir, port=_stable_zk_port(zk_dir), detached=True).start()
     uri = f"zk://127.0.0.1:{zookeeper.port}/ledgers"
     state = {"metadataServiceUri": uri, "zookeeper": {"pid": zookeeper.pid,
                                                       "port": zookeeper.port},
@@ -184,6 +186,19 @@ def up(args) -> int:
                 say(f"export {name}={value}   # TLS: trust the cluster's CA, show a "
                     f"client certificate")
     return 0 if ok else 1
+
+
+def _stable_zk_port(zk_dir: str) -> int:
+    """The port this cluster dir's ZooKeeper had last time (its zoo.cfg stays with the data)
+    when it is free, so that an exported metadata URI stays right across down/up (issue 54);
+    0 (any free port) for a new dir or a port now taken."""
+    try:
+        with open(os.path.join(zk_dir, "zoo.cfg")) as handle:
+            lines = dict(line.strip().split("=", 1) for line in handle if "=" in line)
+        port = int(lines.get("clientPort", "0"))
+    except (OSError, ValueError):
+        return 0
+    return port if 0 < port < 65536 and port_free(port) else 0
 
 
 def add(args) -> int:
