@@ -114,7 +114,7 @@ class ReplicationWorker:
         self._retry: dict[int, tuple[float, float]] = {}  # ledger -> (not before, backoff)
         #: RW7: (ledger, lost bookies of its open last segment) -> first seen (monotonic).
         self._open_seen: dict[tuple[int, frozenset], float] = {}
-        self._writable_seen: frozenset = frozenset()  # RW10
+        self._writable_seen: frozenset | None = None  # RW10
 
     async def run(self) -> None:
         while True:
@@ -136,7 +136,7 @@ class ReplicationWorker:
             return False
         if self._retry:  # RW10: a new bookie may be the target a failed attempt lacked
             writable = frozenset(await self.bk.writable_bookies())
-            if writable - self._writable_seen:
+            if self._writable_seen is not None and writable - self._writable_seen:
                 self._retry.clear()
             self._writable_seen = writable
         now = self.clock()
