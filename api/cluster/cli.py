@@ -13,7 +13,8 @@ machine, the way a developer tries it.
 its own data dir under ``--dir``, all detached (they outlive the command), waits (bounded,
 with progress lines) until each is ready and registered, and writes ``<dir>/cluster.json``
 (PIDs, ports, the metadata URI), and prints the ``export BOOKIE_METADATA_SERVICE_URI=...``
-line after which no command needs ``--metadata-service-uri``. ``add`` starts one more bookie
+line after which no command needs ``--metadata-service-uri``; a dir's ZooKeeper keeps its port
+across ``down``/``up`` while it is free, so that line stays true. ``add`` starts one more bookie
 in a running local cluster, on the port after the highest, and waits until it is ready.
 With ``--hosts``, ``--racks`` or ``--zones`` each
 bookie gets a place (``topology_location``, ``topology_host``: api/cluster/topology_cli.py),
@@ -21,8 +22,10 @@ which ``add`` continues; ``topology`` lists where each bookie stands (docs/clust
 ``init`` writes ``<root>/INSTANCEID`` (a new UUID, as
 BookKeeper's ``shell initnewcluster``) into a tree that has none: every bookie's cookie then
 carries it, and a bookie whose dirs name another instance refuses to start (CK2 in
-api/cluster/member.py); the first bookie of an empty tree does the same by itself. ``status`` lists the bookies ZooKeeper knows (writable or
-read-only) with each one's ``/v1/bookie/info``. ``down`` sends SIGTERM to each bookie by PID
+api/cluster/member.py); the first bookie of an empty tree does the same by itself. ``status`` lists
+every bookie the tool started and any other ZooKeeper knows, registered (writable, read-only)
+or not, each one's ``/v1/bookie/info`` or ``down``, and the count of under-replicated ledgers
+(api/cluster/cluster_status.py). ``down`` sends SIGTERM to each bookie by PID
 (they unregister, drain and checkpoint), waits for them, then stops ZooKeeper. Exit codes: 0
 done, 1 something did not come up or go down (``init``: the tree already has an instance id),
 2 usage.
@@ -36,14 +39,12 @@ import logging
 import os
 import signal
 import sys
-import urllib.request
 
 from api.client.metadata import MetadataError
 from api.client.placement import POLICIES
-from api.cluster.local_bookies import (alive, client_env, client_ssl, make_pki, next_free,
-                                      port_free, rpc_text, say, start_bookie, wait_gone,
-                                      wait_ready)
-from api.cluster import topology_cli
+from api.cluster.local_bookies import (alive, client_env, make_pki, next_free, port_free,
+                                      rpc_text, say, start_bookie, wait_gone, wait_ready)
+from api.cluster import cluster_status, topology_cli
 from api.cluster.local_zookeeper import ZooKeeperServer, missing
 
 STATE_FILE = "cluster.json"
@@ -98,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     topology_cli.add_parser(commands)
     for command in (up, commands.add_parser("add", help="start one more bookie in the local "
                                             "cluster, on the next port; wait until ready"),
-                    commands.add_parser("status", help="bookies, state, space, ledgers"),
+                    commands.add_parser("status", help="bookies (down ones too), state, "
+                                        "space, ledgers; under-replicated ledgers"),
                     commands.add_parser("down", help="SIGTERM every bookie, then ZooKeeper")):
         command.add_argument("--dir", default="./cluster",
                              help="where the cluster keeps its files (default ./cluster)")
@@ -157,7 +159,8 @@ def up(args) -> int:
         return 2
     os.makedirs(root, exist_ok=True)
     say(f"starting ZooKeeper in {root}/zookeeper ...")
-    zookeeper = ZooKeeperServer(os.path.join(root, "zookeeper"), detached=True).start()
+    zk_dir = os.path.join(root, "zookeeper")
+    zookeeper = ZooKeeperServer(zk_dir, port=_stable_zk_port(zk_dir), detached=True).start()
     uri = f"zk://127.0.0.1:{zookeeper.port}/ledgers"
     state = {"metadataServiceUri": uri, "zookeeper": {"pid": zookeeper.pid,
                                                       "port": zookeeper.port},
@@ -184,6 +187,19 @@ def up(args) -> int:
                 say(f"export {name}={value}   # TLS: trust the cluster's CA, show a "
                     f"client certificate")
     return 0 if ok else 1
+
+
+def _stable_zk_port(zk_dir: str) -> int:
+    """The port this cluster dir's ZooKeeper had last time (its zoo.cfg stays with the data)
+    when it is free, so that an exported metadata URI stays right across down/up (issue 54);
+    0 (any free port) for a new dir or a port now taken."""
+    try:
+        with open(os.path.join(zk_dir, "zoo.cfg")) as handle:
+            lines = dict(line.strip().split("=", 1) for line in handle if "=" in line)
+        port = int(lines.get("clientPort", "0"))
+    except (OSError, ValueError):
+        return 0
+    return port if 0 < port < 65536 and port_free(port) else 0
 
 
 def add(args) -> int:
@@ -232,56 +248,9 @@ def _save(root: str, state: dict) -> None:
         json.dump(state, handle, indent=1)
 
 
-def _get(url: str, context=None) -> dict | None:
-    try:
-        with urllib.request.urlopen(url, timeout=10, context=context) as reply:
-            return json.loads(reply.read())
-    except OSError:
-        return None
-
-
 def status(args) -> int:
-    from api.client.metadata_format import decode_service_info  # noqa: PLC0415
-    from api.client.zk_auth import new_client  # noqa: PLC0415
-    from api.client.zookeeper import parse_uri, zk_read, zk_start  # noqa: PLC0415
-
     state = _load(os.path.abspath(args.dir))
-    if state is None:
-        return 1
-    hosts, root = parse_uri(state["metadataServiceUri"])
-    client = new_client(hosts)
-    try:
-        zk_start(client)
-        say(f"metadata service: {state['metadataServiceUri']}")
-        say(f"{'bookie':<20} {'registered':<11} {'state':<10} {'free':>10} {'ledgers':>8}")
-        for kind, path in (("writable", f"{root}/available"),
-                           ("read-only", f"{root}/available/readonly")):
-            names = zk_read(client.get_children_async, path) \
-                if zk_read(client.exists_async, path) else []
-            for bookie_id in sorted(n for n in names if n != "readonly"):
-                endpoint = decode_service_info(zk_read(client.get_async,
-                                                       f"{path}/{bookie_id}")[0])[0]
-                url = f"{endpoint[3]}://{endpoint[1]}:{endpoint[2]}"
-                context = client_ssl(state.get("tls"))
-                info = _get(url + "/v1/bookie/info", context) or {}
-                ledgers = _get(url + "/v1/ledgers?limit=100000", context) or {}
-                free = (info.get("freeBytes") or {}).get("ledgers")
-                say(f"{bookie_id:<20} {kind:<11} {info.get('state', '?'):<10} "
-                    f"{_human(free):>10} {len(ledgers.get('ledgers', [])):>8}")
-        return 0
-    finally:
-        client.stop()
-        client.close()
-
-
-def _human(size: int | None) -> str:
-    if size is None:
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return str(size)
+    return 1 if state is None else cluster_status.show(state)
 
 
 def down(args) -> int:

@@ -20,7 +20,11 @@ def say(line: str) -> None:
 
 
 def port_free(port: int) -> bool:
+    """Whether a bookie could listen on ``port``: bound the way its server binds (asyncio's
+    and aiohttp's ``reuse_address``, SO_REUSEADDR on Linux), so that a port an earlier run
+    left in TIME-WAIT counts as free (issue 54), while one a process listens on does not."""
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:

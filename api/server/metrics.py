@@ -27,6 +27,7 @@ registry of this app's own (so several bookies in one process never share metric
     bookie_autorecovery_auditor                     gauge, 1 while this bookie audits
     bookie_autorecovery_{ledgers_replicated,fragments_replaced,entries_copied,bytes_copied,
                          failures,placement_moves}_total  counters of this bookie's worker
+    bookie_autorecovery_copies_in_progress          gauge, its fragment copies under way
     bookie_placement_{not_adhering,refused}_total{caller}  counters (docs/cluster.md §6)
     bookie_autorecovery_placement_{not_adhering,softly_adhering}_ledgers  gauges, the
                                                     auditor's last placement check
@@ -178,6 +179,9 @@ class BookieCollector:
                                    "policy (docs/cluster.md §6)")):
                     yield CounterMetricFamily(f"bookie_autorecovery_{name}", doc,
                                               value=getattr(stats, name) if stats else 0)
+                yield GaugeMetricFamily("bookie_autorecovery_copies_in_progress",
+                                        "fragment copies this worker has under way",
+                                        value=stats.copies_in_progress if stats else 0)
                 yield from _placement(service)
 
     def _checkpoints(self):

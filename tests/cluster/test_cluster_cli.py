@@ -40,9 +40,10 @@ def test_up_status_write_read_list_delete_down(tmp_path):
             assert f"bookie 127.0.0.1:{base + i}: http://127.0.0.1:{base + i}" in up.stdout
         status = bookie("cluster", "status", "--dir", home)
         assert status.returncode == 0
-        rows = [line.split() for line in status.stdout.splitlines()[2:]]
+        rows = [line.split() for line in status.stdout.splitlines()[2:-1]]
         assert [(r[0], r[1], r[2]) for r in rows] == [
             (f"127.0.0.1:{base + i}", "writable", "writable") for i in range(3)], status.stdout
+        assert status.stdout.splitlines()[-1] == "under-replicated ledgers: 0", status.stdout
 
         url = f"http://127.0.0.1:{base}"
         written = bookie("ledger", "write", "--url", url, "--metadata-service-uri", uri,
@@ -150,7 +151,7 @@ def test_a_tls_cluster_up_and_the_commands_over_it(tmp_path):
         assert set(env) == {"BOOKIE_TLS_TRUST_FILE", "BOOKIE_TLS_CLIENT_CERT_FILE",
                             "BOOKIE_TLS_CLIENT_KEY_FILE"}
         status = bookie("cluster", "status", "--dir", home)
-        rows = [line.split() for line in status.stdout.splitlines()[2:]]
+        rows = [line.split() for line in status.stdout.splitlines()[2:-1]]
         assert [r[2] for r in rows] == ["writable"] * 3, status.stdout
         made = bookie("ledger", "write", "--metadata-service-uri", uri, "--ensemble", "3",
                       "--write-quorum", "2", "--ack-quorum", "2", stdin="x\ny\n", env=env)

@@ -62,6 +62,9 @@ class Auditor:
         self._last_scan = 0.0
         self._lost_scanned: frozenset = frozenset()
         self._delay_written: tuple[int, int] | None = None  # AU4: (seconds, znode version)
+        #: bookie -> (lost or being decommissioned, ledgers naming it) as last logged at INFO:
+        #: the rescans every RESCAN_INTERVAL_S say it again only at DEBUG (issue 54).
+        self._reported: dict[str, tuple[str, int]] = {}
 
     async def run(self, still_elected) -> None:
         """Audit until ``still_elected()`` (a coroutine function) says otherwise."""
@@ -143,6 +146,7 @@ class Auditor:
         now = time.monotonic()
         for bookie_id in alive:
             self.gone_since.pop(bookie_id, None)
+            self._reported.pop(bookie_id, None)  # back: a new loss is news again
         for bookie_id in self.known - alive:  # seen alive before, gone now
             self.gone_since.setdefault(bookie_id, now)
         self.known |= alive
@@ -166,21 +170,32 @@ class Auditor:
             if not ledgers and bookie_id not in decommissioning:
                 self.gone_since.pop(bookie_id, None)  # AU3
                 self.known.discard(bookie_id)
+                self._reported.pop(bookie_id, None)
                 continue
+            newly = 0
             for ledger_id in sorted(ledgers):
                 if await asyncio.to_thread(self.ur.mark, ledger_id, [bookie_id]):
-                    marked += 1
+                    newly += 1
                     if MARK_PAUSE_S:
                         await asyncio.sleep(MARK_PAUSE_S)  # noqa: sleep-ok (fault injection)
+            marked += newly
             if ledgers:
-                log.info("auditor: bookie %s is %s; %d ledgers name it (%d newly marked)",
-                         bookie_id, "being decommissioned" if bookie_id in decommissioning
-                         else "lost", len(ledgers), marked)
+                self._say_lost(bookie_id, "being decommissioned" if bookie_id in
+                               decommissioning else "lost", len(ledgers), newly)
         # bookies only named by metadata that this auditor never saw alive
         for bookie_id in references:
             if bookie_id not in alive:
                 self.gone_since.setdefault(bookie_id, now)
         return marked
+
+    def _say_lost(self, bookie_id: str, kind: str, ledgers: int, newly: int) -> None:
+        """INFO when something changed (new markers, another count, first time), else
+        DEBUG: a bookie lost for an hour is said once, not every RESCAN_INTERVAL_S."""
+        news = newly or self._reported.get(bookie_id) != (kind, ledgers)
+        self._reported[bookie_id] = (kind, ledgers)
+        log.log(logging.INFO if news else logging.DEBUG,
+                "auditor: bookie %s is %s; %d ledgers name it (%d newly marked)",
+                bookie_id, kind, ledgers, newly)
 
     async def _maybe_check_replicas(self) -> None:
         interval = self.replicas_check_interval_s

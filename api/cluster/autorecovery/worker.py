@@ -42,6 +42,8 @@ Invariants:
          still verified (RW3) and durable on the target (RW1) before the CAS; a batch that
          fails or comes back short only sends those entries one by one; the rate limit
          still takes every byte before it is sent.
+    RW10. A new writable bookie clears every failed ledger's back-off: an attempt that found
+         no target (no spare bookie) is made again at once, not up to BACKOFF_MAX_S later.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ from api.client.ensemble_errors import NotEnoughBookies
 from api.client.ensemble_recovery import Recovery
 from api.client.fragments import Fragment, fragments, missing_entries
 from api.client.metadata import BadVersion, LedgerMetadata
+from api.cluster.autorecovery.copy_progress import CopyProgress, WorkerStats
 from api.cluster.autorecovery.placement_repair import repair_placement
 from api.cluster.autorecovery.throttle import Throttle
 from api.cluster.underreplication import Underreplication
@@ -94,16 +97,6 @@ class _TargetRefused(IOFailure):
     """RW5: the copy's target failed a write; another target may take it."""
 
 
-@dataclasses.dataclass
-class WorkerStats:
-    ledgers_replicated: int = 0
-    fragments_replaced: int = 0
-    entries_copied: int = 0
-    bytes_copied: int = 0
-    failures: int = 0
-    placement_moves: int = 0  # copies moved for the placement policy (PR1)
-
-
 class ReplicationWorker:
     def __init__(self, bk: BookKeeper, ur: Underreplication, grace_s: float,
                  throttle: Throttle, wake: asyncio.Event,
@@ -121,6 +114,7 @@ class ReplicationWorker:
         self._retry: dict[int, tuple[float, float]] = {}  # ledger -> (not before, backoff)
         #: RW7: (ledger, lost bookies of its open last segment) -> first seen (monotonic).
         self._open_seen: dict[tuple[int, frozenset], float] = {}
+        self._writable_seen: frozenset | None = None  # RW10
 
     async def run(self) -> None:
         while True:
@@ -140,6 +134,11 @@ class ReplicationWorker:
         """Take one marked ledger and work on it; False if there was none to take."""
         if not await asyncio.to_thread(self.ur.enabled):
             return False
+        if self._retry:  # RW10: a new bookie may be the target a failed attempt lacked
+            writable = frozenset(await self.bk.writable_bookies())
+            if self._writable_seen is not None and writable - self._writable_seen:
+                self._retry.clear()
+            self._writable_seen = writable
         now = self.clock()
         skip = frozenset(i for i, (at, _) in self._retry.items() if at > now)
         taken = await asyncio.to_thread(self.ur.poll, skip)
@@ -325,24 +324,27 @@ class ReplicationWorker:
                    for at in range(entries[0], entries[-1] + 1, span)]
         sending: set[asyncio.Task] = set()
         reading: collections.deque = collections.deque()
-        try:
-            for first, last in windows:
-                reading.append(asyncio.ensure_future(window(first, last)))
-                if len(reading) < WINDOWS_IN_FLIGHT:
-                    continue
-                await self._send_window(await reading.popleft(), metadata, target, codec,
-                                        sending)
-            while reading:
-                await self._send_window(await reading.popleft(), metadata, target, codec,
-                                        sending)
-            while sending:
-                await self._reap(sending, asyncio.ALL_COMPLETED)
-        finally:
-            for task in (*reading, *sending):
-                task.cancel()
+        what = (f"ledger {metadata.ledger_id}: {fragment.bookie_id}'s fragment of segment "
+                f"{metadata.ensembles[fragment.segment][0]} to {target}")
+        with CopyProgress(self.stats, what, len(entries), self.clock) as progress:
+            try:
+                for first, last in windows:
+                    reading.append(asyncio.ensure_future(window(first, last)))
+                    if len(reading) < WINDOWS_IN_FLIGHT:
+                        continue
+                    await self._send_window(await reading.popleft(), metadata, target, codec,
+                                            sending, progress)
+                while reading:
+                    await self._send_window(await reading.popleft(), metadata, target, codec,
+                                            sending, progress)
+                while sending:
+                    await self._reap(sending, asyncio.ALL_COMPLETED)
+            finally:
+                for task in (*reading, *sending):
+                    task.cancel()
 
     async def _send_window(self, datas: list[bytes], metadata, target, codec,
-                           sending: set) -> None:
+                           sending: set, progress: CopyProgress) -> None:
         batch: list[bytes] = []
         size = 0
         for data in datas:
@@ -350,15 +352,17 @@ class ReplicationWorker:
             batch.append(data)
             size += len(data)
             if size >= COPY_BATCH_BYTES:
-                await self._start_send(metadata.ledger_id, target, batch, codec, sending)
+                await self._start_send(metadata.ledger_id, target, batch, codec, sending, progress)
                 batch, size = [], 0
         if batch:
-            await self._start_send(metadata.ledger_id, target, batch, codec, sending)
+            await self._start_send(metadata.ledger_id, target, batch, codec, sending, progress)
 
-    async def _start_send(self, ledger_id, target, batch, codec, sending: set) -> None:
+    async def _start_send(self, ledger_id, target, batch, codec, sending: set,
+                          progress: CopyProgress) -> None:
         while len(sending) >= COPY_SENDS_IN_FLIGHT:
             await self._reap(sending, asyncio.FIRST_COMPLETED)
-        sending.add(asyncio.ensure_future(self._send(ledger_id, target, batch, codec)))
+        sending.add(asyncio.ensure_future(self._send(ledger_id, target, batch, codec,
+                                                     progress)))
 
     @staticmethod
     async def _reap(sending: set, when) -> None:
@@ -383,7 +387,7 @@ class ReplicationWorker:
                         f"copy ({'; '.join(errors) or 'no replica alive'})")
 
     async def _send(self, ledger_id: int, target: str, batch: list[bytes],
-                    codec: LedgerCodec) -> None:
+                    codec: LedgerCodec, progress: CopyProgress) -> None:
         try:
             # One join builds the body from the replies' views (the only copy of the
             # bytes in the client); the lean HTTP client sends it (raw_http.py).
@@ -392,5 +396,4 @@ class ReplicationWorker:
                 codec.digest_type.header_name, recovery=True), self.bk.add_timeout_s)
         except (BookieError, *BOOKIE_FAILURES) as exc:
             raise _TargetRefused(str(exc) or type(exc).__name__) from exc
-        self.stats.entries_copied += len(batch)
-        self.stats.bytes_copied += sum(len(d) for d in batch)
+        progress.copied(len(batch), sum(len(d) for d in batch))
