@@ -18,6 +18,9 @@ Columns, one row per entry (``entry_schema``):
                        corrupt framing, a bad header, a finalized log that ends torn, a
                        ledgersMap that does not read back (docs/formats.md §5.6). With
                        problems_only, only the rows whose problem is set
+    entries   bigint   (tally=true, with problems_only) null, but in one more row per file,
+                       the tally: problem and ledgerId null, entries = the entries scanned
+                       (how scrub counts what it checked without shipping a row for each)
 
 One row per (log, ledger) in ``mode=ledgersmap`` (``ledgers_map_schema``): path, logId,
 ledgerId, bytes = sum of (size + 4), source "ledgersMap" or "scan" (a log without a sound
@@ -27,7 +30,8 @@ with a null ledgerId, so every log is accounted for.
 
 Journals (``journal_schema``): path, journalId, offset, size (record bytes including the
 length word), kind (journal/format.py RecordKind values), ledgerId, entryId, [payload: the
-entry, the master key, or the explicit-LAC body], [problem].
+entry, the master key, or the explicit-LAC body], [problem], [entries: as above, the
+data records scanned].
 
 Batches are cut by bytes, not rows: about ``BATCH_BYTES`` of Arrow data each, so a batch of
 1 KiB entries with payload holds ~4,000 rows and one without payload ~50,000, and an
@@ -76,12 +80,15 @@ def _schema(columns) -> pa.Schema:
     return pa.schema([pa.field(name, kind, nullable=True) for name, kind in columns])
 
 
-def entry_schema(payload: bool = False, verify: bool = False) -> pa.Schema:
+def entry_schema(payload: bool = False, verify: bool = False,
+                 tally: bool = False) -> pa.Schema:
     columns = list(_ENTRY_COLUMNS)
     if payload:
         columns.append(("entry", pa.binary()))
     if verify:
         columns.append(("problem", pa.string()))
+    if tally:
+        columns.append(("entries", pa.int64()))
     return _schema(columns)
 
 
@@ -89,12 +96,15 @@ def ledgers_map_schema() -> pa.Schema:
     return _schema(_LEDGERS_MAP_COLUMNS)
 
 
-def journal_schema(payload: bool = False, verify: bool = False) -> pa.Schema:
+def journal_schema(payload: bool = False, verify: bool = False,
+                   tally: bool = False) -> pa.Schema:
     columns = list(_JOURNAL_COLUMNS)
     if payload:
         columns.append(("payload", pa.binary()))
     if verify:
         columns.append(("problem", pa.string()))
+    if tally:
+        columns.append(("entries", pa.int64()))
     return _schema(columns)
 
 
@@ -119,14 +129,16 @@ def digest_problem(entry: bytes) -> str | None:
 
 def entry_batches(reader: EntryLogReader, uri: str, *, payload: bool = False,
                   verify: bool = False, problems_only: bool = False,
-                  unverified: frozenset[int] = frozenset(),
+                  unverified: frozenset[int] = frozenset(), tally: bool = False,
                   batch_bytes: int = BATCH_BYTES) -> Iterator[pa.RecordBatch]:
-    """The entries of one log as RecordBatches of ``entry_schema(payload, verify)``.
+    """The entries of one log as RecordBatches of ``entry_schema(payload, verify, tally)``.
 
     ``problems_only`` (with ``verify``) yields only the problem rows; ``unverified`` names
     ledgers whose digests cannot be checked (MAC, DUMMY), never reported as mismatches.
+    ``tally`` (with ``problems_only``) adds the file's tally row last.
     """
-    schema = entry_schema(payload, verify)
+    assert problems_only or not tally, "a tally is for problems-only scans"
+    schema = entry_schema(payload, verify, tally)
     columns = _EntryColumns(schema, uri, reader.log_id, payload, verify, unverified)
     try:
         if problems_only:
@@ -139,11 +151,12 @@ def entry_batches(reader: EntryLogReader, uri: str, *, payload: bool = False,
         if not verify:
             raise
         yield columns.one_problem(err.offset, err.reason)
-        return
-    if verify:
-        problem = _log_problem(reader)
+    else:
+        problem = _log_problem(reader) if verify else None
         if problem is not None:
             yield columns.one_problem(*problem)
+    if tally:
+        yield columns.one_row(reader.end.offset if reader.end else 0, entries=columns.scanned)
 
 
 class _EntryColumns:
@@ -154,6 +167,9 @@ class _EntryColumns:
         self.schema, self.uri, self.log_id = schema, uri, log_id
         self.payload, self.verify, self.unverified = payload, verify, unverified
         self.row_bytes = _ENTRY_FIXED_BYTES + len(uri.encode()) + 4
+        self.tally = "entries" in schema.names
+        #: Entries scanned so far (problems-only scans count them for the tally row).
+        self.scanned = 0
         self.clear()
 
     def clear(self) -> None:
@@ -172,6 +188,8 @@ class _EntryColumns:
             columns.append(pa.array(self.entries, pa.binary()))
         if self.verify:
             columns.append(_problem_column(n, self.problems))
+        if self.tally:
+            columns.append(pa.nulls(n, pa.int64()))
         self.clear()
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
@@ -182,8 +200,12 @@ class _EntryColumns:
         return digest_problem(found.entry)
 
     def one_problem(self, offset: int, problem: str) -> pa.RecordBatch:
+        return self.one_row(offset, problem=problem)
+
+    def one_row(self, offset: int, **values) -> pa.RecordBatch:
+        """A row of the file itself (ledgerId null): a problem, or the tally."""
         row = {"path": [self.uri], "logId": [self.log_id], "offset": [offset],
-               "problem": [problem]}
+               **{name: [value] for name, value in values.items()}}
         return pa.RecordBatch.from_pydict(
             {field.name: row.get(field.name, [None]) for field in self.schema},
             schema=self.schema)
@@ -230,23 +252,34 @@ def _bad_entries(scan, columns: _EntryColumns) -> Iterator[pa.RecordBatch]:
     """Only the entries whose digest fails, in batches of at most ``_PROBLEM_ROWS``."""
     # Scrub's hot loop: every name a local (a global lookup per entry measured ~7%).
     unpack, crc, head, end = _U32, crc32c, METADATA_LENGTH, _CRC32C_END
-    for found in scan:
-        entry = found.entry
-        if len(entry) >= end and unpack(entry, head)[0] == crc(entry[end:], crc(entry[:head])):
-            continue
-        problem = columns.problem_of(found)
-        if problem is None:
-            continue
-        columns.problems.append((len(columns.offsets), problem))
-        columns.offsets.append(found.offset)
-        columns.sizes.append(found.size)
-        columns.ledger_ids.append(found.ledger_id)
-        columns.entry_ids.append(found.entry_id)
-        if columns.payload:
-            columns.entries.append(entry)
-        if len(columns.offsets) >= _PROBLEM_ROWS:
-            yield columns.batch()
+    counted = 0
+    try:
+        # enumerate counts in C; the count survives a CorruptRecord that ends the scan.
+        for counted, found in enumerate(scan, 1):
+            entry = found.entry
+            if len(entry) >= end and unpack(entry, head)[0] == crc(entry[end:],
+                                                                   crc(entry[:head])):
+                continue
+            yield from _bad_entry(found, columns)
+    finally:
+        columns.scanned = counted
     if columns.offsets:
+        yield columns.batch()
+
+
+def _bad_entry(found, columns: _EntryColumns) -> Iterator[pa.RecordBatch]:
+    """The slow path of ``_bad_entries``: an entry whose CRC32C did not match."""
+    problem = columns.problem_of(found)
+    if problem is None:
+        return
+    columns.problems.append((len(columns.offsets), problem))
+    columns.offsets.append(found.offset)
+    columns.sizes.append(found.size)
+    columns.ledger_ids.append(found.ledger_id)
+    columns.entry_ids.append(found.entry_id)
+    if columns.payload:
+        columns.entries.append(found.entry)
+    if len(columns.offsets) >= _PROBLEM_ROWS:
         yield columns.batch()
 
 

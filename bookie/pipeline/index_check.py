@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from bookie.pipeline import fs
 from bookie.pipeline.jobs import (INDEX_COLUMNS, INDEX_SCHEMA, SIZE_FIELD_BYTES, JobResult, _out,
-                                  _report, read_entries)
+                                  _report, counted, read_entries)
 
 
 def read_index(spark: SparkSession, path: str) -> DataFrame:
@@ -123,7 +123,9 @@ def run_index_check(spark: SparkSession, paths: list[str], index_path: str,
                     out: str | None = None) -> JobResult:
     """The logs scanned once, the index read once; one Spark action."""
     files = fs.list_files(paths, fs.LOG_KIND)
-    mismatches = index_mismatches(read_entries(spark, paths), read_index(spark, index_path),
+    entries, entries_seen = counted(read_entries(spark, paths), "entries",
+                                    F.count("ledgerId"))  # not the rows of file problems
+    mismatches = index_mismatches(entries, read_index(spark, index_path),
                                   sorted({ref.file_id for ref in files}))
     rows, outputs = _report(mismatches.select(*MISMATCH_COLUMNS),
                             _out(out, "index-check"))
@@ -132,5 +134,5 @@ def run_index_check(spark: SparkSession, paths: list[str], index_path: str,
               for kind in (*MISMATCH_PROBLEMS, UNINDEXED_LEDGER)}
     problems = sum(counts[kind] for kind in MISMATCH_PROBLEMS)
     summary = {"logs": len(files), "bytes": sum(ref.size for ref in files),
-               "index": index_path, **counts}
+               "entries": entries_seen.get["entries"], "index": index_path, **counts}
     return JobResult("index-check", problems, summary, rows, outputs)

@@ -26,19 +26,17 @@ import posixpath
 import urllib.parse
 import urllib.request
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 from pyspark.sql.types import LongType, StructField, StructType
 
 from bookie.entry import DigestType
 from bookie.pipeline import batches, fs
+from bookie.pipeline.defaults import MAJOR_THRESHOLD, MINOR_THRESHOLD
 from entrylog.reader import EntryLogReader
 from ledgerindex.ledgers import LedgerMetadataIndex
 
-#: BookKeeper's defaults: minorCompactionThreshold 0.2, majorCompactionThreshold 0.8.
-MINOR_THRESHOLD = 0.2
-MAJOR_THRESHOLD = 0.8
 INDEX_COLUMNS = ("ledgerId", "entryId", "logId", "pos")
 INDEX_SCHEMA = StructType([StructField(name, LongType(), True) for name in INDEX_COLUMNS])
 SIZE_FIELD_BYTES = batches.SIZE_FIELD_BYTES
@@ -68,10 +66,11 @@ def _paths_option(paths: list[str]) -> str:
 
 def read_entries(spark: SparkSession, paths: list[str], *, payload: bool = False,
                  verify: bool = False, problems_only: bool = False,
-                 unverified: list[int] | None = None) -> DataFrame:
+                 unverified: list[int] | None = None, tally: bool = False) -> DataFrame:
     return (spark.read.format("bkentrylog").option("paths", _paths_option(paths))
             .option("payload", str(payload).lower()).option("verify", str(verify).lower())
             .option("problemsOnly", str(problems_only).lower())
+            .option("tally", str(tally).lower())
             .option("unverifiedLedgers", json.dumps(list(unverified or []))).load())
 
 
@@ -82,11 +81,20 @@ def read_ledgers_map(spark: SparkSession, paths: list[str]) -> DataFrame:
 
 def read_journals(spark: SparkSession, paths: list[str], *, verify: bool = False,
                   problems_only: bool = False, unverified: list[int] | None = None,
-                  ) -> DataFrame:
+                  tally: bool = False) -> DataFrame:
     return (spark.read.format("bkjournal").option("paths", _paths_option(paths))
             .option("verify", str(verify).lower())
             .option("problemsOnly", str(problems_only).lower())
+            .option("tally", str(tally).lower())
             .option("unverifiedLedgers", json.dumps(list(unverified or []))).load())
+
+
+def counted(frame: DataFrame, name: str, count) -> tuple[DataFrame, Observation]:
+    """``frame`` observed: after the one action over a frame derived from it,
+    ``observation.get[name]`` is ``count`` (an aggregate column) over its rows. Counting
+    this way costs no second scan, where a ``count()`` would read the files again."""
+    observation = Observation(name)
+    return frame.observe(observation, F.coalesce(count, F.lit(0)).alias(name)), observation
 
 
 def _rows(df: DataFrame) -> list[dict]:
@@ -115,19 +123,24 @@ def run_scrub(spark: SparkSession, paths: list[str], out: str | None = None,
     ``unverifiable_ledgers``), not reported as digest mismatches.
     """
     files = fs.list_files(paths, fs.LOG_KIND)
-    entries = read_entries(spark, paths, verify=True, problems_only=True,
-                           unverified=unverified)
+    # Each file's tally row carries its entry count past the problems-only filter.
+    entries, entries_seen = counted(read_entries(
+        spark, paths, verify=True, problems_only=True, unverified=unverified, tally=True),
+        "entries", F.sum("entries"))
     problems = scrub_problems(entries).select(*PROBLEM_COLUMNS)
     if journals:
-        journal_problems = scrub_problems(read_journals(
-            spark, paths, verify=True, problems_only=True, unverified=unverified))
-        problems = problems.unionByName(journal_problems.select(
+        records, records_seen = counted(read_journals(
+            spark, paths, verify=True, problems_only=True, unverified=unverified,
+            tally=True), "journalEntries", F.sum("entries"))
+        problems = problems.unionByName(scrub_problems(records).select(
             "path", F.col("journalId").alias("logId"), "offset", "ledgerId", "entryId",
             "size", "problem"))
     rows, outputs = _report(problems, _out(out, "scrub"))
     rows.sort(key=lambda row: (row["path"], row["offset"]))
     summary = {"logs": len(files), "bytes": sum(ref.size for ref in files),
-               "problems": len(rows)}
+               "entries": entries_seen.get["entries"], "problems": len(rows)}
+    if journals:
+        summary["journalEntries"] = records_seen.get["journalEntries"]
     return JobResult("scrub", len(rows), summary, rows, outputs)
 
 

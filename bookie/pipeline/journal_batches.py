@@ -14,24 +14,29 @@ from journal.reader import JournalReader
 
 def journal_batches(reader: JournalReader, uri: str, journal_id: int, *,
                     payload: bool = False, verify: bool = False, problems_only: bool = False,
-                    unverified: frozenset[int] = frozenset(),
+                    unverified: frozenset[int] = frozenset(), tally: bool = False,
                     batch_bytes: int = BATCH_BYTES) -> Iterator[pa.RecordBatch]:
-    """The records of one journal as RecordBatches of ``journal_schema(payload, verify)``.
+    """The records of one journal as RecordBatches of ``journal_schema(payload, verify,
+    tally)``.
 
     With ``verify``, a data record's digest is checked like an entry's, and damage the reader
     refuses (CorruptRecord: valid records follow it; a version it does not read) becomes a
     problem row where the scan stopped. A torn tail is how a crash leaves the active
-    journal (docs/formats.md §3.7), not a problem.
+    journal (docs/formats.md §3.7), not a problem. ``tally`` (with ``problems_only``) adds
+    a last row whose ``entries`` counts the data records scanned.
     """
-    schema = journal_schema(payload, verify)
+    assert problems_only or not tally, "a tally is for problems-only scans"
+    schema = journal_schema(payload, verify, tally)
     row_bytes = _ENTRY_FIXED_BYTES + 16 + len(uri.encode())
     chunk: list = []
-    size = 0
+    size = entries = 0
     try:
         for record in reader.scan():
             problem = None
-            if verify and record.kind is _DATA and record.ledger_id not in unverified:
-                problem = digest_problem(record.payload)
+            if record.kind is _DATA:
+                entries += 1
+                if verify and record.ledger_id not in unverified:
+                    problem = digest_problem(record.payload)
             if problems_only and problem is None:
                 continue
             chunk.append((record, problem))
@@ -47,14 +52,17 @@ def journal_batches(reader: JournalReader, uri: str, journal_id: int, *,
         offset = getattr(err, "offset", 0)
         yield _journal_batch(schema, [(None, getattr(err, "reason", str(err)))], uri,
                              journal_id, offset)
-        return
-    if chunk:
-        yield _journal_batch(schema, chunk, uri, journal_id)
+    else:
+        if chunk:
+            yield _journal_batch(schema, chunk, uri, journal_id)
+    if tally:
+        yield _journal_batch(schema, [(None, None)], uri, journal_id, tally=entries)
 
 
 def _journal_batch(schema: pa.Schema, chunk: list, uri: str, journal_id: int,
-                   problem_offset: int = 0) -> pa.RecordBatch:
-    """A batch of (record, problem) pairs; a None record is a problem of the file itself."""
+                   problem_offset: int = 0, tally: int | None = None) -> pa.RecordBatch:
+    """A batch of (record, problem) pairs; a None record is a row of the file itself: a
+    problem, or (``tally`` given) the tally."""
     n = len(chunk)
     records = [record for record, _ in chunk]
     columns = {
@@ -66,6 +74,7 @@ def _journal_batch(schema: pa.Schema, chunk: list, uri: str, journal_id: int,
         "entryId": lambda: [r.entry_id if r is not None else None for r in records],
         "payload": lambda: [bytes(r.payload) if r is not None else None for r in records],
         "problem": lambda: [problem for _, problem in chunk],
+        "entries": lambda: [tally] * n,
     }
     return pa.RecordBatch.from_pydict({field.name: columns[field.name]() for field in schema},
                                       schema=schema)

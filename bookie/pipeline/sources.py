@@ -18,6 +18,9 @@ Options (case-insensitive, as Spark passes them):
     problemsOnly  true | false (default): with verify, emit only rows whose problem is
                   set. Scrub reads ~1M entries per GiB and wants the few bad ones; building
                   and shipping a row per sound entry would cost more than checking it
+    tally         true | false (default): with problemsOnly, one more row per file whose
+                  ``entries`` column counts the entries (journals: data records) scanned;
+                  its problem and ledgerId are null. How scrub reports what it checked
     unverifiedLedgers  a JSON list of ledger ids whose digests cannot be checked (MAC,
                   DUMMY: jobs.unverifiable_ledgers); their mismatches are not problems
     maxEntrySize  bytes (default 5 MiB): as the bookie's max_entry_size
@@ -106,6 +109,9 @@ class _Settings:
         self.problems_only = _flag(options, "problemsOnly")
         if self.problems_only and not self.verify:
             raise ValueError("option problemsOnly needs verify=true")
+        self.tally = _flag(options, "tally")
+        if self.tally and not self.problems_only:
+            raise ValueError("option tally needs problemsOnly=true")
         self.unverified = frozenset(json.loads(options.get("unverifiedLedgers") or "[]"))
         self.max_entry_size = _int(options, "maxEntrySize", DEFAULT_MAX_ENTRY_SIZE)
         self.batch_bytes = _int(options, "batchBytes", batches.BATCH_BYTES)
@@ -132,7 +138,7 @@ class EntryLogSourceReader(_FileReader):
             yield from batches.entry_batches(
                 reader, partition.ref.uri, payload=settings.payload, verify=settings.verify,
                 problems_only=settings.problems_only, unverified=settings.unverified,
-                batch_bytes=settings.batch_bytes)
+                tally=settings.tally, batch_bytes=settings.batch_bytes)
 
 
 class JournalSourceReader(_FileReader):
@@ -143,7 +149,7 @@ class JournalSourceReader(_FileReader):
             yield from journal_batches.journal_batches(
                 reader, partition.ref.uri, partition.ref.file_id, payload=settings.payload,
                 verify=settings.verify, problems_only=settings.problems_only,
-                unverified=settings.unverified, batch_bytes=settings.batch_bytes)
+                unverified=settings.unverified, tally=settings.tally, batch_bytes=settings.batch_bytes)
 
 
 class EntryLogDataSource(DataSource):
@@ -157,7 +163,8 @@ class EntryLogDataSource(DataSource):
         settings = _Settings(self.options, fs.LOG_KIND)
         if settings.mode == LEDGERS_MAP:
             return spark_schema(batches.ledgers_map_schema())
-        return spark_schema(batches.entry_schema(settings.payload, settings.verify))
+        return spark_schema(batches.entry_schema(settings.payload, settings.verify,
+                                                 settings.tally))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return EntryLogSourceReader(_Settings(self.options, fs.LOG_KIND))
@@ -172,7 +179,8 @@ class JournalDataSource(DataSource):
 
     def schema(self) -> StructType:
         settings = _Settings(self.options, fs.JOURNAL_KIND)
-        return spark_schema(batches.journal_schema(settings.payload, settings.verify))
+        return spark_schema(batches.journal_schema(settings.payload, settings.verify,
+                                                   settings.tally))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return JournalSourceReader(_Settings(self.options, fs.JOURNAL_KIND))

@@ -92,3 +92,4 @@ def test_index_check_finds_planted_mismatches_both_ways(spark, bookie_dir, tmp_p
     assert found == expected
     assert result.problems == len(expected) - 1  # an unindexed ledger is not a problem
     assert result.summary["ledger-not-in-index"] == 1
+    assert result.summary["entries"] == len(exported)  # every entry of every log, counted

@@ -41,6 +41,9 @@ def test_scrub_finds_exactly_the_corrupted_entries(spark, tmp_path):
                for path, offset, _, _ in data.damaged)
     assert result.problems == len(data.damaged) + 1
     assert result.summary["logs"] == len(data.logs) + 1
+    # Every entry scanned is counted, the damaged ones too; the framing damage in the
+    # planted log stops its scan after its first two entries.
+    assert result.summary["entries"] == sum(len(log.entries) for log in data.logs) + 2
 
 
 def test_scrub_of_journals_finds_the_damaged_add_record(spark, tmp_path):
@@ -49,6 +52,8 @@ def test_scrub_of_journals_finds_the_damaged_add_record(spark, tmp_path):
     flip_byte(data.journals[0], offset + 4 + len(entry) - 1)  # the payload's last byte
     result = jobs.run_scrub(spark, [data.root], journals=True)
     assert _found(result.rows) == {(data.journals[0], offset, 2, 3)}
+    assert result.summary["journalEntries"] == len(data.journal_adds)
+    assert result.summary["entries"] == sum(len(log.entries) for log in data.logs)
 
 
 def test_scrub_report_over_file_uris_names_the_same_entries(spark, damaged_dir, tmp_path):
