@@ -88,3 +88,29 @@ def test_scrub_skips_the_digests_the_ledgers_index_says_it_cannot_check(spark, b
     # The CLI reads the data dir's ledgers index itself (read-only) and finds nothing.
     assert main(["scrub", bookie_dir, "--master", "local[2]"]) == 0
     assert "scrub: 0 problem(s)" in capsys.readouterr().out
+
+
+def test_a_bad_digest_before_framing_damage_in_the_same_log_is_still_reported(tmp_path):
+    """A log's scan that ends at framing damage reports the digest problems found before
+    it, then the damage (the scan ends and _log_problem names it; only a bad header raises
+    CorruptRecord, before any entry), in both the problems-only and the full scan."""
+    from bookie.disk import OsDisk  # noqa: PLC0415
+    from bookie.pipeline.batches import entry_batches  # noqa: PLC0415
+    from entrylog.reader import EntryLogReader  # noqa: PLC0415
+
+    ledger_dir = tmp_path / "current"
+    ledger_dir.mkdir()
+    log = write_log(str(ledger_dir), 3, interleaved_records([6], 6, payload_pool(4),
+                                                            random.Random(4)))
+    first, _, third = sorted(offset for offset, _ in log.entries.values())[:3]
+    flip_byte(log.path, first + 4 + 40)  # inside the first entry's header: CRC32C fails
+    with open(log.path, "r+b") as handle:
+        handle.seek(third)
+        handle.write(struct.pack(">i", 5))
+    for problems_only in (True, False):
+        with EntryLogReader(OsDisk(), log.path, log_id=3) as reader:
+            rows = [row for batch in entry_batches(reader, log.path, verify=True,
+                                                   problems_only=problems_only)
+                    for row in batch.to_pylist() if row["problem"]]
+        assert [(row["offset"], "digest" in row["problem"]) for row in rows] == [
+            (first, True), (third, False)], problems_only
