@@ -1,8 +1,10 @@
 """The composition root: ``bookie serve``, ``bookie config show``; ``main()``.
 
 Exit codes: 0 clean stop (SIGTERM drained and checkpointed), 1 refused to start (bad data
-dir, missing journal, corrupt record; the message names file and offset), 2 usage,
-78 bad configuration (EX_CONFIG).
+dir, missing journal, corrupt record; the message names file and offset; a listener's port
+held by another process: the configuration is valid, the machine busy), 2 usage,
+78 bad configuration (EX_CONFIG; also a host not this machine's, a privileged port, a TOML
+file given to -c/--conf). Each refusal is one line on stderr (bookie/listen_errors.py).
 """
 
 from __future__ import annotations

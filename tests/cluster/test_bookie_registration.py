@@ -79,7 +79,7 @@ def test_registered_moved_with_read_only_and_removed_before_draining(tmp_path, z
     assert code == 0
     assert not zk.exists(writable) and not zk.exists(readonly)
     log = daemon.log_text()
-    unregistered = log.index(f"bookie {bookie_id} is not registered in ZooKeeper")
+    unregistered = log.index(f"bookie {bookie_id} unregistered from ZooKeeper: stopping")
     # Draining starts with the move to STOPPING (Bookie.close): the node went before it.
     assert unregistered < log.rindex("-> stopping"), "removed only after draining began"
 
