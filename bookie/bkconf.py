@@ -16,6 +16,8 @@ Invariants:
   place, TLS or authentication it cannot honour, ZooKeeper security without credentials, a
   loopback host under allowLoopback=false, a metadata layout it does not write. A refusal
   that only changes tuning or schedules is listed and the bookie starts.
+* BC4 a TOML settings file given as bk_server.conf stops the start (exit 78) and says to use
+  ``--config`` (bookie/bkconf_toml.py says how it is told from a bk_server.conf).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import os
 from typing import Any, Mapping
 
 from bookie import bkconf_placement
+from bookie.bkconf_toml import toml_signs
 from bookie.bkconf_keys import AS_OURS, IGNORED, MAPPED_BY_KEY, REFUSED, SPECIAL
 from bookie.config import BookieConfig, ConfigError, load_config
 from bookie.properties import Property, parse_properties
@@ -77,6 +80,10 @@ def read(path: str) -> BkConf:
             text = handle.read()
     except OSError as exc:
         raise ConfigError(f"bk_server.conf {path}: {exc.strerror}") from None
+    toml = toml_signs(path, text)
+    if toml is not None:  # BC4 (bookie/bkconf_toml.py)
+        raise ConfigError(f"{path} looks like TOML ({toml}): use --config {path} "
+                          f"(-c/--conf is BookKeeper's bk_server.conf)")
     conf = BkConf(path, props=parse_properties(text, path))
     for key, prop in conf.props.items():
         if key in SPECIAL:

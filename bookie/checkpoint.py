@@ -118,6 +118,14 @@ class CheckpointResult:
     finished_at: float = 0.0  # wall clock (time.time()), for the checkpoint-lag alert
     marks: tuple[LogMark, ...] = ()   # every journal's, in journal order
 
+    @property
+    def did_work(self) -> bool:
+        """Whether the run wrote entries or deleted journals. A periodic checkpoint of an
+        idle bookie does neither, and is logged at DEBUG, not INFO (bookie/node/bookie.py):
+        its mark may still move, over a new journal's header or a fence or LAC record,
+        which is not news."""
+        return bool(self.entries or self.bytes or self.journals_deleted)
+
 
 class Checkpointer:
     """The checkpoint order over every journal. ``current_marks`` gives each journal's

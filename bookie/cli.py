@@ -1,8 +1,10 @@
 """The composition root: ``bookie serve``, ``bookie config show``; ``main()``.
 
 Exit codes: 0 clean stop (SIGTERM drained and checkpointed), 1 refused to start (bad data
-dir, missing journal, corrupt record; the message names file and offset), 2 usage,
-78 bad configuration (EX_CONFIG).
+dir, missing journal, corrupt record; the message names file and offset; a listener's port
+held by another process: the configuration is valid, the machine busy), 2 usage,
+78 bad configuration (EX_CONFIG; also a host not this machine's, a privileged port, a TOML
+file given to -c/--conf). Each refusal is one line on stderr (bookie/listen_errors.py).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -19,33 +22,14 @@ import time
 
 from bookie import __version__
 from bookie.bkconf import add_conf_flag, load_settings, log_summary, render_notes
-from bookie.config import EXIT_BAD_CONFIG, BookieConfig, ConfigError, add_setting_flags
+from bookie.config import EXIT_BAD_CONFIG, BookieConfig, ConfigError
 from bookie.config_render import render_config, render_defaults
+from bookie.listen_errors import ListenRefused, listen_refusal
+from bookie.logs import setup_logging
 from bookie.sd_notify import Notifier
+from bookie.setting_flags import add_setting_flags
 
 log = logging.getLogger("bookie")
-
-
-class JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        line = {"ts": round(record.created, 3), "level": record.levelname.lower(),
-                "logger": record.name, "msg": record.getMessage()}
-        if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
-        return json.dumps(line)
-
-
-def setup_logging(config: BookieConfig) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    if config.log_format == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter(
-            "%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(config.log_level.upper())
-    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -122,11 +106,13 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
 
     ``before_ready``: coroutine functions awaited after replay and before READY=1 (a cluster
     bookie registers itself there), so systemd's "started" means "serving and findable".
+    ``ready_line``: where the machine ready lines go (RL1 in ``_announce``).
     """
     from api.server.app import serving  # noqa: PLC0415 (only serve needs the HTTP stack)
     from api.admin.app import admin_listener  # noqa: PLC0415 (and BookKeeper's admin API)
     from bookie.node import Bookie
 
+    started = time.monotonic()
     try:
         ssl_context = _tls_context(config)  # before replay: a bad certificate refuses the start
     except ValueError as exc:  # api.tls.TlsSetupError, naming the file
@@ -144,18 +130,20 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
     member = None
     scheme = "https" if ssl_context is not None else "http"
     try:
-        async with serving(bookie, config.host, config.port,
-                           ssl_context=ssl_context) as port, \
-                _bk_listener(bookie, config, ssl_context) as bk_port, \
-                admin_listener(bookie, f"{config.host}:{port}", ssl_context) as admin_port:
-            print(f"bookie listening on {scheme}://{config.host}:{port}", file=ready_line,
-                  flush=True)
-            if bk_port is not None:
-                print(f"bookie-rpc listening on {config.host}:{bk_port}", file=ready_line,
-                      flush=True)
-            if admin_port is not None:  # BookKeeper's admin REST API (docs/admin-api.md)
-                print(f"bookie-admin listening on {scheme}://{config.host}:{admin_port}",
-                      file=ready_line, flush=True)
+        async with contextlib.AsyncExitStack() as listeners:
+            try:
+                port = await _listen(listeners, serving(bookie, config.host, config.port,
+                                                        ssl_context=ssl_context),
+                                     "port", config.host, config.port)
+                bk_port = await _listen(listeners, _bk_listener(bookie, config, ssl_context),
+                                        "bookie_port", config.host, config.bookie_port)
+                admin_port = await _listen(
+                    listeners, admin_listener(bookie, f"{config.host}:{port}", ssl_context),
+                    "admin_port", config.host, config.admin_port)
+            except ListenRefused as exc:  # a port in use: one line, not a traceback
+                print(f"bookie: {exc}", file=sys.stderr, flush=True)
+                notifier.status(str(exc))
+                return exc.exit_code
             if config.metadata_service_uri:
                 from api.cluster.member import ClusterMember  # noqa: PLC0415 (cluster only)
 
@@ -163,16 +151,48 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
                                        bk_port)
                 before_start = (*before_start, member.check_cookie)
                 before_ready = (*before_ready, member.start)
+            announce = functools.partial(_announce, ready_line, config.host, scheme, port,
+                                         bk_port, admin_port)
             code = await _run_until_stopped(bookie, stop, notifier, before_ready,
-                                            f"{config.host}:{port}", before_start)
+                                            f"{config.host}:{port}", before_start, announce)
             if member is not None:  # before draining: clients stop choosing this bookie
                 await (member.stop() if code == 0 else member.close())
         if code == 0:
             await bookie.close()
+            log.info("bookie stopped cleanly after %.1fs up: adds drained, checkpointed",
+                     time.monotonic() - started)
     finally:
         watchdog.cancel()
         notifier.close()
     return code
+
+
+async def _listen(listeners: contextlib.AsyncExitStack, listener, setting: str, host: str,
+                  port: int | None):
+    """Enter one listener's context on ``listeners``; its bound port (None: it is off).
+    A bind that fails raises ListenRefused naming the setting (bookie/listen_errors.py)."""
+    try:
+        return await listeners.enter_async_context(listener)
+    except OSError as exc:
+        raise listen_refusal(exc, setting, host, port) from None
+
+
+def _announce(ready_line, host: str, scheme: str, port: int, bk_port: int | None,
+              admin_port: int | None) -> None:
+    """RL1: once the bookie serves (replayed, its cookie checked, registered in its cluster,
+    READY=1 sent), and never for a start it refused: the machine ready lines on
+    ``ready_line`` (stdout; tests/support/servers.py and scripts/ read them, docs/
+    operations.md §1) and the same news for people through the logger."""
+    lines = [f"bookie listening on {scheme}://{host}:{port}"]
+    if bk_port is not None:
+        lines.append(f"bookie-rpc listening on {host}:{bk_port}")
+    if admin_port is not None:  # BookKeeper's admin REST API (docs/admin-api.md)
+        lines.append(f"bookie-admin listening on {scheme}://{host}:{admin_port}")
+    print("\n".join(lines), file=ready_line, flush=True)
+    log.info("bookie serving: HTTP on %s://%s:%d%s%s", scheme, host, port,
+             f", BookKeeper protocol on {host}:{bk_port}" if bk_port is not None else "",
+             f", admin API on {scheme}://{host}:{admin_port}" if admin_port is not None
+             else "")
 
 
 @contextlib.asynccontextmanager
@@ -221,7 +241,8 @@ def _reload_certificate(config: BookieConfig, context) -> None:
 
 
 async def _run_until_stopped(bookie, stop: asyncio.Event, notifier: Notifier,
-                             before_ready=(), address: str = "", before_start=()) -> int:
+                             before_ready=(), address: str = "", before_start=(),
+                             announce=lambda: None) -> int:
     started = time.monotonic()
     try:
         for hook in before_start:  # checks that must pass before any data is served
@@ -257,6 +278,7 @@ async def _run_until_stopped(bookie, stop: asyncio.Event, notifier: Notifier,
         await bookie.close()
         return 1
     notifier.send(ready=1, status=f"serving on {address}; {replay_summary(report)}")
+    announce()
     await stopper
     log.info("SIGTERM: draining, checkpointing and stopping")
     notifier.send(stopping=1, status="stopping: draining in-flight adds and checkpointing")

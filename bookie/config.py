@@ -14,7 +14,6 @@ named, and every value is range-checked before the bookie touches a file.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import re
@@ -277,15 +276,6 @@ def _check_dirs(config: BookieConfig) -> None:
                 raise ConfigError(f"{kinds[i]} dir {os.path.dirname(path)} and {kinds[j]} dir "
                                   f"{os.path.dirname(every[j])} overlap: each journal and "
                                   f"ledger dir must be its own directory")
-
-
-def add_setting_flags(parser: argparse.ArgumentParser) -> None:
-    """One ``--name`` flag per setting; absent flags stay None so lower layers show through."""
-    for s in SETTINGS:
-        flag = "--" + s.name.replace("_", "-")
-        default_text = "none" if s.default is None else s.default
-        parser.add_argument(flag, dest=s.name, default=None, metavar=s.kind.__name__.upper(),
-                            help=f"{s.help} (default {default_text}; env BOOKIE_{s.name.upper()})")
 
 
 def _read_toml(path: str) -> dict[str, Any]:

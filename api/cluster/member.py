@@ -78,11 +78,14 @@ class ClusterMember:
             Underreplication(self.registration.client, self.registration.root, self.bookie_id),
             bookie.config.gc_metadata_grace_ms / 1000.0, bookie.delete_ledger)
         self.autorecovery = None  # api.cluster.autorecovery.service.AutoRecovery, when enabled
+        self._leaving = False  # stop() has begun: losing the registration is expected
 
     def _changed(self, path: str | None) -> None:
         """From any thread: what /ready, /v1/bookie/info and the metrics say."""
         self.bookie.registration = path
-        if path is None:
+        if path is None and self._leaving:  # stop() unregistered it: a normal stop
+            log.info("bookie %s unregistered from ZooKeeper: stopping", self.bookie_id)
+        elif path is None:  # the session was lost (ZR2 registers it again on reconnect)
             log.warning("bookie %s is not registered in ZooKeeper", self.bookie_id)
         else:
             log.info("bookie registered as %s", path)
@@ -247,6 +250,7 @@ class ClusterMember:
 
     async def stop(self) -> None:
         """SIGTERM, before draining: clients stop choosing this bookie (ZR3)."""
+        self._leaving = True
         if self.autorecovery is not None:
             self.bookie.autorecovery = None
             await self.autorecovery.stop()

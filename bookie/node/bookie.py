@@ -219,11 +219,14 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
         self._room_freed_threadsafe()  # add_room.py AR2: the flushed half is cleared
         self.last_checkpoint = result
         self.stats.on_checkpoint(result.phase_s)
-        log.info("checkpoint: lastMark %x/%d, %d entries, %d bytes, %.1f ms, journals deleted %s",
-                 result.mark.journal_id, result.mark.offset, result.entries, result.bytes,
-                 sum(v for k, v in result.phase_s.items() if k in ("flush", "lastmark",
-                                                                   "retention")) * 1000,
-                 [f"{i:x}" for i in result.journals_deleted] or "none")
+        # INFO only when the run changed something: an idle bookie's periodic checkpoint
+        # (every checkpoint_interval_ms) is not news.
+        log.log(logging.INFO if result.did_work else logging.DEBUG,
+                "checkpoint: lastMark %x/%d, %d entries, %d bytes, %.1f ms, journals deleted %s",
+                result.mark.journal_id, result.mark.offset, result.entries, result.bytes,
+                sum(v for k, v in result.phase_s.items() if k in ("flush", "lastmark",
+                                                                  "retention")) * 1000,
+                [f"{i:x}" for i in result.journals_deleted] or "none")
 
     def begin_shutdown(self) -> None:
         """SIGTERM, first half: refuse new writes and release every long poll at once."""

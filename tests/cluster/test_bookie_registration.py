@@ -79,7 +79,7 @@ def test_registered_moved_with_read_only_and_removed_before_draining(tmp_path, z
     assert code == 0
     assert not zk.exists(writable) and not zk.exists(readonly)
     log = daemon.log_text()
-    unregistered = log.index(f"bookie {bookie_id} is not registered in ZooKeeper")
+    unregistered = log.index(f"bookie {bookie_id} unregistered from ZooKeeper: stopping")
     # Draining starts with the move to STOPPING (Bookie.close): the node went before it.
     assert unregistered < log.rindex("-> stopping"), "removed only after draining began"
 
@@ -152,3 +152,17 @@ def test_the_bookkeeper_protocol_port_is_registered_as_bookie_rpc(tmp_path, zk, 
         assert answer.status == 0 and answer.getBookieInfoResponse.totalDiskCapacity > 0
     finally:
         assert daemon.terminate() == 0
+
+
+def test_a_clean_sigterm_logs_no_warning_and_says_it_unregistered(start_bookies):
+    """Issue 54: every clean stop logged "WARNING ... is not registered in ZooKeeper": the
+    bookie's own unregistering (ZR3) was reported as a lost registration."""
+    daemon, = start_bookies(1)
+    assert daemon.terminate() == 0
+    log = daemon.log_text()
+    bookie_id = daemon.url.rsplit("/", 1)[-1]
+    assert f"INFO    bookie.cluster: bookie {bookie_id} unregistered from ZooKeeper: " \
+           f"stopping" in log, log
+    assert [line for line in log.splitlines() if " WARNING " in line or " ERROR " in line] \
+        == [], log
+    assert "bookie stopped cleanly after " in log.splitlines()[-1], log

@@ -14,6 +14,7 @@ import urllib.request
 from api.client import BookieClient
 from bookie.entry import DigestType, frame_entry, master_key
 from tests.support.servers import Daemon
+from tests.support.zookeeper import free_port
 
 KEY = master_key(b"probes")
 ENTRY_PAYLOAD = 16 * 1024
@@ -28,6 +29,20 @@ def _get(url: str) -> tuple[int, str]:
             return reply.status, reply.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
+
+
+def _until_answering(daemon: Daemon, bound_s: float = 60.0) -> None:
+    """Until both listeners accept connections (bound before replay begins); bounded."""
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        assert daemon.proc.poll() is None, daemon.log_text()
+        try:
+            _get(daemon.admin_url + "/api/v1/bookie/state")
+            _get(daemon.url + "/v1/bookie/info")
+            return
+        except OSError:  # not bound yet (refused, reset; an HTTPError is an answer, caught)
+            time.sleep(0.02)  # noqa: sleep-ok (bounded poll of another process's port)
+    raise TimeoutError(f"the listeners did not answer within {bound_s}s")
 
 
 async def _write_a_large_journal(url: str) -> None:
@@ -46,9 +61,12 @@ async def test_probes_while_the_daemon_replays_then_serves(tmp_path):
     await _write_a_large_journal(writer.url)
     writer.kill9()
 
-    daemon = Daemon(data_dir, *QUIET, "--admin-port", "0")
+    # Fixed ports: the ready lines come only once it serves, and this test probes before.
+    daemon = Daemon(data_dir, *QUIET, "--port", str(free_port()), "--admin-port",
+                    str(free_port()))
     daemon.start(wait_ready=False)
     try:
+        _until_answering(daemon)
         seen_replaying = []
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:

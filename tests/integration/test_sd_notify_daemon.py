@@ -12,6 +12,7 @@ import urllib.request
 from api.client import BookieClient
 from bookie.entry import DigestType, frame_entry, master_key
 from tests.support.servers import Daemon
+from tests.support.zookeeper import free_port
 
 KEY = master_key(b"notify")
 ENTRY_PAYLOAD = 16 * 1024
@@ -59,8 +60,8 @@ async def test_notify_status_during_replay_then_ready_watchdog_and_stopping(tmp_
     path = str(tmp_path / "notify.sock")
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
         sock.bind(path)
-        daemon = Daemon(data_dir, *quiet, env={"NOTIFY_SOCKET": path,
-                                               "WATCHDOG_USEC": str(WATCHDOG_USEC)})
+        daemon = Daemon(data_dir, *quiet, "--port", str(free_port()),
+                        env={"NOTIFY_SOCKET": path, "WATCHDOG_USEC": str(WATCHDOG_USEC)})
         daemon.start(wait_ready=False)
         try:
             before = _messages(sock, lambda got: bool(got) and "READY=1" in got[-1])

@@ -74,6 +74,11 @@ class Daemon:
         self.log_path = os.path.join(os.path.dirname(data_dir.rstrip("/")), "daemon.log")
 
     def start(self, timeout_s: float = 60.0, wait_ready: bool = True) -> "Daemon":
+        """Start it; with ``wait_ready``, until it serves: its ready lines on stdout come
+        once it has replayed (and joined its cluster), never for a start it refused
+        (bookie/cli.py RL1). ``wait_ready=False`` returns at once, for a test that watches
+        the start itself: its ports must then be given (``--port N``, and ``--admin-port
+        N``/``--bookie-port N`` when on), since no ready line tells them yet."""
         env = {**os.environ, "PYTHONPATH": self.cwd, **(self.env or {})}
         os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
         log = open(self.log_path, "ab")
@@ -84,8 +89,15 @@ class Daemon:
             [*self.prefix, sys.executable, *entry, "serve", "--data-dir", self.data_dir,
              "--host", "127.0.0.1", "--port", "0", *self.extra],
             stdout=subprocess.PIPE, stderr=log, env=env, cwd=self.cwd)
+        if not wait_ready:
+            self._ports_from_flags()
+            return self
         line = self.proc.stdout.readline().decode()
         if "listening on" not in line:
+            if not line:  # stdout closed: the process is going; say how it ended
+                code = self.proc.wait(timeout_s)
+                raise RuntimeError(f"daemon exited {code} before its ready line; "
+                                   f"log {self.log_path}")
             raise RuntimeError(f"daemon did not start: {line!r}; log {self.log_path}")
         self.url = line.strip().rsplit(" ", 1)[-1]
         self.bk_port = None
@@ -100,9 +112,22 @@ class Daemon:
             if not line.startswith("bookie-admin listening on "):
                 raise RuntimeError(f"no bookie-admin ready line: {line!r}; log {self.log_path}")
             self.admin_url = line.strip().rsplit(" ", 1)[-1]
-        if wait_ready:
-            self.wait_ready(timeout_s)
+        self.wait_ready(timeout_s)
         return self
+
+    def _ports_from_flags(self) -> None:
+        def given(flag: str) -> int | None:
+            values = [self.extra[i + 1] for i, arg in enumerate(self.extra[:-1]) if arg == flag]
+            if values and int(values[-1]) == 0:
+                raise ValueError(f"start(wait_ready=False) needs a fixed {flag}, not 0")
+            return int(values[-1]) if values else None
+
+        port, admin = given("--port"), given("--admin-port")
+        if port is None:
+            raise ValueError("start(wait_ready=False) needs --port N among the flags")
+        self.url = f"http://127.0.0.1:{port}"
+        self.bk_port = given("--bookie-port")
+        self.admin_url = f"http://127.0.0.1:{admin}" if admin is not None else None
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
         """Poll /ready with a bound; fail early if the process exits."""
