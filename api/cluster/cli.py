@@ -43,7 +43,8 @@ import sys
 from api.client.metadata import MetadataError
 from api.client.placement import POLICIES
 from api.cluster.local_bookies import (alive, client_env, make_pki, next_free, port_free,
-                                      rpc_text, say, start_bookie, wait_gone, wait_ready)
+                                      rpc_text, say, start_bookie, stop_zookeeper, wait_gone,
+                                      wait_ready)
 from api.cluster import cluster_status, topology_cli
 from api.cluster.local_zookeeper import ZooKeeperServer, missing
 
@@ -270,8 +271,7 @@ def down(args) -> int:
     zookeeper = state["zookeeper"]
     if alive(zookeeper["pid"]):
         say(f"stopping ZooKeeper (pid {zookeeper['pid']})")
-        os.kill(zookeeper["pid"], signal.SIGTERM)
-        ok = wait_gone(zookeeper["pid"], "ZooKeeper") and ok
+        ok = stop_zookeeper(zookeeper["pid"]) and ok
     if ok:
         os.remove(os.path.join(root, STATE_FILE))
         say(f"cluster stopped; data stays in {root}")

@@ -4,9 +4,11 @@ an exported BOOKIE_METADATA_SERVICE_URI stays right."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
+import signal
 import socket
 
 from api.cluster.local_bookies import port_free
@@ -76,3 +78,26 @@ def test_up_again_in_the_same_dir_keeps_the_zookeeper_port(tmp_path):
             listed.stdout + listed.stderr
     finally:
         assert bookie("cluster", "down", "--dir", home).returncode == 0
+
+
+def test_down_kills_a_zookeeper_that_outlives_sigterm(tmp_path):
+    """`cluster down` once failed after 120 s with ZooKeeper's JVM still up after SIGTERM
+    (the TLS cluster test, on a loaded machine). A ZooKeeper that cannot act on SIGTERM
+    (stopped with SIGSTOP: the signal stays pending) is killed after
+    ZOOKEEPER_STOP_TIMEOUT_S, said in a line, and `down` succeeds."""
+    home = str(tmp_path / "cluster")
+    base = consecutive_free_ports(1)
+    up = bookie("cluster", "up", "--bookies", "1", "--dir", home, "--base-port", str(base))
+    assert up.returncode == 0, up.stdout + up.stderr
+    with open(os.path.join(home, "cluster.json")) as handle:
+        zookeeper_pid = json.load(handle)["zookeeper"]["pid"]
+    os.kill(zookeeper_pid, signal.SIGSTOP)
+    try:
+        down = bookie("cluster", "down", "--dir", home)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(zookeeper_pid, signal.SIGCONT)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert "after SIGTERM: SIGKILL" in down.stdout, down.stdout
+    assert not os.path.exists(f"/proc/{zookeeper_pid}") or \
+        open(f"/proc/{zookeeper_pid}/stat").read().split()[2] == "Z"
