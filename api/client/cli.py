@@ -10,7 +10,6 @@ Exit codes: 0 done, 1 the bookie or the ledger refused (the message names why), 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import logging
@@ -23,147 +22,18 @@ import aiohttp
 from api.client.bookie_client import BookieClient
 from api.client.ledger import (LedgerClosedError, LedgerReader, LedgerWriter, WriterOptions,
                                recover_ledger)
-from api.client.metadata import FileMetadataStore, MetadataError
-from api.client.placement import POLICIES
+from api.client.codec import DigestMismatch
+from api.client.metadata import FileMetadataStore, LedgerExists, MetadataError
 from api.client import cli_replicated as replicated
+from api.client.cli_messages import digest_advice, past_end_note
+from api.client.cli_parser import DEFAULT_URL, build_parser
 from api.client.metadata_service import open_metadata_store
-from bookie.errors import BookieError
+from bookie.errors import BookieError, IOFailure, NoLedger
 
-DEFAULT_URL = "http://127.0.0.1:3180"
-PASSWORD_ENV = "BOOKIE_LEDGER_PASSWORD"
 STDIN_CHUNK_BYTES = 1 << 16
 #: A line longer than this cannot be an entry (docs/http-api.md's default max_entry_size); refusing it
 #: bounds the buffer a stream without newlines could grow.
 LINE_BYTES_MAX = 5 * 1024 * 1024
-
-DESCRIPTION = """\
-Use ledgers on a running bookie from the shell. A ledger is an append-only sequence of
-entries (0, 1, 2, ...) written by one writer; readers see entries up to the last add
-confirmed (LAC). Entries are framed and digested here, in the client, as BookKeeper's
-client does: readers check every digest, so --password and --digest must match the writer's
-(the password is also the ledger's master key on the bookie).
-"""
-
-EPILOG = """\
-examples:
-  printf 'a\\nb\\nc\\n' | bookie ledger write --ledger 7      three entries, one per line
-  bookie ledger write --ledger 8 --raw 65536 < big.bin       64 KiB entries
-  bookie ledger read --ledger 7                              a, b, c: one per line
-  bookie ledger tail --ledger 7 --from 3                     follow new entries as they come
-  bookie ledger recover --ledger 7                           fence and close after a crash
-  bookie ledger info --ledger 7
-
-With --metadata FILE, ledgers get metadata in a local JSON file, as BookKeeper keeps it in
-ZooKeeper: `write` may omit --ledger (an id is allocated); `write`, at its end, and `recover`
-mark the ledger CLOSED; and `tail` stops at the end of a closed ledger.
-"""
-
-
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", default=DEFAULT_URL, help=f"the bookie (default {DEFAULT_URL})")
-    parser.add_argument("--password", default=os.environ.get(PASSWORD_ENV, ""),
-                        help=f"the ledger's password (default ${PASSWORD_ENV}, else empty)")
-    parser.add_argument("--digest", default="crc32c", choices=["crc32c", "crc32", "mac", "dummy"],
-                        help="entry digest type (default crc32c; mac needs the password to "
-                        "read too)")
-    parser.add_argument("--metadata", metavar="FILE",
-                        help="ledger metadata file (FileMetadataStore); optional")
-    parser.add_argument("--metadata-service-uri", metavar="URI",
-                        default=os.environ.get("BOOKIE_METADATA_SERVICE_URI"),
-                        help="ledger metadata service instead: zk://host:port/ledgers (a "
-                        "cluster's ZooKeeper) or file:///path (default "
-                        "$BOOKIE_METADATA_SERVICE_URI)")
-
-
-def _ledger(parser: argparse.ArgumentParser, required: bool = True) -> None:
-    parser.add_argument("--ledger", type=int, required=required, metavar="ID",
-                        help="ledger id (>= 0)")
-
-
-def _payload_format(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--raw", action="store_true",
-                        help="write payloads back to back (default: each followed by a "
-                        "newline, the inverse of `write`'s one entry per line)")
-
-
-def _command(commands, name: str, help_text: str, description: str,
-             ledger_required: bool = True) -> argparse.ArgumentParser:
-    parser = commands.add_parser(name, help=help_text, description=description)
-    _common(parser)
-    _ledger(parser, required=ledger_required)
-    return parser
-
-
-def _add_write(commands) -> None:
-    write = _command(commands, "write",
-                     "append stdin to a ledger, one entry per line (or --raw N bytes)",
-                     "Append stdin as entries, pipelined, then close the ledger (publishing "
-                     "its last entry as the LAC). Prints {ledgerId, lastEntryId, length} as "
-                     "JSON.", ledger_required=False)
-    write.add_argument("--raw", type=int, metavar="N",
-                       help="entries are N-byte chunks of stdin (the last may be shorter) "
-                       "instead of lines without their newline")
-    write.add_argument("--append", action="store_true",
-                       help="append to an existing ledger (no other writer may hold it)")
-    write.add_argument("--batch", type=int, default=100, metavar="N",
-                       help="most queued entries sent in one request (default 100)")
-    write.add_argument("--ensemble", type=int, metavar="E",
-                       help="a replicated ledger on E bookies of the cluster "
-                       "(--metadata-service-uri zk://...): each entry on --write-quorum of "
-                       "them, acknowledged at --ack-quorum (docs/cluster.md)")
-    write.add_argument("--write-quorum", type=int, metavar="QW", help="default: E")
-    write.add_argument("--ack-quorum", type=int, metavar="QA", help="default: QW")
-    write.add_argument("--placement", default="rack", choices=POLICIES,
-                       help="how the ensemble spreads over the bookies' racks, zones or hosts "
-                       "(docs/cluster.md §6; default rack, as BookKeeper's client)")
-    write.add_argument("--placement-strict", action="store_true",
-                       help="refuse the ledger when the policy cannot be met")
-
-
-def _add_read_and_tail(commands) -> None:
-    read = _command(commands, "read", "print entries' payloads to stdout",
-                    "Print entries FROM..TO (default 0..LAC), each verified against its "
-                    "digest.")
-    read.add_argument("--from", dest="first", type=int, default=0, metavar="A")
-    read.add_argument("--to", dest="to", type=int, metavar="B",
-                      help="last entry (default: the LAC)")
-    read.add_argument("--last", dest="last_only", action="store_true",
-                      help="print only the last confirmed entry")
-    _payload_format(read)
-    tail = _command(commands, "tail", "follow a ledger, printing entries as confirmed",
-                    "Print each confirmed entry once, in order, waiting for new ones with "
-                    "the LAC long poll. Stops at --until, at the end of a ledger closed in "
-                    "--metadata, or on Ctrl-C.")
-    tail.add_argument("--from", dest="first", type=int, default=0, metavar="A")
-    tail.add_argument("--until", type=int, metavar="B", help="stop after entry B")
-    _payload_format(tail)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="bookie ledger", description=DESCRIPTION, epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    _add_write(commands)
-    _add_read_and_tail(commands)
-    _command(commands, "recover",
-             "fence a ledger whose writer died and close it at its last good entry",
-             "Fence the ledger (its writer, if alive, gets EFENCED), verify the entries "
-             "after the LAC, close the ledger before the first gap or bad digest and publish "
-             "that as the LAC. Prints the result as JSON. Safe to run twice.")
-    _command(commands, "info", "the bookie's view of a ledger, as JSON",
-             "GET /v1/ledgers/ID, plus the metadata if --metadata or "
-             "--metadata-service-uri is given.")
-    listing = _command(commands, "list", "the ledgers the metadata service knows",
-                       "One line per ledger with metadata: id, state, E/Qw/Qa, last entry, "
-                       "length, ensembles (--json: one JSON object per line). Needs "
-                       "--metadata or --metadata-service-uri.", ledger_required=False)
-    listing.add_argument("--json", action="store_true", help="JSON lines")
-    _command(commands, "delete", "delete a ledger's metadata",
-             "Delete the ledger's metadata (compare-and-set on the version read). In a "
-             "cluster every bookie then deletes its copies at its next garbage collection "
-             "(gc_metadata_grace_ms later). Needs --metadata or --metadata-service-uri.")
-    return parser
 
 
 # -- commands -------------------------------------------------------------------------------
@@ -234,9 +104,15 @@ async def cmd_write(args) -> int:
         writer = await LedgerWriter.open(args.url, args.ledger, args.password, args.digest,
                                          metadata_store=_store(args), options=options)
     else:
-        writer = await LedgerWriter.create(args.url, args.password, args.digest,
-                                           ledger_id=args.ledger, metadata_store=_store(args),
-                                           options=options)
+        try:
+            writer = await LedgerWriter.create(args.url, args.password, args.digest,
+                                               ledger_id=args.ledger,
+                                               metadata_store=_store(args), options=options)
+        except LedgerExists as exc:
+            # The library's "open it to append" in the flag that does it.
+            where = str(exc).split(";")[0]
+            raise LedgerExists(f"{where}; --append to add to it (recover it first if its "
+                               f"writer died)") from None
     async with writer:
         try:
             async for record in _records(sys.stdin.buffer, args.raw):
@@ -257,22 +133,34 @@ def _emit(payload: bytes, raw: bool) -> None:
         out.write(b"\n")
 
 
+def note_past_end(args, end: int) -> None:
+    """READ_DESCRIPTION's note, on stderr, when the asked range reaches past ``end``."""
+    note = past_end_note(args.ledger, end, args.first, args.to)
+    if note is not None:
+        print(f"bookie ledger {args.command}: {note}", file=sys.stderr)
+
+
 async def cmd_read(args) -> int:
+    if args.to is not None and args.to < args.first:
+        raise ValueError(f"--to {args.to} is before --from {args.first}")
     if await replicated.metadata_of(args, _store(args)) is not None:
-        return await replicated.read(args, False, _emit, _print_json)
+        return await replicated.read(args, False, _emit, _print_json, note_past_end)
     async with await LedgerReader.open(args.url, args.ledger, args.password, args.digest,
                                        metadata_store=_store(args)) as reader:
         if args.last_only:
             _emit((await reader.read_last()).payload, args.raw)
             sys.stdout.buffer.flush()
             return 0
-        last = await reader.read_lac() if args.to is None else args.to
-        if last < args.first:
-            return 0  # nothing confirmed in the range
-        async for batch in reader.iter_range(args.first, last):
-            for entry in batch:
-                _emit(entry.payload, args.raw)
-            sys.stdout.buffer.flush()
+        # Confirmed entries only, whether or not --to is given: one end for both edges of
+        # the range (the entries past the LAC are recover's to decide).
+        end = await reader.read_lac()
+        last = end if args.to is None else min(args.to, end)
+        if args.first <= last:
+            async for batch in reader.iter_range(args.first, last):
+                for entry in batch:
+                    _emit(entry.payload, args.raw)
+                sys.stdout.buffer.flush()
+        note_past_end(args, end)
     return 0
 
 
@@ -281,15 +169,37 @@ async def cmd_tail(args) -> int:
         return await replicated.tail(args, _emit)
     async with await LedgerReader.open(args.url, args.ledger, args.password, args.digest,
                                        metadata_store=_store(args)) as reader:
+        if _store(args) is None:
+            # Without metadata nothing but the bookie knows of the ledger: one it has never
+            # seen is a mistyped id (BookKeeper's NoSuchLedgerExists), not one to wait for.
+            # A ledger in the metadata with no entry yet is waited for (its metadata was read).
+            await _bookie_knows(reader.ledger_id, args.url)
         async for entry in reader.tail(args.first, args.until):
             _emit(entry.payload, args.raw)
             sys.stdout.buffer.flush()  # a follower shows each entry as it is confirmed
     return 0
 
 
+async def _bookie_knows(ledger_id: int, url: str) -> None:
+    """NoLedger, naming the way out, if the bookie at ``url`` has never seen the ledger."""
+    try:
+        async with BookieClient(url) as client:
+            await client.ledger_info(ledger_id)
+    except NoLedger:
+        raise NoLedger(f"ledger {ledger_id} is unknown to the bookie at {url} and has no "
+                       f"metadata here; check --ledger, or give --metadata or "
+                       f"--metadata-service-uri where it was created") from None
+
+
 async def cmd_recover(args) -> int:
     if await replicated.metadata_of(args, _store(args)) is not None:
         return await replicated.read(args, True, _emit, _print_json)
+    if _store(args) is None:
+        # The fence would create the ledger (the bookie fences unknown ledgers, as
+        # BookKeeper's does, for a writer that has not written yet): recover of a mistyped
+        # id must refuse, as BookKeeper's openLedger does (NoSuchLedgerExists). With a store
+        # recover_ledger reads the metadata first and refuses there.
+        await _bookie_knows(args.ledger, args.url)
     result = await recover_ledger(args.url, args.ledger, args.password, args.digest,
                                   metadata_store=_store(args))
     _print_json({"ledgerId": result.ledger_id, "lastEntryId": result.lac,
@@ -300,11 +210,14 @@ async def cmd_recover(args) -> int:
 
 
 async def cmd_info(args) -> int:
-    async with BookieClient(args.url) as client:
-        info = await client.ledger_info(args.ledger)
     store = _store(args)
-    if store is not None:
-        info["metadata"] = (await store.read(args.ledger)).to_json()
+    metadata = None if store is None else (await store.read(args.ledger)).to_json()
+    info = {"ledgerId": args.ledger}
+    if store is None or args.url_given:  # the metadata is the ledger's record: no bookie needed
+        async with BookieClient(args.url) as client:
+            info = await client.ledger_info(args.ledger)
+    if metadata is not None:
+        info["metadata"] = metadata
     _print_json(info)
     return 0
 
@@ -340,9 +253,25 @@ COMMANDS = {"write": cmd_write, "read": cmd_read, "tail": cmd_tail, "recover": c
             "info": cmd_info, "list": cmd_list, "delete": cmd_delete}
 
 
+async def _digest_tried(args) -> tuple[str, bool]:
+    """(the digest a read used, whether the ledger's metadata chose it)."""
+    store = getattr(args, "store", None)
+    if store is not None and args.ledger is not None:
+        try:
+            return (await store.read(args.ledger)).digest_type.header_name, True
+        except (BookieError, MetadataError):
+            pass
+    return args.digest, False
+
+
 async def _run(args) -> int:
     try:
         return await COMMANDS[args.command](args)
+    except DigestMismatch as exc:
+        advice = digest_advice(exc, *await _digest_tried(args))
+        if advice is None:
+            raise
+        raise IOFailure(advice) from None
     finally:
         store = getattr(args, "store", None)
         if store is not None and hasattr(store, "close"):
@@ -351,6 +280,7 @@ async def _run(args) -> int:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    args.url_given, args.url = args.url is not None, args.url or DEFAULT_URL
     logging.getLogger("kazoo").setLevel(logging.ERROR)  # its reconnect warnings: ZK5's line
     try:
         return asyncio.run(_run(args))

@@ -53,9 +53,10 @@ async def write(args, store, records, print_json) -> int:
     return 0
 
 
-async def read(args, recover: bool, emit, print_json) -> int:
-    """Entries from --from to --to (default: the end of a closed ledger, else the LAC), or,
-    with ``recover``, recover the ledger and print where it ends."""
+async def read(args, recover: bool, emit, print_json, note_past_end=None) -> int:
+    """Entries from --from to --to, at most to the end (of a closed ledger, else the LAC:
+    S4, no read past it), then ``note_past_end(args, end)``; or, with ``recover``, recover
+    the ledger and print where it ends."""
     async with await BookKeeper.connect(cluster_uri(args)) as bk:
         reader = await bk.open_ledger(args.ledger, args.password, recover=recover)
         meta = reader.metadata
@@ -63,12 +64,14 @@ async def read(args, recover: bool, emit, print_json) -> int:
             print_json({"ledgerId": args.ledger, "lastEntryId": meta.last_entry_id,
                         "length": meta.length, "state": meta.state.value})
             return 0
-        last = args.to if args.to is not None else (
-            meta.last_entry_id if meta.closed else await reader.read_lac())
+        end = meta.last_entry_id if meta.closed else await reader.read_lac()
+        last = end if args.to is None else min(args.to, end)
         if last >= args.first:  # batched: windows of held reads (RD3), not one per entry
             async for entry in reader.read_range(args.first, last):
                 emit(entry.payload, args.raw)
         sys.stdout.buffer.flush()
+        if note_past_end is not None:
+            note_past_end(args, end)
     return 0
 
 

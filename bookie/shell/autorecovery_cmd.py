@@ -47,7 +47,8 @@ def register(commands, common: argparse.ArgumentParser) -> None:
         "restart of many bookies; 'enable' undoes it; 'status' shows the switch, the "
         "auditor, the lost-bookie delay in force and the marked ledgers' count. "
         "'set-delay N' stores lostBookieRecoveryDelay in ZooKeeper.")
-    switch.add_argument("action", choices=("enable", "disable", "status", "set-delay"))
+    switch.add_argument("action", choices=("enable", "disable", "status", "set-delay"),
+                        help="what to do (see above)")
     switch.add_argument("seconds", nargs="?", type=int, help="the delay, for set-delay")
     switch.set_defaults(handler=autorecovery_switch)
 

@@ -51,7 +51,8 @@ def register(commands, common: argparse.ArgumentParser) -> None:
         "it; 'delete' removes it so that the bookie starts on the dirs it has, as a new "
         "member: do that only once its old copies are known lost (autorecovery). Exit 1 if "
         "there is no cookie.")
-    cookie.add_argument("action", choices=("show", "delete", "list"))
+    cookie.add_argument("action", choices=("show", "delete", "list"),
+                        help="show or delete one bookie's cookie, or list them all")
     cookie.add_argument("--bookie-id", metavar="HOST:PORT", help="the bookie (show, delete)")
     cookie.set_defaults(handler=cookie_command)
     bookies = commands.add_parser(
