@@ -12,11 +12,16 @@ PARSERS = {
     "bookie ledger": "api.client.cli_parser:build_parser",
     "bookie shell": "bookie.shell:build_parser",
     "bookie cluster": "api.cluster.cli:build_parser",
+    "python -m bookie.pipeline": "bookie.pipeline.cli_args:build_parser",
+    "bookie": "bookie.cli:build_parser",
 }
 
 
 def _walk(parser: argparse.ArgumentParser, path: str):
-    """(where, what) of every argument or subcommand without help."""
+    """(where, what) of every argument or subcommand without help. A flag ``--help`` hides
+    (``bookie serve``'s less common settings) counts by the help ``--help-all`` shows."""
+    held = {id(action): text for holder in parser._actions
+            for action, text in getattr(holder, "hidden", ())}
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             helps = {choice.dest: choice.help for choice in action._choices_actions}
@@ -25,7 +30,8 @@ def _walk(parser: argparse.ArgumentParser, path: str):
                     yield path, f"command {name}"
                 yield from _walk(sub, f"{path} {name}")
         elif not isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
-            if not (action.help or "").strip() or action.help == argparse.SUPPRESS:
+            text = held.get(id(action), action.help)
+            if not (text or "").strip() or text == argparse.SUPPRESS:
                 yield path, "/".join(action.option_strings) or action.dest
 
 
