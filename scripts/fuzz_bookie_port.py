@@ -219,10 +219,17 @@ async def one_round(seed: int, args, port: int, first_id: int) -> int:
 
 
 def known_flags(repo: str) -> dict:
-    """The budget flags the daemon of ``repo`` knows (an older checkout lacks some)."""
-    usage = subprocess.run([sys.executable, "-m", "bookie", "serve", "--help"], cwd=repo,
-                           env=dict(os.environ, PYTHONPATH=repo), capture_output=True,
-                           text=True, check=True).stdout
+    """The budget flags the daemon of ``repo`` knows (an older checkout lacks some).
+    ``--help-all`` lists every setting's flag since issue 54 (``--help`` only the common
+    ones); a checkout older than that has no ``--help-all`` and lists them all in ``--help``."""
+    for flag in ("--help-all", "--help"):
+        done = subprocess.run([sys.executable, "-m", "bookie", "serve", flag], cwd=repo,
+                              env=dict(os.environ, PYTHONPATH=repo), capture_output=True,
+                              text=True)
+        if done.returncode == 0:
+            break
+    done.check_returncode()
+    usage = done.stdout
     return {flag: value for flag, value in BUDGET.items() if flag in usage}
 
 
