@@ -144,14 +144,16 @@ async def test_cancelled_reads_leave_the_queue_unread(storage, executor):
     for n, group in enumerate(lost):
         queue.read_group([(6, n * 50 + i, group, i) for i in range(50)])
     futures = [queue.read(6, 199 - i) for i in range(30)]
-    await asyncio.sleep(0)  # the turn's end: two jobs of 5 took the first ten live reads
+    await asyncio.sleep(0)  # noqa: sleep-ok (one loop turn: the jobs start at its end, RQ1)
     assert len(queue) == 10 + 150 + 30
     for group in lost:
         group.cancel()
     for future in futures:
         future.cancel()
-    await asyncio.sleep(0)  # RQ5: by the end of the turn (callbacks first, then the purge)
-    await asyncio.sleep(0)
+    # RQ5: cancelled futures' callbacks run in the next turn, the purge they schedule in the
+    # one after: two turns, counted, not waited for.
+    await asyncio.sleep(0)  # noqa: sleep-ok (a loop turn)
+    await asyncio.sleep(0)  # noqa: sleep-ok (a loop turn)
     assert len(queue) == 10
     gate.set()
     got = await asyncio.wait_for(answered, 60)
