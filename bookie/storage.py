@@ -34,7 +34,7 @@ from bookie.ledger_usage import LedgerUsage
 from bookie.write_cache import WriteCache
 from entrylog.entry_logger import EntryLogger
 from entrylog.run_reader import Bound, joins, piece
-from ledgerindex.keys import LedgerState
+from ledgerindex.keys import ENTRY_ID_MAX, LedgerState
 from ledgerindex.ledgers import LedgerMetadataIndex
 from ledgerindex.locations import EntryLocationIndex
 
@@ -224,8 +224,12 @@ class LedgerStorage:
         that lie together in a log read in one pread each run (entrylog/run_reader.py).
         Where a run's read fails, each of its entries goes through ``get_entry`` (R4's
         retry of a read that raced compaction, R2's errors); an id found in neither the
-        index read nor the cache too (a checkpoint may have moved it meanwhile)."""
-        return self._gather(ledger_id, range(first, last + 1), bound, framed, False)
+        index read nor the cache too (a checkpoint may have moved it meanwhile).
+
+        No entry id above keys.ENTRY_ID_MAX (2**63 - 2) can be stored, so a range asked up
+        to 2**63 - 1 ends there (it raised the index's ValueError: a 500 over HTTP)."""
+        ids = range(first, min(last, ENTRY_ID_MAX) + 1)
+        return self._gather(ledger_id, ids, bound, framed, False) if ids else []
 
     def get_listed(self, ledger_id: int, entry_ids: list[int], max_bytes: int) -> list:
         """Entries ``entry_ids`` (ascending) of one ledger, each its bytes or None where
