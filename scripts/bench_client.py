@@ -134,7 +134,7 @@ async def run_writer(url: str, ledger_id: int, size: int, seconds: float, figure
     costs more client CPU than the pipeline itself and would slow what it measures.
     """
     payload = os.urandom(size)
-    writer = await LedgerWriter.create(url, PASSWORD, ledger_id=ledger_id, options=options)
+    writer = await LedgerWriter.create(url, password=PASSWORD, ledger_id=ledger_id, options=options)
 
     def acked(_future: asyncio.Future, began: float) -> None:
         figure.latencies.append(time.perf_counter() - began)
@@ -156,7 +156,7 @@ async def run_one_at_a_time(url: str, ledger_id: int, size: int, seconds: float,
     """Sequential adds: with nothing queued, latency is the add's own round trip."""
     payload, key = os.urandom(size), master_key(PASSWORD)
     async with BookieClient(url) as client:
-        writer = None if raw else await LedgerWriter.create(client, PASSWORD,
+        writer = None if raw else await LedgerWriter.create(client, password=PASSWORD,
                                                             ledger_id=ledger_id)
         started = time.perf_counter()
         entry_id = 0

@@ -105,8 +105,7 @@ async def cmd_write(args) -> int:
                                          metadata_store=_store(args), options=options)
     else:
         try:
-            writer = await LedgerWriter.create(args.url, args.password, args.digest,
-                                               ledger_id=args.ledger,
+            writer = await LedgerWriter.create(args.url, args.ledger, args.password, args.digest,
                                                metadata_store=_store(args), options=options)
         except LedgerExists as exc:
             # The library's "open it to append" in the flag that does it.

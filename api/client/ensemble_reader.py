@@ -25,6 +25,7 @@ from api.client.batch_read import WINDOW_IDS, WINDOWS_IN_FLIGHT, HeldRead, held_
 from api.client.bookies import BOOKIE_FAILURES, Bookies
 from api.client.codec import LedgerCodec, LedgerEntry
 from api.client.distribution import bookies_of
+from api.client.entry_stream import EntryStream
 from api.client.metadata import LedgerMetadata
 from bookie.errors import NoEntry, NoLedger
 
@@ -36,23 +37,6 @@ TAIL_POLL_MS = 2000
 
 class BeyondLastConfirmed(NoEntry):
     """RD2: the entry is above the reader's LAC, or past a closed ledger's end."""
-
-
-class EntryStream:
-    """Entries of a range, in order: ``async for`` streams them (bounded memory), ``await``
-    collects them into a list."""
-
-    def __init__(self, start) -> None:
-        self._start = start  # () -> an async iterator
-
-    def __aiter__(self):
-        return self._start()
-
-    def __await__(self):
-        return self._collect().__await__()
-
-    async def _collect(self) -> list[LedgerEntry]:
-        return [entry async for entry in self._start()]
 
 
 class EnsembleReader:

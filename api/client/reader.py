@@ -13,6 +13,7 @@ from typing import AsyncIterator
 
 from api.client.bookie_client import BookieClient
 from api.client.codec import LedgerCodec, LedgerEntry
+from api.client.entry_stream import EntryStream
 from api.client.metadata import LedgerMetadataStore
 from api.client.retry import _client_for
 from bookie.entry import DigestType
@@ -78,12 +79,14 @@ class LedgerReader:
             raise NoEntry(f"ledger {self.ledger_id} has no confirmed entries")
         return await self.read_entry(lac)
 
-    async def read_range(self, first: int, last: int) -> list[LedgerEntry]:
-        """Entries first..last, all of them (NoEntry names the first missing one)."""
-        found = []
-        async for batch in self.iter_range(first, last):
-            found.extend(batch)
-        return found
+    def read_range(self, first: int, last: int) -> EntryStream:
+        """Entries first..last, all of them (NoEntry names the first missing one):
+        ``await`` gives a list, ``async for`` streams them, as on a replicated ledger."""
+        async def entries():
+            async for batch in self.iter_range(first, last):
+                for entry in batch:
+                    yield entry
+        return EntryStream(entries)
 
     async def iter_range(self, first: int, last: int) -> AsyncIterator[list[LedgerEntry]]:
         """Entries first..last as the bookie's range reads return them (each at most

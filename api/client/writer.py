@@ -26,6 +26,7 @@ import logging
 
 from api.client.bookie_client import BookieClient
 from api.client.codec import LedgerCodec, digest_type_of
+from api.client.ensemble_errors import LedgerClosed
 from api.client.ledger_end import _open_point, _require_unknown
 from api.client.metadata import BadVersion, LedgerMetadata, LedgerMetadataStore, MetadataState
 from api.client.pipeline import AddPipeline, _PendingAdd
@@ -36,8 +37,10 @@ from bookie.errors import BookieError, Fenced
 log = logging.getLogger("api.client.ledger")
 
 
-class LedgerClosedError(Exception):
-    """A write to a writer that is closed, or to a ledger its metadata says is closed."""
+#: One closed-ledger error for both clients (issue 55): a write to a writer that is closed,
+#: or to a ledger its metadata says is closed, raises the replicated client's LedgerClosed
+#: (a BookieError, code ELEDGERCLOSED). The old name stays as an alias.
+LedgerClosedError = LedgerClosed
 
 
 class LedgerWriter(AddPipeline):
@@ -72,16 +75,24 @@ class LedgerWriter(AddPipeline):
         self._lac_timer: asyncio.TimerHandle | None = None
 
     @classmethod
-    async def create(cls, bookie: BookieClient | str, password: bytes | str = b"",
+    async def create(cls, bookie: BookieClient | str, ledger_id: int | None = None,
+                     password: bytes | str = b"",
                      digest_type: DigestType | str = DigestType.CRC32C, *,
-                     ledger_id: int | None = None,
                      metadata_store: LedgerMetadataStore | None = None,
                      options: WriterOptions | None = None,
                      custom: dict | None = None) -> "LedgerWriter":
         """A new ledger: ``ledger_id``, or one allocated by ``metadata_store`` (OPEN there).
 
+        The arguments come in ``open``'s order (bookie, ledger_id, password, digest_type);
+        before issue 55 the password came second, so ``create(url, b"pw")`` from older code
+        is refused with a TypeError that says so, never taken as a ledger id.
         Raises LedgerExists (api.client.metadata) if the bookie or the store knows the id.
         """
+        if ledger_id is not None and (isinstance(ledger_id, bool)
+                                      or not isinstance(ledger_id, int)):
+            raise TypeError(f"LedgerWriter.create(bookie, ledger_id, password, ...): ledger_id "
+                            f"must be an int or None, got {type(ledger_id).__name__} (the "
+                            "password came second before issue 55; pass password=...)")
         dtype = digest_type_of(digest_type)
         client, owned = _client_for(bookie)
         try:

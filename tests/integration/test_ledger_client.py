@@ -31,7 +31,7 @@ def payload(entry_id: int, size: int = 100) -> bytes:
 
 async def write_entries(url: str, ledger_id: int, count: int, digest="crc32c",
                         options: WriterOptions | None = None, size: int = 100) -> LedgerWriter:
-    writer = await LedgerWriter.create(url, PASSWORD, digest, ledger_id=ledger_id,
+    writer = await LedgerWriter.create(url, ledger_id, PASSWORD, digest,
                                        options=options)
     futures = [await writer.append_async(payload(i, size)) for i in range(count)]
     assert await asyncio.gather(*futures) == list(range(count))
@@ -225,7 +225,7 @@ async def test_tail_sees_every_entry_exactly_once_while_a_writer_appends(server,
     seen, progress = [], asyncio.Queue()
     # The follower starts before the ledger exists and long-polls as it grows.
     follower = asyncio.create_task(_follow(reader, total - 1, seen, progress))
-    writer = await LedgerWriter.create(server.url, PASSWORD, ledger_id=6, options=options)
+    writer = await LedgerWriter.create(server.url, 6, PASSWORD, options=options)
     next_id = 0
     for count in rounds:
         futures = [await writer.append_async(payload(next_id + i)) for i in range(count)]
@@ -278,7 +278,7 @@ async def test_503s_and_lost_acks_are_retried_without_reordering_or_duplicates(s
 async def test_retries_on_503_are_bounded_then_every_append_fails(server):
     async with FaultyProxy(server.url) as proxy:
         proxy.busy = lambda number: True
-        writer = await LedgerWriter.create(proxy.url, PASSWORD, ledger_id=10, options=WriterOptions(
+        writer = await LedgerWriter.create(proxy.url, 10, PASSWORD, options=WriterOptions(
             retries_max=3, retry_after_max_s=0.0))
         with pytest.raises(TooManyRequests):
             await writer.append(b"never stored")
@@ -290,7 +290,7 @@ async def test_retries_on_503_are_bounded_then_every_append_fails(server):
 
 
 async def test_acks_complete_in_entry_order_with_many_requests_in_flight(server):
-    writer = await LedgerWriter.create(server.url, PASSWORD, ledger_id=11, options=WriterOptions(
+    writer = await LedgerWriter.create(server.url, 11, PASSWORD, options=WriterOptions(
         batch_max_entries=1, requests_in_flight_max=32))
     completed = []
     futures = []
@@ -306,7 +306,7 @@ async def test_acks_complete_in_entry_order_with_many_requests_in_flight(server)
 async def test_acks_out_of_order_still_complete_in_entry_order(server, client):
     async with FaultyProxy(server.url) as proxy:
         proxy.hold = lambda number: number == 1  # entry 0's request is slow
-        writer = await LedgerWriter.create(proxy.url, PASSWORD, ledger_id=17, options=(
+        writer = await LedgerWriter.create(proxy.url, 17, PASSWORD, options=(
             WriterOptions(batch_max_entries=1, requests_in_flight_max=4)))
         completed = []
         futures = [await writer.append_async(payload(i)) for i in range(12)]
@@ -345,7 +345,7 @@ async def test_a_fenced_writer_stops_with_efenced_and_sends_nothing_more(server)
 
 
 async def test_append_waits_for_room_when_the_pipeline_is_full(server):
-    writer = await LedgerWriter.create(server.url, PASSWORD, ledger_id=13, options=WriterOptions(
+    writer = await LedgerWriter.create(server.url, 13, PASSWORD, options=WriterOptions(
         adds_in_flight_max=4, batch_max_entries=2))
     futures = [await writer.append_async(payload(i)) for i in range(40)]
     assert await asyncio.gather(*futures) == list(range(40))
@@ -353,7 +353,7 @@ async def test_append_waits_for_room_when_the_pipeline_is_full(server):
 
 
 async def test_deferred_sync_adds_are_confirmed_by_force(server, client):
-    writer = await LedgerWriter.create(server.url, PASSWORD, ledger_id=14, options=WriterOptions(
+    writer = await LedgerWriter.create(server.url, 14, PASSWORD, options=WriterOptions(
         deferred_sync=True))
     assert [await writer.append(payload(i)) for i in range(5)] == list(range(5))
     assert writer.lac == -1  # acknowledged, not yet known durable

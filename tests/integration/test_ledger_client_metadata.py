@@ -60,7 +60,8 @@ async def test_the_file_is_whole_json_replaced_atomically(store):
 
 
 async def test_close_marks_the_ledger_closed_at_its_last_entry(server, store):
-    writer = await LedgerWriter.create(server.url, PASSWORD, "crc32", metadata_store=store)
+    writer = await LedgerWriter.create(server.url, password=PASSWORD, digest_type="crc32",
+                                       metadata_store=store)
     assert writer.metadata.state is MetadataState.OPEN
     for i in range(4):
         await writer.append(b"x" * (i + 1))
@@ -69,12 +70,13 @@ async def test_close_marks_the_ledger_closed_at_its_last_entry(server, store):
     assert (closed.state, closed.last_entry_id, closed.length) == (
         MetadataState.CLOSED, 3, 10)
     with pytest.raises(LedgerExists):
-        await LedgerWriter.create(server.url, PASSWORD, ledger_id=writer.ledger_id,
+        await LedgerWriter.create(server.url, password=PASSWORD, ledger_id=writer.ledger_id,
                                   metadata_store=store)
 
 
 async def test_recovery_closes_in_metadata_and_the_old_writers_close_loses(server, store):
-    writer = await LedgerWriter.create(server.url, PASSWORD, "mac", metadata_store=store)
+    writer = await LedgerWriter.create(server.url, password=PASSWORD, digest_type="mac",
+                                       metadata_store=store)
     for i in range(3):
         await writer.append(b"entry %d" % i)
     result = await recover_ledger(server.url, writer.ledger_id, PASSWORD, metadata_store=store)
@@ -89,7 +91,7 @@ async def test_recovery_closes_in_metadata_and_the_old_writers_close_loses(serve
 
 
 async def test_a_writer_whose_ledger_was_recovered_cannot_close_it(server, store):
-    writer = await LedgerWriter.create(server.url, PASSWORD, metadata_store=store)
+    writer = await LedgerWriter.create(server.url, password=PASSWORD, metadata_store=store)
     await writer.append(b"one")
     # Recovery's metadata moves on while this writer has not touched the bookie since.
     current = await store.read(writer.ledger_id)
@@ -100,7 +102,7 @@ async def test_a_writer_whose_ledger_was_recovered_cannot_close_it(server, store
 
 
 async def test_tail_ends_at_the_end_of_a_ledger_closed_in_metadata(server, store):
-    writer = await LedgerWriter.create(server.url, PASSWORD, metadata_store=store)
+    writer = await LedgerWriter.create(server.url, password=PASSWORD, metadata_store=store)
     reader = await LedgerReader.open(server.url, writer.ledger_id, PASSWORD,
                                      metadata_store=store)
     for i in range(5):
@@ -111,7 +113,7 @@ async def test_tail_ends_at_the_end_of_a_ledger_closed_in_metadata(server, store
 
 
 async def test_reader_takes_the_digest_type_from_metadata(server, store):
-    async with await LedgerWriter.create(server.url, PASSWORD, "crc32",
+    async with await LedgerWriter.create(server.url, password=PASSWORD, digest_type="crc32",
                                          metadata_store=store) as writer:
         await writer.append(b"typed")
     async with await LedgerReader.open(server.url, writer.ledger_id, PASSWORD,

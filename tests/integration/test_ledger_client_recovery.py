@@ -29,7 +29,7 @@ def payload(i):
 
 async def main(url, ledger_id):
     options = WriterOptions(batch_max_entries=int(sys.argv[3]), requests_in_flight_max=8)
-    writer = await LedgerWriter.create(url, b"recovery-tests", ledger_id=ledger_id,
+    writer = await LedgerWriter.create(url, password=b"recovery-tests", ledger_id=ledger_id,
                                        options=options)
     def acked(future):
         # Futures complete in entry order (L2), so these lines are the acknowledged prefix.
