@@ -21,6 +21,10 @@ from tests.support.dir_layout import dir_lists  # noqa: E402
 
 BENCH_CLASS = "org.apache.bookkeeper.benchmark.BenchThroughputLatency"
 PASSWORD = "benchPasswd"  # BenchThroughputLatency's default
+STORAGE_CLASSES = {
+    "sorted": "org.apache.bookkeeper.bookie.SortedLedgerStorage",
+    "db": "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage",
+}
 
 
 class Failed(Exception):
@@ -120,7 +124,10 @@ class Interop:
         self.ours[bookie["id"]] = bookie
         return bookie
 
-    def start_theirs(self, name: str, uri: str, extra_conf: str = "") -> dict:
+    def start_theirs(self, name: str, uri: str, extra_conf: str = "",
+                     storage: str = "sorted") -> dict:
+        """BookKeeper's bookie: ``storage`` "sorted" (SortedLedgerStorage, as before) or
+        "db" (DbLedgerStorage, BookKeeper's default and Pulsar's)."""
         home = os.path.join(self.dir, name)
         os.makedirs(home, exist_ok=True)
         port = free_port()
@@ -129,7 +136,7 @@ class Interop:
             handle.write(f"bookiePort={port}\nadvertisedAddress=127.0.0.1\nallowLoopback=true\n"
                          f"journalDirectories={home}/journal\nledgerDirectories={home}/ledgers\n"
                          f"metadataServiceUri={uri}\n"
-                         "ledgerStorageClass=org.apache.bookkeeper.bookie.SortedLedgerStorage\n"
+                         f"ledgerStorageClass={STORAGE_CLASSES[storage]}\n"
                          "httpServerEnabled=false\n"
                          "statsProviderClass=org.apache.bookkeeper.stats.NullStatsProvider\n"
                          "dataIntegrityCheckingEnabled=false\nautoRecoveryDaemonEnabled=false\n"

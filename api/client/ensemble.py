@@ -121,7 +121,10 @@ class BookKeeper:
 
     async def create_ledger(self, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2,
                             digest: DigestType | str = DigestType.CRC32C,
-                            password: bytes | str = b"") -> "EnsembleWriter":
+                            password: bytes | str = b"",
+                            custom_metadata: dict[str, str] | None = None) -> "EnsembleWriter":
+        """A new OPEN ledger at E/Qw/Qa. ``custom_metadata``: BookKeeper's customMetadata
+        (Pulsar's managed ledgers name themselves there), stored in the ledger's metadata."""
         if not ensemble >= write_quorum >= ack_quorum >= 1:
             raise ValueError(f"need E >= Qw >= Qa >= 1, got {ensemble}/{write_quorum}/"
                              f"{ack_quorum}")
@@ -135,7 +138,7 @@ class BookKeeper:
         metadata = await self.store.create(LedgerMetadata(
             ledger_id=None, digest_type=digest_type_of(digest), ensemble_size=ensemble,
             write_quorum=write_quorum, ack_quorum=ack_quorum, password=secret,
-            ensembles=((0, chosen),)))
+            ensembles=((0, chosen),), custom=dict(custom_metadata or {})))
         codec = LedgerCodec.for_password(metadata.ledger_id, secret, metadata.digest_type)
         return EnsembleWriter(self, metadata, codec)
 

@@ -4,7 +4,7 @@
 // of BookKeeper is shipped or built here.
 //
 //   write ZK_URI LEDGERS IN_FLIGHT ACK_FILE
-//       creates LEDGERS 3/2/2 CRC32C ledgers and adds 1 KiB entries to them, at most
+//       creates LEDGERS 3/2/2 CRC32C ledgers (custom metadata application=drill) and adds 1 KiB entries to them, at most
 //       IN_FLIGHT adds outstanding per ledger, until it is killed. ACK_FILE gets "C <ledger>"
 //       once a ledger is created and "A <ledger> <entry>" for each acknowledged add, in the
 //       order the client confirmed them; an ack not yet in the file counts as not seen (the
@@ -50,6 +50,10 @@ import org.apache.bookkeeper.proto.BookieProtocol;
 public class RecoveryDrill {
     static final byte[] PASSWORD = "drill".getBytes(StandardCharsets.UTF_8);
     static final int ENTRY_SIZE = 1024;
+    // Custom metadata as Pulsar's managed ledgers set it; scripts/drill_bookkeeper_client.py
+    // writes the same from our client and compares the two ledgers' metadata.
+    static final Map<String, byte[]> CUSTOM =
+            Map.of("application", "drill".getBytes(StandardCharsets.UTF_8));
 
     static byte[] payload(long ledger, long entry) {
         ByteBuffer buffer = ByteBuffer.allocate(ENTRY_SIZE);
@@ -126,7 +130,8 @@ public class RecoveryDrill {
         Acks acks = new Acks(ackFile);
         List<Thread> writers = new ArrayList<>();
         for (int l = 0; l < ledgers; l++) {
-            LedgerHandle lh = bk.createLedger(3, 2, 2, BookKeeper.DigestType.CRC32C, PASSWORD);
+            LedgerHandle lh = bk.createLedger(3, 2, 2, BookKeeper.DigestType.CRC32C, PASSWORD,
+                    CUSTOM);
             acks.line("C " + lh.getId(), true);
             Thread writer = new Thread(() -> writeLedger(lh, inFlight, acks));
             writer.setDaemon(true);

@@ -52,12 +52,14 @@ async def stored_on(bookie_id: str, ledger_id: int, entry_id: int) -> bool:
 
 async def test_entries_live_on_exactly_their_write_set_and_read_back(bookies, zk_uri):
     async with await BookKeeper.connect(zk_uri) as bk:
-        writer = await bk.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, password=b"pw")
+        writer = await bk.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, password=b"pw",
+                                        custom_metadata={"application": "tests"})
         ids = [await writer.append(f"entry {i}".encode()) for i in range(12)]
         assert ids == list(range(12)) and writer.lac == 11
         assert await writer.close() == 11
         metadata = await bk.store.read(writer.ledger_id)
         assert metadata.state is MetadataState.CLOSED and metadata.last_entry_id == 11
+        assert metadata.custom == {"application": "tests"}   # kept across the close's CAS
         ensemble = metadata.ensembles[0][1]
         everyone = [d.url.rsplit("/", 1)[-1] for d in bookies]
         for entry_id in range(12):
