@@ -158,6 +158,11 @@ class BookKeeper:
             metadata = await Recovery(self, metadata, codec).run()
         return EnsembleReader(self, metadata, codec)
 
+    async def list_ledgers(self) -> list[int]:
+        """Every ledger id the metadata service holds, in order (BookKeeper's
+        LedgerManager iteration; `bookie shell listledgers`)."""
+        return sorted(await self.store.ledger_ids())
+
     async def delete_ledger(self, ledger_id: int) -> None:
         """Delete the metadata (CAS); every bookie's GC then reclaims the copies (§3)."""
         metadata = await self.store.read(ledger_id)

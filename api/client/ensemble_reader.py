@@ -142,14 +142,14 @@ class EnsembleReader:
             async for window in self._stream_windows(next_id, last):
                 yield window
 
-    async def _poll_lac(self, known: int) -> int:
+    async def _poll_lac(self, known: int, timeout_ms: int = TAIL_POLL_MS) -> int:
         """The LAC long poll on every bookie of the last segment: the first answer above
-        ``known``, or ``known`` after TAIL_POLL_MS."""
+        ``known``, or ``known`` after ``timeout_ms``."""
         async def one(bookie_id: str) -> int:
             try:
                 return await asyncio.wait_for(self.bk.client(bookie_id).read_lac(
-                    self.ledger_id, wait_for_gt=known, timeout_ms=TAIL_POLL_MS),
-                    TAIL_POLL_MS / 1000 + self.bk.read_timeout_s)
+                    self.ledger_id, wait_for_gt=known, timeout_ms=timeout_ms),
+                    timeout_ms / 1000 + self.bk.read_timeout_s)
             except (NoLedger, *BOOKIE_FAILURES):
                 return -1
         polls = [asyncio.ensure_future(one(b)) for b in self.metadata.ensembles[-1][1]]
@@ -188,6 +188,82 @@ class EnsembleReader:
                 for entry in window:  # one async generator level per entry, not two
                     yield entry
         return EntryStream(confirmed)
+
+    # -- BookKeeper's ReadHandle names (org.apache.bookkeeper.client.api, issue 55) ------
+
+    read = read_range  # ReadHandle.read(first, last)
+
+    def read_unconfirmed(self, first: int, last: int) -> EntryStream:
+        """Entries ``first``..``last`` whatever the LAC (ReadHandle.readUnconfirmed): what
+        the write sets hold now, which recovery may still cut off above the LAC. NoEntry
+        names the first id no replica holds."""
+        if first < 0 or last < first:
+            raise ValueError(f"bad range {first}..{last}")
+
+        async def held():
+            async for window in self._stream_windows(first, last):
+                for entry in window:
+                    yield entry
+        return EntryStream(held)
+
+    @property
+    def last_add_confirmed(self) -> int:
+        """The LAC this reader knows, without asking (ReadHandle.getLastAddConfirmed)."""
+        return self.lac
+
+    @property
+    def is_closed(self) -> bool:
+        return self.metadata.closed
+
+    @property
+    def length(self) -> int:
+        """A closed ledger's length in payload bytes (0 while it is open, as BookKeeper's)."""
+        return self.metadata.length
+
+    async def read_last_add_confirmed(self) -> int:
+        """ReadHandle.readLastAddConfirmed: the LAC asked of every bookie of the last
+        segment (RD1)."""
+        return await self.read_lac()
+
+    async def try_read_last_add_confirmed(self) -> int:
+        """ReadHandle.tryReadLastAddConfirmed: the first answer of the last segment's
+        bookies, without waiting for the others; may be behind ``read_last_add_confirmed``,
+        never behind what this reader saw (RD1)."""
+        if self.metadata.closed:
+            return self.metadata.last_entry_id
+
+        async def one(bookie_id: str) -> int:
+            return await asyncio.wait_for(self.bk.client(bookie_id).read_lac(self.ledger_id),
+                                          self.bk.read_timeout_s)
+        asks = [asyncio.ensure_future(one(b)) for b in self.metadata.ensembles[-1][1]]
+        try:
+            for answer in asyncio.as_completed(asks):
+                try:
+                    self.lac = max(self.lac, await answer)
+                    break
+                except (NoLedger, *BOOKIE_FAILURES):
+                    continue
+        finally:
+            for ask in asks:
+                ask.cancel()
+        return self.lac
+
+    async def read_last_add_confirmed_and_entry(self, entry_id: int, timeout_ms: int
+                                                ) -> tuple[int, LedgerEntry | None]:
+        """ReadHandle.readLastAddConfirmedAndEntry: wait up to ``timeout_ms`` (the LAC
+        long poll) for the LAC to reach ``entry_id``; (the LAC, the entry once it is
+        confirmed, else None)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        while self.lac < entry_id and not self.metadata.closed:
+            left_ms = int((deadline - loop.time()) * 1000)
+            if left_ms <= 0:
+                return self.lac, None
+            self.lac = max(self.lac, await self._poll_lac(max(self.lac, entry_id - 1),
+                                                          min(left_ms, TAIL_POLL_MS)))
+        if entry_id > self.lac:
+            return self.lac, None
+        return self.lac, await self._read_replicas(entry_id)
 
     # -- batched reads (RD3) -------------------------------------------------------------
 

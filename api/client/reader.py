@@ -88,6 +88,8 @@ class LedgerReader:
                     yield entry
         return EntryStream(entries)
 
+    read = read_range  # BookKeeper's ReadHandle.read(first, last)
+
     async def iter_range(self, first: int, last: int) -> AsyncIterator[list[LedgerEntry]]:
         """Entries first..last as the bookie's range reads return them (each at most
         ``max_read_batch`` entries or 8 MiB), verified."""
