@@ -1,5 +1,8 @@
-"""Python clients of the bookie: BookieClient (HTTP) and the ledger library."""
+"""Python clients of the bookie: BookieClient (HTTP), BkBookieClient (BookKeeper's protocol,
+api/client/bkport/) and the ledger library."""
 
+from api.client.bkport.client import BkBookieClient
+from api.client.bkport.errors import NotOnBookKeeperProtocol
 from api.client.bookie_client import BookieClient
 from api.client.ledger import (DigestMismatch, LedgerClosedError, LedgerCodec, LedgerEntry,
                                LedgerReader, LedgerWriter, RecoveryResult, WriterOptions,
@@ -8,8 +11,8 @@ from api.client.metadata import (BadVersion, FileMetadataStore, LedgerExists, Le
                                  LedgerMetadataStore, MetadataError, MetadataState)
 
 __all__ = [
-    "BadVersion", "BookieClient", "DigestMismatch", "FileMetadataStore", "LedgerClosedError",
-    "LedgerCodec", "LedgerEntry", "LedgerExists", "LedgerMetadata", "LedgerMetadataStore",
-    "LedgerReader", "LedgerWriter", "MetadataError", "MetadataState", "RecoveryResult",
-    "WriterOptions", "recover_ledger",
+    "BadVersion", "BkBookieClient", "BookieClient", "DigestMismatch", "FileMetadataStore",
+    "LedgerClosedError", "LedgerCodec", "LedgerEntry", "LedgerExists", "LedgerMetadata",
+    "LedgerMetadataStore", "LedgerReader", "LedgerWriter", "MetadataError", "MetadataState",
+    "NotOnBookKeeperProtocol", "RecoveryResult", "WriterOptions", "recover_ledger",
 ]
