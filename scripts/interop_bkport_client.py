@@ -8,7 +8,10 @@ with the default ``protocol="auto"`` must pick BookKeeper's protocol for each (t
 registrations name no http endpoint). Then: a 3/2/2 ledger written, closed and read back
 byte for byte; a ledger left open recovered by a second client, its old writer fenced;
 the LAC long poll with the entry piggybacked, WRITE_LAC, fence, FORCE_LEDGER, the entry
-list and GET_BOOKIE_INFO on one bookie. Prints each check; exits 1 on the first failure.
+list and GET_BOOKIE_INFO on one bookie. Then two of our bookies join (HTTP and bookie_port):
+"auto" reaches ours over HTTP and theirs over BookKeeper's protocol, and 3/2/2 ledgers whose
+ensembles mix both kinds are written, read and recovered. Prints each check; exits 1 on
+the first failure.
 Every process it starts is stopped by PID at the end.
 """
 
@@ -81,6 +84,34 @@ async def drive(uri: str, ids: list[str]) -> None:
               "GET_BOOKIE_INFO: free and total bytes")
 
 
+async def drive_mixed(uri: str, ours: list[str], theirs: list[str]) -> None:
+    payloads = [b"mixed %d" % i for i in range(100)]
+    async with await BookKeeper.connect(uri) as bk:
+        await bk.writable_bookies()
+        check(not any(bk.transport.uses_bk(b) for b in ours)
+              and all(bk.transport.uses_bk(b) for b in theirs),
+              "protocol='auto' on a mixed cluster: ours over HTTP, BookKeeper's over its protocol")
+        mixed = 0
+        for _ in range(4):
+            writer = await bk.create_ledger(3, 2, 2, password=b"pw")
+            ensemble = writer.metadata.ensembles[0][1]
+            mixed += any(b in ours for b in ensemble) and any(b in theirs for b in ensemble)
+            await writer.append_many(payloads)
+            await writer.close()
+            reader = await bk.open_ledger(writer.ledger_id, b"pw", recover=False)
+            check([e.payload for e in await reader.read_range(0, 99)] == payloads,
+                  f"ledger {writer.ledger_id} on {', '.join(ensemble)} reads back")
+            left_open = await bk.create_ledger(3, 2, 2, password=b"pw")
+            await left_open.append_many(payloads[:10])
+            async with await BookKeeper.connect(uri) as other:
+                await other.open_ledger(left_open.ledger_id, b"pw")
+                metadata = await other.store.read(left_open.ledger_id)
+            check(metadata.closed and metadata.last_entry_id == 9,
+                  f"ledger {left_open.ledger_id} left open on "
+                  f"{', '.join(metadata.ensembles[0][1])} recovered at 9")
+        check(mixed > 0, f"{mixed} of 4 ensembles mixed both kinds of bookie")
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--launcher", default=os.environ.get("BOOKKEEPER_LAUNCHER"))
@@ -95,6 +126,9 @@ def main(argv: list[str]) -> int:
         theirs = [run.start_theirs(f"bk{i}", uri) for i in range(3)]
         run.wait_registered(uri, [b["id"] for b in theirs])
         asyncio.run(drive(uri, [b["id"] for b in theirs]))
+        ours = [run.start_ours(f"ours{i}", uri) for i in range(2)]
+        run.wait_registered(uri, [b["id"] for b in ours])
+        asyncio.run(drive_mixed(uri, [b["id"] for b in ours], [b["id"] for b in theirs]))
         say("ok")
         return 0
     except Failed as failure:
