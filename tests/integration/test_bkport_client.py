@@ -146,6 +146,7 @@ async def test_write_lac_read_lac_force_and_the_entry_list(daemon):
         assert await bk.read_lac(107) == 12
         assert (await bk.fence(107, c.master_key))["lac"] == 12  # the explicit LAC counts
         assert await bk.entry_id_ranges(107) == [[0, 4], [10, 12]]
+        assert await bk.force(999_998, c.master_key) == -1  # FL1: EOK, nothing held
         info = await bk.info()
         assert 0 < info["disks"]["ledgers"]["freeBytes"] <= info["disks"]["ledgers"]["totalBytes"]
         assert await bk.ready()

@@ -31,7 +31,7 @@ from api.bkproto import availability, v3
 from api.client.bkport.connection import BkConnection
 from api.client.bkport.errors import OK, NotOnBookKeeperProtocol, status_error
 from bookie.entry import parse_lac_body, piggybacked_lac
-from bookie.errors import BookieError, Fenced, NoEntry, Unavailable
+from bookie.errors import BookieError, Fenced, NoEntry, NoLedger, Unavailable
 
 #: Reads one held read keeps in flight (BC3).
 HELD_READS_MAX = 128
@@ -245,9 +245,14 @@ class BkBookieClient:
 
     async def force(self, ledger_id: int, master_key: bytes) -> int:
         """FORCE_LEDGER (it carries no master key: BookKeeper's checks none, where HTTP's
-        force checks it), then the last entry id (READ_LAC), as HTTP answers it."""
+        force checks it), then the last entry id (READ_LAC), as HTTP answers it; -1 where
+        the bookie holds nothing of the ledger (its FORCE_LEDGER is EOK then, FL1 in
+        bookie/node/writes.py, where HTTP's force is 404)."""
         await self._call("FORCE_LEDGER", ledgerId=ledger_id)
-        return (await self._lac_and_last(ledger_id))[1]
+        try:
+            return (await self._lac_and_last(ledger_id))[1]
+        except NoLedger:  # ours answers READ_LAC so; BookKeeper's, ENOENTRY
+            return -1
 
     # -- what the bookie holds, and the bookie ------------------------------------------
 
