@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 
+from api.client.bkport.transport import ProtocolTransport
 from api.client.bookie_client import BookieClient
 from api.client.bookies import (ADD_TIMEOUT_S, BOOKIE_FAILURES, READ_TIMEOUT_S,
                                 SPECULATIVE_READ_S, HttpTransport, Transport)
@@ -64,31 +65,35 @@ class BookKeeper:
                  read_timeout_s: float = READ_TIMEOUT_S,
                  speculative_read_s: float = SPECULATIVE_READ_S,
                  transport: "Transport | None" = None, tls=None,
-                 placement: Placement | None = None) -> None:
+                 placement: Placement | None = None, protocol: str = "auto") -> None:
         self.store = store
         #: Which bookies hold copies (api/client/placement.py): every caller places with it.
         self.placement = placement or Placement()
         self.add_timeout_s = add_timeout_s
         self.read_timeout_s = read_timeout_s
         self.speculative_read_s = speculative_read_s
-        #: Where bookie clients and the cluster's membership come from: HTTP and ZooKeeper
-        #: unless injected (the deterministic simulator injects in-memory bookies).
-        self.transport = transport or HttpTransport(store, tls)
+        #: Where bookie clients and the cluster's membership come from: ZooKeeper, and per
+        #: bookie HTTP or BookKeeper's protocol as ``protocol`` says (api/client/bkport/
+        #: transport.py), unless injected (the simulator injects in-memory bookies).
+        self.transport = transport or ProtocolTransport(store, tls, protocol)
         self._clients: dict[str, BookieClient] = {}
 
     @classmethod
     async def connect(cls, metadata_service_uri: str, tls=None, placement=None,
-                      **timeouts) -> "BookKeeper":
+                      protocol: str = "auto", **timeouts) -> "BookKeeper":
         """``placement``: a Placement (api/client/placement.py; default rack-aware, not
         strict, as BookKeeper's client). ``add_timeout_s``/``read_timeout_s``: how long a bookie may keep an add or a read
         unanswered before it counts as failed (default 10 s each). ``tls``: the client TLS
         context for https bookies (api/tls.py ``client_context``: the cluster's CA, and a
-        client certificate where bookies ask for one)."""
-        store = ZkMetadataStore(metadata_service_uri)
-        await asyncio.to_thread(store.start)
+        client certificate where bookies ask for one). ``protocol``: how bookies are
+        reached, "auto" (default: HTTP where a bookie's registration names it, else
+        BookKeeper's protocol), "bk" or "http" (api/client/bkport/transport.py)."""
         if tls is None:  # BOOKIE_TLS_TRUST_FILE and friends (docs/operations.md §6)
             tls = client_context_from_env()
-        return cls(store, tls=tls, placement=placement, **timeouts)
+        ProtocolTransport.check(protocol, tls)  # before ZooKeeper is dialled
+        store = ZkMetadataStore(metadata_service_uri)
+        await asyncio.to_thread(store.start)
+        return cls(store, tls=tls, placement=placement, protocol=protocol, **timeouts)
 
     async def __aenter__(self) -> "BookKeeper":
         return self

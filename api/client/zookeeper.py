@@ -277,6 +277,17 @@ def bookie_service_info(client: KazooClient, root: str,
     ``bookie_scheme`` says; the properties (its place, api/client/topology.py), None if it
     is not registered, empty if its info is not ours to read (an Apache BookKeeper
     bookie's)."""
+    endpoints, properties = bookie_registration(client, root, bookie_id)
+    schemes = [protocol for _, _, _, protocol in endpoints or () if protocol in ("http", "https")]
+    return (schemes[0] if schemes else None), properties
+
+
+def bookie_registration(client: KazooClient, root: str, bookie_id: str
+                        ) -> tuple[list[tuple[str, str, int, str]] | None,
+                                   dict[str, str] | None]:
+    """(endpoints as (id, host, port, protocol), properties) of a registered bookie's
+    service info; (None, None) if it is not registered, ([], {}) if its znode holds no
+    service info we can read (an older Apache BookKeeper bookie's is empty)."""
     for path in (f"{root}/available/{bookie_id}", f"{root}/available/readonly/{bookie_id}"):
         try:
             data, _ = zk_read(client.get_async, path)
@@ -285,12 +296,10 @@ def bookie_service_info(client: KazooClient, root: str,
         except NoAuthError:
             raise refused("read", path) from None
         try:
-            endpoints = metadata_format.decode_service_info(data)
-            properties = metadata_format.decode_service_info_properties(data)
-        except Exception:  # noqa: BLE001 - not ours (an Apache BookKeeper bookie's): no scheme
-            return None, {}
-        schemes = [protocol for _, _, _, protocol in endpoints if protocol in ("http", "https")]
-        return (schemes[0] if schemes else None), properties
+            return (metadata_format.decode_service_info(data),
+                    metadata_format.decode_service_info_properties(data))
+        except Exception:  # noqa: BLE001 - not a service info: nothing published
+            return [], {}
     return None, None
 
 

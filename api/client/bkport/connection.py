@@ -1,0 +1,182 @@
+"""One TCP connection to one bookie's BookKeeper-protocol port, v3 frames pipelined on it
+(docs/bookkeeper-protocol.md §3, §5): many requests in flight, answers matched by txnId, as
+BookKeeper's ``PerChannelBookieClient`` does over v3.
+
+Invariants:
+    KC1. Connecting takes at most ``connect_timeout_s`` (10 s, BookKeeper's
+         ``clientConnectTimeoutMillis`` default); concurrent first calls share the one
+         attempt, so a bookie gets one connection per client, never one per caller.
+    KC2. Every request has a deadline (``timeout_s``); one past it fails with
+         asyncio.TimeoutError (a bookie failure to the replicated client) and is forgotten:
+         a late answer to it is dropped, never taken for another request's.
+    KC3. A lost connection (EOF, reset, a frame that is not a v3 answer or is over
+         ``FRAME_MAX``) fails every request pending on it with ``ConnectionLost``, at once,
+         not after each one's timeout. Nothing on it is retried here: an add may or may
+         not have been stored, and the caller decides (L1 in api/client/writer.py).
+    KC4. The next call after a loss connects again (a new connection, KC1).
+    KC5. Answers are read and matched in one place, the protocol's ``data_received``;
+         txnIds come from one counter per client and are never reused, across
+         reconnections too, so an answer matches at most the request it answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import struct
+
+from api.bkproto import v3
+from api.bkproto.v2 import ProtocolError
+
+CONNECT_TIMEOUT_S = 10.0
+REQUEST_TIMEOUT_S = 30.0
+#: The largest answer taken: an entry (max_entry_size, 5 MiB by default) with its header,
+#: with room to spare; anything longer is not a bookie speaking v3 (KC3).
+FRAME_MAX = 64 * 1024 * 1024
+_I32 = struct.Struct(">i")
+_VERSION = v3.PROTOCOL_VERSIONS["VERSION_THREE"]
+
+
+class ConnectionLost(ConnectionResetError):
+    """The connection ended with this request unanswered (KC3): it may or may not have
+    been applied. A ConnectionResetError, so an OSError: a bookie failure to the writer
+    and the reader (api/client/bookies.py BOOKIE_FAILURES)."""
+
+
+class _Wire(asyncio.Protocol):
+    def __init__(self, owner: "BkConnection") -> None:
+        self.owner = owner
+        self.transport: asyncio.Transport | None = None
+        self.pending: dict[int, asyncio.Future] = {}
+        self.buffer = bytearray()
+        self.lost: BaseException | None = None
+        self.can_write: asyncio.Event = asyncio.Event()
+        self.can_write.set()
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:  # KC5
+        buffer = self.buffer
+        buffer += data
+        at = 0
+        try:
+            while len(buffer) - at >= 4:
+                (length,) = _I32.unpack_from(buffer, at)
+                if not 0 < length <= FRAME_MAX:
+                    raise ProtocolError(f"answer frame of {length} bytes")
+                if len(buffer) - at - 4 < length:
+                    break
+                response = v3.decode_response(bytes(buffer[at + 4:at + 4 + length]))
+                at += 4 + length
+                future = self.pending.pop(response.header.txnId, None)
+                if future is not None and not future.done():  # KC2: late ones dropped
+                    future.set_result(response)
+        except ProtocolError as exc:
+            self.fail(ConnectionLost(f"bookie {self.owner.address} sent what is not a v3 "
+                                     f"answer: {exc}"))
+            return
+        finally:
+            del buffer[:at]
+
+    def pause_writing(self) -> None:
+        self.can_write.clear()
+
+    def resume_writing(self) -> None:
+        self.can_write.set()
+
+    def connection_lost(self, exc) -> None:
+        self.fail(ConnectionLost(f"connection to bookie {self.owner.address} lost "
+                                 f"({exc or 'closed by the bookie'})"))
+
+    def fail(self, error: ConnectionLost) -> None:  # KC3
+        if self.lost is None:
+            self.lost = error
+        pending, self.pending = self.pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(error)
+        self.can_write.set()  # a writer waiting for room sees the loss
+        if self.transport is not None:
+            self.transport.close()
+        self.owner.forget(self)
+
+
+class BkConnection:
+    """The connection to ``host:port``; one event loop, shared by its tasks."""
+
+    def __init__(self, host: str, port: int, connect_timeout_s: float = CONNECT_TIMEOUT_S,
+                 request_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+        self.host, self.port = host, port
+        self.address = f"{host}:{port}"
+        self.connect_timeout_s = connect_timeout_s
+        self.request_timeout_s = request_timeout_s
+        self._txn = itertools.count(1)  # KC5
+        self._wire: _Wire | None = None
+        self._connecting: asyncio.Future | None = None
+        #: Connections made, for tests and the log: a reconnection adds one (KC4).
+        self.connections_made = 0
+
+    def forget(self, wire: _Wire) -> None:
+        if self._wire is wire:
+            self._wire = None
+
+    async def _connected(self) -> _Wire:
+        wire = self._wire
+        if wire is not None and wire.lost is None:
+            return wire
+        if self._connecting is None:  # KC1: one attempt, shared
+            self._connecting = asyncio.ensure_future(self._connect())
+        connecting = self._connecting
+        try:
+            return await asyncio.shield(connecting)
+        finally:
+            if connecting.done() and self._connecting is connecting:
+                self._connecting = None
+
+    async def _connect(self) -> _Wire:
+        loop = asyncio.get_running_loop()
+        _, wire = await asyncio.wait_for(
+            loop.create_connection(lambda: _Wire(self), self.host, self.port),
+            self.connect_timeout_s)
+        self._wire = wire
+        self.connections_made += 1
+        return wire
+
+    def request(self, operation: str):
+        """A v3 Request of ``operation`` with its header filled in (the txnId too) and its
+        body field present: the caller sets the body's fields."""
+        request = v3.Request()
+        header = request.header
+        header.version = _VERSION
+        header.operation = v3.OPERATIONS[operation]
+        header.txnId = next(self._txn)
+        getattr(request, v3.BODY_FIELDS[operation][0]).SetInParent()
+        return request
+
+    async def call(self, request, timeout_s: float | None = None):
+        """The answer to ``request`` (a whole Response, any status); ConnectionLost (KC3),
+        asyncio.TimeoutError (KC2), or the connect's OSError."""
+        timeout_s = self.request_timeout_s if timeout_s is None else timeout_s
+        wire = await self._connected()
+        if not wire.can_write.is_set():
+            await asyncio.wait_for(wire.can_write.wait(), timeout_s)
+        if wire.lost is not None:
+            raise wire.lost
+        txn = request.header.txnId
+        future = asyncio.get_running_loop().create_future()
+        wire.pending[txn] = future
+        wire.transport.write(v3.frame(request))
+        try:
+            return await asyncio.wait_for(future, timeout_s)
+        finally:
+            wire.pending.pop(txn, None)  # KC2: answered, timed out or cancelled
+
+    def close(self) -> None:
+        wire, self._wire = self._wire, None
+        if wire is not None:
+            wire.fail(ConnectionLost(f"connection to bookie {self.address} closed by this "
+                                     f"client"))
+        if self._connecting is not None:
+            self._connecting.cancel()
+            self._connecting = None

@@ -1,0 +1,115 @@
+"""The replicated client over BookKeeper's protocol (api/client/bkport/, docs/ledger_client.md
+"Transports"): a 3/2/2 ledger written, read and recovered with ``protocol="bk"`` on bookies
+that also speak HTTP, with the bookies' own counters showing that no ledger call went over
+HTTP; and ``protocol="auto"`` choosing per bookie from its registration (PT1-PT2)."""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+
+import pytest
+
+from api.client.bkport.client import BkBookieClient
+from api.client.bkport.transport import ProtocolTransport
+from api.client.bookie_client import BookieClient
+from api.client.ensemble import BookKeeper
+from api.client.metadata import MetadataState
+from api.client.metadata_format import BookieServiceInfoFormat
+from api.client.zookeeper import ZkMetadataStore, parse_uri
+from api.server.metrics_bk import HTTP_OPS
+from bookie.errors import Fenced
+
+
+def metrics(daemon) -> str:
+    with urllib.request.urlopen(daemon.url + "/metrics", timeout=10) as reply:
+        return reply.read().decode()
+
+
+def http_ledger_calls(text: str) -> int:
+    """Ledger calls the bookie answered over HTTP (bookie_request_seconds by route)."""
+    total = 0
+    for op, count in re.findall(r'^bookie_request_seconds_count\{[^}]*op="(\w+)"[^}]*\} (\S+)',
+                                text, re.M):
+        if op in HTTP_OPS:
+            total += float(count)
+    return int(total)
+
+
+def bk_port_calls(text: str, op: str) -> int:
+    """Successful ``op`` answers: BookKeeper's series, both listeners (metrics_bk.py MB2)."""
+    found = re.search(rf'^bookkeeper_server_{op}_count\{{success="true"\}} (\S+)', text, re.M)
+    return int(float(found.group(1))) if found else 0
+
+
+async def test_a_3_2_2_ledger_written_read_and_recovered_over_the_bookkeeper_protocol(
+        start_bookies, zk_uri):
+    daemons = start_bookies(4, "--bookie-port", "0")
+    payloads = [f"entry {i} ".encode() * (i % 7 + 1) for i in range(60)]
+    async with await BookKeeper.connect(zk_uri, protocol="bk") as bk:
+        writer = await bk.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2,
+                                        password=b"pw")
+        assert [await writer.append(p) for p in payloads[:10]] == list(range(10))
+        assert await writer.append_many(payloads[10:]) == range(10, 60)
+        assert await writer.close() == 59
+        ensemble = (await bk.store.read(writer.ledger_id)).ensembles[0][1]
+        for bookie_id in ensemble:  # every client of the ensemble is the BK one, at bookie-rpc
+            client = bk.client(bookie_id)
+            assert isinstance(client, BkBookieClient)
+            assert client.address.endswith(":%d" % next(
+                d.bk_port for d in daemons if d.url.endswith(bookie_id)))
+
+        open_writer = await bk.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2,
+                                             password=b"pw")
+        for p in payloads[:25]:
+            await open_writer.append(p)  # left open: its writer "dies" here
+
+        async with await BookKeeper.connect(zk_uri, protocol="bk") as other:
+            reader = await other.open_ledger(writer.ledger_id, b"pw", recover=False)
+            assert [e.payload for e in await reader.read_range(0, 59)] == payloads
+            assert [e.payload for e in await reader.read_range(17, 17)] == [payloads[17]]
+            recovered = await other.open_ledger(open_writer.ledger_id, b"pw")  # fence + close
+            metadata = await other.store.read(open_writer.ledger_id)
+            assert metadata.state is MetadataState.CLOSED and metadata.last_entry_id == 24
+            assert [e.payload for e in await recovered.read_range(0, 24)] == payloads[:25]
+        with pytest.raises(Fenced):  # EN3: the fence, over BookKeeper's protocol, holds
+            await open_writer.append(b"after recovery")
+
+    texts = [metrics(d) for d in daemons]
+    assert [http_ledger_calls(t) for t in texts] == [0, 0, 0, 0]
+    assert sum(bk_port_calls(t, "ADD_ENTRY") for t in texts) >= 2 * 60 + 2 * 25
+    assert sum(bk_port_calls(t, "READ_ENTRY_FENCE") + bk_port_calls(t, "READ_ENTRY")
+               for t in texts) > 0
+
+
+async def test_auto_takes_http_where_registered_and_bk_where_only_bookie_rpc_is(
+        start_bookies, zk_uri, zk):
+    (daemon,) = start_bookies(1, "--bookie-port", "0")
+    ours = daemon.url.rsplit("/", 1)[-1]
+    # A registration as Apache BookKeeper's bookie writes it (no http endpoint), here in
+    # front of our bookie's BookKeeper port under an id of its own.
+    _, root = parse_uri(zk_uri)
+    theirs = f"127.0.0.1:{daemon.bk_port}"
+    info = BookieServiceInfoFormat()
+    info.endpoints.add(id="bookie", host="127.0.0.1", port=daemon.bk_port,
+                       protocol="bookie-rpc")
+    zk.create(f"{root}/available/{theirs}", info.SerializeToString(), ephemeral=True)
+    store = ZkMetadataStore(zk_uri)
+    store.start()
+    try:
+        auto = ProtocolTransport(store)
+        assert sorted(await auto.writable_bookies()) == sorted([ours, theirs])
+        assert not auto.uses_bk(ours) and auto.uses_bk(theirs)
+        assert isinstance(auto.client(ours), BookieClient)
+        bk_client = auto.client(theirs)
+        assert isinstance(bk_client, BkBookieClient) and bk_client.address == theirs
+        assert await bk_client.ready()
+        await bk_client.close()
+        assert not ProtocolTransport(store, protocol="http").uses_bk(theirs)
+        with pytest.raises(ValueError, match="START_TLS"):  # PT1
+            ProtocolTransport(store, tls=object(), protocol="bk")
+        tls_auto = ProtocolTransport(store, tls=object())
+        await tls_auto.learn([theirs])
+        assert not tls_auto.uses_bk(theirs)
+    finally:
+        await store.close()
