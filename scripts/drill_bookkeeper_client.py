@@ -11,7 +11,7 @@ theirs beside 2 of ours ("mixed"). Our client speaks BookKeeper's protocol to ev
   1. **Ours writes, BookKeeper reads.** Our writer, a child process, writes 3/2/2 CRC32C
      ledgers (custom metadata application=drill) of 1 KiB entries with ``--in-flight`` adds
      outstanding in all, recording each acknowledged add. A fault (none, kill -9 of one
-     BookKeeper bookie, of two in turn; each restarted on its data), then the writer is
+     bookie, of two in turn, of all at once; each restarted on its data), then the writer is
      SIGKILLed with its adds in flight. Our recovery (``open_ledger``: fence, read past the
      LAC, write back, close) closes each ledger; then BookKeeper's Java client
      (scripts/java/RecoveryDrill.java ``recover``) opens each and reads every entry back,
@@ -219,11 +219,20 @@ def java_held(drill: Drill, uri: str, ledgers: list[int]) -> list[str]:
     return bad + ([] if "H " in out.stdout else [f"held: no answer {out.stderr[-300:]!r}"])
 
 
-def fault(drill: Drill, theirs: list[dict], rng: random.Random, uri: str, ids) -> str:
-    kind = rng.choice(("none", "kill1", "kill2"))
-    victims = {"none": [], "kill1": [rng.choice(theirs)],
-               "kill2": rng.sample(theirs, 2)}[kind]
-    for victim in victims:  # in turn: each back before the next goes
+def fault(drill: Drill, bookies: list[dict], rng: random.Random, uri: str, ids) -> str:
+    """kill -9 of no bookie, of one, of two in turn (each back on its data before the next
+    goes), or of all at once; any kind of bookie on a mixed cluster."""
+    kind = rng.choice(("none", "kill1", "kill2", "killall"))
+    if kind == "killall":
+        for bookie in bookies:
+            drill.kill9(bookie)
+        for bookie in bookies:
+            drill.restart(bookie)
+        drill.wait_registered(uri, ids)
+        return kind
+    victims = {"none": [], "kill1": [rng.choice(bookies)],
+               "kill2": rng.sample(bookies, 2)}[kind]
+    for victim in victims:
         drill.kill9(victim)
         time.sleep(rng.uniform(0.2, 1.0))  # noqa: sleep-ok (the fault's seeded length)
         drill.restart(victim)
@@ -231,7 +240,7 @@ def fault(drill: Drill, theirs: list[dict], rng: random.Random, uri: str, ids) -
     return kind
 
 
-def one_round(drill: Drill, args, uri: str, theirs: list[dict], ids, rng: random.Random,
+def one_round(drill: Drill, args, uri: str, bookies: list[dict], ids, rng: random.Random,
               number: int) -> tuple[str, int, list[str], int | None, int | None]:
     problems: list[str] = []
     # 1. ours writes (killed), ours recovers, BookKeeper reads every entry and every copy.
@@ -242,7 +251,7 @@ def one_round(drill: Drill, args, uri: str, theirs: list[dict], ids, rng: random
                                   cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for_acks(acks, args.ledgers, rng.randrange(500, 2_000), 120)
-        kind = fault(drill, theirs, rng, uri, ids)
+        kind = fault(drill, bookies, rng, uri, ids)
         time.sleep(rng.uniform(0.0, 1.0))  # noqa: sleep-ok (seeded: adds pile up again)
     finally:
         writer.send_signal(signal.SIGKILL)  # adds in flight, by design
@@ -323,6 +332,7 @@ def run_cluster(launcher: str, cluster: str, args) -> int:
     metadata_problem = "not compared"
     try:
         uri = drill.start_zookeeper("zk")
+        drill.bk("shell", "-conf", drill.shell_conf(uri), "initnewcluster")  # a fresh tree
         kinds = 4 if cluster == "all-bk" else 2
         theirs = [drill.start_theirs(f"bk{i}", uri, storage="db") for i in range(kinds)]
         ours = [drill.start_ours(f"ours{i}", uri) for i in range(4 - kinds)]
@@ -330,7 +340,7 @@ def run_cluster(launcher: str, cluster: str, args) -> int:
         drill.wait_registered(uri, ids)
         for number in range(args.rounds):
             kind, count, problems, mine, theirs_ledger = one_round(
-                drill, args, uri, theirs, ids, rng, number)
+                drill, args, uri, theirs + ours, ids, rng, number)
             rounds += 1
             acked += count
             lost += len(problems)

@@ -30,8 +30,10 @@ BookKeeper's client itself left off a write set (apache/bookkeeper#3005: an add 
 by the replaced bookie's ack is never sent to its replacement) are counted as "repaired"
 when autorecovery's replica check puts them back within 300 s; a copy that differs, or one
 still missing then, fails the round. ``--mixed``: 2 of BookKeeper's
-bookies beside 3 of ours, so every ensemble of 3 mixes both kinds; there every loss and
-repair is BookKeeper's autorecovery's (ours reads bookies over HTTP only). ``--tls``: our
+bookies beside 3 of ours, so every ensemble of 3 mixes both kinds; a loss is moved by the
+fault's autorecovery (ours reads and writes BookKeeper's bookies over their protocol since
+issue 55; before, every mixed loss and repair was BookKeeper's), and copies are mended by
+``--mixed-repair`` (ours by default). ``--tls``: our
 bookies with mutual TLS on both ports (scripts/bk_tls_peer.py); BookKeeper's client does
 START_TLS, and a client without TLS keys must get BKUnauthorizedAccessException.
 
@@ -209,7 +211,8 @@ def one_round(drill: Drill, args, uri: str, bookies: list[dict], rng: random.Ran
         missing, held_problems = held_on_write_sets(drill, uri, checked)
         if missing and not held_problems:  # BookKeeper's client left copies off (BK-3005)
             repaired = missing
-            held_problems = repair(drill, uri, checked, args.mixed, number)
+            held_problems = repair(drill, uri, checked,
+                                   args.mixed_repair if args.mixed else "", number)
         problems += held_problems
     if not problems:  # checked: deleted, as a topic's retention would, so rounds stay alike
         out = subprocess.run([drill.launcher, "class", JAVA, "delete", uri,
@@ -229,9 +232,9 @@ def replace_lost(drill: Drill, uri: str, bookies: list[dict], lost: dict, kind: 
     """Autorecovery (ours or BookKeeper's, LOSSES[kind]) moves every copy the lost bookie
     held; then it returns with its old id and data ("return"), or a new bookie of ours takes
     its place in the pool. The ledgers that named it, and how long the move took. On a
-    mixed cluster it is always BookKeeper's: ours reads bookies over HTTP, which
-    BookKeeper's bookies do not serve (docs/bookkeeper-protocol.md §7)."""
-    recovery_kind = "BookKeeper" if mixed else LOSSES[kind]
+    mixed cluster too (since issue 55: ours reads and writes BookKeeper's bookies over
+    their protocol, api/client/bkport/); before, it was always BookKeeper's there."""
+    recovery_kind = LOSSES[kind]
     named = {i for i, m in drill.ledgers(uri).items()
              if any(lost["id"] in members for _first, members in m.ensembles)}
     started = time.monotonic()
@@ -283,16 +286,17 @@ def held_on_write_sets(drill: Drill, uri: str, ledgers) -> tuple[int, list[str]]
     return missing, problems
 
 
-def repair(drill: Drill, uri: str, ledgers, mixed: bool, number: int) -> list[str]:
+def repair(drill: Drill, uri: str, ledgers, mixed: str, number: int) -> list[str]:
     """Copies missing from a write set right after the writer's own ensemble change are
     BookKeeper's client's doing, not a bookie's: an add that the replaced bookie had
     acknowledged is completed by the ack it no longer counts (apache/bookkeeper#3005, #4097),
     so its copy is never sent to the replacement. Autorecovery's replica check is what
-    finds and mends those: ours (all-ours cluster), or BookKeeper's auditor, whose
-    checkAllLedgers reads every bookie over BookKeeper's protocol (mixed). The round passes
-    only if every copy is on its write set within 300 s."""
+    finds and mends those: ours (on a mixed cluster too, since issue 55: it reads
+    BookKeeper's bookies over their protocol), or with ``--mixed-repair bookkeeper``
+    BookKeeper's auditor, whose checkAllLedgers reads every bookie over BookKeeper's
+    protocol. The round passes only if every copy is on its write set within 300 s."""
     started = time.monotonic()
-    if mixed:
+    if mixed == "bookkeeper":
         conf = drill.shell_conf(uri)
         with open(conf, "a") as handle:
             handle.write("auditorPeriodicCheckInterval=5\n")
@@ -330,8 +334,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--recover-timeout", type=int, default=30,
                         help="seconds openLedger may take, per ledger (30)")
     parser.add_argument("--mixed", action="store_true",
-                        help="2 of BookKeeper's bookies beside 3 of ours (losses moved "
-                             "by BookKeeper's autorecovery)")
+                        help="2 of BookKeeper's bookies beside 3 of ours (a lost bookie's "
+                             "copies moved by the fault's autorecovery: ours for lost-ours "
+                             "and return, BookKeeper's for lost-bk)")
+    parser.add_argument("--mixed-repair", choices=("ours", "bookkeeper"), default="ours",
+                        help="with --mixed: whose autorecovery mends copies BookKeeper's "
+                             "client left off a write set (default ours; before issue 55 "
+                             "always BookKeeper's)")
     parser.add_argument("--tls", action="store_true", help="mutual TLS on our bookies' "
                         "ports, BookKeeper's client through START_TLS (not with --mixed)")
     parser.add_argument("--dir", default=None, help="work dir (default: a temp dir, removed)")

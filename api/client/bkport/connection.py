@@ -13,7 +13,11 @@ Invariants:
          ``FRAME_MAX``) fails every request pending on it with ``ConnectionLost``, at once,
          not after each one's timeout. Nothing on it is retried here: an add may or may
          not have been stored, and the caller decides (L1 in api/client/writer.py).
-    KC4. The next call after a loss connects again (a new connection, KC1).
+    KC4. The next call after a loss connects again (a new connection, KC1). A call that
+         finds its transport closing (a send failed: asyncio runs connection_lost only a
+         turn later) counts the connection lost (KC3) and, having written nothing, goes
+         on a new one; before, it wrote into the dead transport, logged "socket.send()
+         raised exception." and failed.
     KC5. Answers are read and matched in one place, the protocol's ``data_received``;
          txnIds come from one counter per client and are never reused, across
          reconnections too, so an answer matches at most the request it answers.
@@ -79,6 +83,12 @@ class _Wire(asyncio.Protocol):
         finally:
             del buffer[:at]
 
+    def closing(self) -> bool:
+        """KC3: the transport is closing before connection_lost has run, as after a send
+        that failed (the bookie was killed): asyncio reports it in a later loop turn, and
+        every write before that only logs "socket.send() raised exception."."""
+        return self.transport is not None and self.transport.is_closing()
+
     def pause_writing(self) -> None:
         self.can_write.clear()
 
@@ -124,7 +134,10 @@ class BkConnection:
     async def _connected(self) -> _Wire:
         wire = self._wire
         if wire is not None and wire.lost is None:
-            return wire
+            if not wire.closing():
+                return wire
+            wire.fail(ConnectionLost(f"connection to bookie {self.address} lost (a send "
+                                     f"failed)"))
         if self._connecting is None:  # KC1: one attempt, shared
             self._connecting = asyncio.ensure_future(self._connect())
         connecting = self._connecting
@@ -161,6 +174,9 @@ class BkConnection:
         wire = await self._connected()
         if not wire.can_write.is_set():
             await asyncio.wait_for(wire.can_write.wait(), timeout_s)
+        if wire.lost is None and wire.closing():
+            wire.fail(ConnectionLost(f"connection to bookie {self.address} lost (a send "
+                                     f"failed)"))
         if wire.lost is not None:
             raise wire.lost
         txn = request.header.txnId

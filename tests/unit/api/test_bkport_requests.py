@@ -188,3 +188,21 @@ async def test_garbage_from_the_peer_loses_the_connection_for_every_pending_call
         for call in pending:  # KC3: the two silent ones too
             with pytest.raises(ConnectionLost):
                 await call
+
+
+async def test_calls_on_a_connection_whose_send_failed_go_on_a_new_one_unwritten(caplog):
+    # KC3/KC4: a send that failed (the bookie killed) closes the transport at once, but
+    # asyncio calls connection_lost a turn later; every call before that wrote into the dead
+    # transport, each write logged "socket.send() raised exception." (1,234 lines from one
+    # writer in a drill) and each call then failed with the loss. Now a call that finds
+    # the transport closing has written nothing, so it goes on a new connection.
+    async with peer(lambda request: ok(request, lacBody=C.lac_body(3))) as (client, _):
+        assert await client.read_lac(7) == 3
+        calls = [asyncio.ensure_future(client.read_lac(7)) for _ in range(20)]
+        client.connection._wire.transport.abort()  # as a failed send leaves it, the calls
+        # already scheduled run before connection_lost
+        with caplog.at_level("WARNING", logger="asyncio"):
+            results = await asyncio.gather(*calls, return_exceptions=True)
+        assert "socket.send() raised exception" not in caplog.text
+        assert results == [3] * 20
+        assert client.connection.connections_made == 2   # one new connection for them all
