@@ -84,6 +84,10 @@ class LedgerMetadata:
     ack_quorum: int = 1
     ensembles: tuple = ()
     password: bytes = b""
+    #: BookKeeper's creator token (LedgerMetadataFormat.cToken): a random number the
+    #: creator stores, so a create retried after a lost answer can tell its own metadata
+    #: from another's (api/client/zookeeper.py ZK2). Kept across every rewrite; 0: none.
+    ctoken: int = 0
 
     @property
     def closed(self) -> bool:
@@ -95,7 +99,8 @@ class LedgerMetadata:
                 "length": self.length, "ctimeMs": self.ctime_ms, "custom": dict(self.custom),
                 "ensembleSize": self.ensemble_size, "writeQuorum": self.write_quorum,
                 "ackQuorum": self.ack_quorum, "password": self.password.hex(),
-                "ensembles": [[first, list(members)] for first, members in self.ensembles]}
+                "ensembles": [[first, list(members)] for first, members in self.ensembles],
+                "cToken": self.ctoken}
 
     @classmethod
     def from_json(cls, ledger_id: int, data: dict) -> "LedgerMetadata":
@@ -109,7 +114,8 @@ class LedgerMetadata:
                    ack_quorum=int(data.get("ackQuorum", 1)),
                    password=bytes.fromhex(data.get("password", "")),
                    ensembles=tuple((int(first), tuple(members))
-                                   for first, members in data.get("ensembles", ())))
+                                   for first, members in data.get("ensembles", ())),
+                   ctoken=int(data.get("cToken", 0)))
 
 
 class LedgerMetadataStore(Protocol):

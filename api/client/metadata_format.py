@@ -209,7 +209,8 @@ def encode(metadata: LedgerMetadata) -> bytes:
         length=metadata.length, lastEntryId=metadata.last_entry_id,
         state=_STATES[metadata.state], digestType=int(metadata.digest_type),
         password=metadata.password, ackQuorumSize=metadata.ack_quorum,
-        ctime=metadata.ctime_ms)
+        ctime=metadata.ctime_ms, cToken=metadata.ctoken)  # cToken always, as BookKeeper's
+        # LedgerMetadataSerDe writes it in format 3 (0 when the creator set none)
     for first, members in metadata.ensembles:
         message.segment.add(ensembleMember=list(members), firstEntryId=first)
     for key, value in sorted(metadata.custom.items()):
@@ -252,7 +253,8 @@ def decode(data: bytes, ledger_id: int | None = None, version: int = 0) -> Ledge
         else message.quorumSize,
         ensembles=tuple((segment.firstEntryId, tuple(segment.ensembleMember))
                         for segment in message.segment),
-        password=bytes(message.password))
+        password=bytes(message.password),
+        ctoken=message.cToken if message.HasField("cToken") else 0)
 
 
 def without_store_fields(metadata: LedgerMetadata) -> LedgerMetadata:

@@ -20,6 +20,10 @@ Invariants:
     ZK3. The layout znode is written once, by whoever comes first, with BookKeeper's text.
     ZK6. Listing walks both layouts under the root: every ledger znode is found, whichever
          side of 2^31 its id is.
+    ZK7. A create stores a random creator token (cToken), as BookKeeper's
+         AbstractZkLedgerManager does; a create that finds its znode already there reads
+         it, and takes it as its own if the token is its own (its first attempt was
+         applied, the answer lost), else it is another's (LedgerExists).
 
 Thread-safety: kazoo's client is thread-safe; the async methods run its (ZK5-bounded) blocking
 calls on worker threads (``asyncio.to_thread``) to keep the loop free.
@@ -30,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import secrets
 import time
 from typing import Callable
 
@@ -135,7 +140,8 @@ class ZkMetadataStore:
     def _create(self, metadata: LedgerMetadata) -> LedgerMetadata:
         self.start()
         stored = dataclasses.replace(metadata, version=1,
-                                     ctime_ms=metadata.ctime_ms or int(time.time() * 1000))
+                                     ctime_ms=metadata.ctime_ms or int(time.time() * 1000),
+                                     ctoken=metadata.ctoken or secrets.randbelow(2**63 - 1) + 1)
         data = metadata_format.encode(stored)
         if metadata.ledger_id is not None:
             return self._create_at(stored, metadata.ledger_id, data)
@@ -151,6 +157,11 @@ class ZkMetadataStore:
             zk_call(self.client.create_async, ledger_path(self.root, ledger_id), data,
                     makepath=True)
         except NodeExistsError:
+            try:  # ZK7
+                if self._read(ledger_id).ctoken == stored.ctoken:
+                    return dataclasses.replace(stored, ledger_id=ledger_id)
+            except NoLedger:
+                pass  # there and gone again: not knowably ours
             raise LedgerExists(f"ledger {ledger_id} already has metadata in "
                                f"{self.uri}") from None
         except NoAuthError:

@@ -13,7 +13,7 @@ import re
 import pytest
 
 from api.client import metadata_format
-from api.client.metadata import LedgerMetadata, MetadataState
+from api.client.metadata import LedgerExists, LedgerMetadata, MetadataState
 from api.client.metadata_format import HEADER, MetadataFormatError, decode, encode
 from bookie.entry import DigestType
 
@@ -26,14 +26,16 @@ LEDGER = LedgerMetadata(
     ensembles=((0, ("127.0.0.1:3181", "127.0.0.1:3182", "127.0.0.1:3183")),))
 #: quorumSize 2, ensembleSize 3, length 1000, lastEntryId 9, state CLOSED, one segment of
 #: three bookies from entry 0, digestType CRC32C, password "pw", ackQuorumSize 2, ctime,
-#: customMetadata {app: x}; field-number order, as protobuf-java writes it.
+#: customMetadata {app: x}, cToken 0 (BookKeeper's LedgerMetadataSerDe writes it in every
+#: format-3 record, 0 when none was set; ours did not before issue 55); field-number order,
+#: as protobuf-java writes it.
 GOLDEN = bytes.fromhex(
     "426f6f6b69654d65746164617461466f726d617456657273696f6e09330a"  # header
-    "58"  # varint length 88
+    "5a"  # varint length 90
     "0802" "1003" "18e807" "2009" "2803"
     "3232" "0a0e3132372e302e302e313a33313831" "0a0e3132372e302e302e313a33313832"
     "0a0e3132372e302e302e313a33313833" "1000"
-    "3803" "42027077" "4802" "5080d095ffbc31" "5a08" "0a03617070" "120178")
+    "3803" "42027077" "4802" "5080d095ffbc31" "5a08" "0a03617070" "120178" "6000")
 
 
 def test_one_ledger_byte_for_byte():
@@ -102,6 +104,18 @@ async def test_what_the_zookeeper_driver_stored_decodes_independently(zk_uri):
     assert found["digestType"] == 3 and found["password"] == b"pw"
     assert found["segments"] == [(0, ["127.0.0.1:3181", "127.0.0.1:3182", "127.0.0.1:3183"])]
     assert found["custom"] == {"app": b"x"} and found["ctime"] == 1_700_000_000_000
+    # ZK7: a creator token, as BookKeeper's ZooKeeper ledger manager stores one, kept by
+    # every later write (a close here), and one's own found again by a create that finds
+    # the znode there
+    assert found["cToken"] == made.ctoken > 0
+    async with open_metadata_store(zk_uri) as store:
+        closed = await store.write(await store.read(made.ledger_id))
+        raw, _ = store.client.get(ledger_path(store.root, made.ledger_id))
+        assert independent_decode(raw)["cToken"] == made.ctoken == closed.ctoken
+        again = await store.create(made.__class__(**{**made.__dict__, "version": 0}))
+        assert again.ledger_id == made.ledger_id
+        with pytest.raises(LedgerExists):
+            await store.create(made.__class__(**{**made.__dict__, "version": 0, "ctoken": 7}))
 
 
 def test_the_proto_file_and_the_descriptor_in_code_agree():
