@@ -18,6 +18,9 @@ Invariants:
     RR3. A batch takes an entry only while its ``Bound`` allows it (count, payload bytes,
         framed bytes; the first entry always), so what a batch holds is bounded before it
         is read, not after.
+    RR4. With a ``limit`` (the listener's plain reads, api/server/bk_budget.py PB7), an
+        entry larger than it is ``Oversize(size)``, its bytes not kept (the span's share
+        of it is dropped with the span; one read on its own is not made).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import struct
 from typing import TYPE_CHECKING
 
 from bookie.errors import CorruptRecord, IOFailure
-from entrylog.format import HEADER_SIZE, MIN_ENTRY_SIZE, SIZE
+from entrylog.format import HEADER_SIZE, MIN_ENTRY_SIZE, SIZE, Oversize
 from entrylog.reader import READ_AHEAD_BYTES
 
 if TYPE_CHECKING:
@@ -83,7 +86,7 @@ def joins(run_start: int, previous: int, location: int) -> bool:
 
 
 def read_run(reader: EntryLogReader, ledger_id: int, run: list[tuple[int, int]],
-             bound: Bound, framed: bool = False) -> list[bytes]:
+             bound: Bound, framed: bool = False, limit: int = 0) -> list:
     """The entries of ``run`` ((entryId, position) in one log, a run by RR1), in order, as
     far as ``bound`` takes them: each entry's bytes, or with ``framed`` pieces of a v2 batch
     answer's body (size, bytes; back-to-back entries in one piece)."""
@@ -105,13 +108,19 @@ def read_run(reader: EntryLogReader, ledger_id: int, run: list[tuple[int, int]],
             if size < MIN_ENTRY_SIZE:
                 raise CorruptRecord(reader.path, pos - SIZE.size, f"entry size {size} < 16")
             end = offset + SIZE.size + size
+            if limit and size > limit:  # RR4 (never framed: a batch has no limit)
+                pieces.append(Oversize(size))
+                continue
             if end > len(span):  # RR2: past the span (a large entry, or the file's end)
                 entry = reader.read_entry(pos, ledger_id, entry_id)
             elif found_ledger != ledger_id or found_entry != entry_id:
                 raise IOFailure(f"{reader.path}: wrong entry at {pos}: expected "
                                 f"{ledger_id}/{entry_id}, found {found_ledger}/{found_entry}")
         else:
-            entry = reader.read_entry(pos, ledger_id, entry_id)
+            entry = reader.read_entry(pos, ledger_id, entry_id, limit)
+            if entry.__class__ is Oversize:  # RR4
+                pieces.append(entry)
+                continue
             size = len(entry)
         if not bound.take(size):
             break

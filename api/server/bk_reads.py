@@ -24,6 +24,12 @@ Invariants (bk_requests.py PB1/PB2/PB5, bk_ops.py BK1, bk_timing.py BT1/BT2):
     PRD4. Requests keep their order of arrival into the budget: the plain reads decoded
          so far are begun (or queued) before any other request of the slice, and before
          its adds (as when each read began alone, at its decode).
+    PRD5. A group holds its reads' reservations (bk_budget.py PB7) until it is answered
+         or its connection is lost. A read that landed ``Oversize`` is not answered: it
+         gives its PB1 slot back and waits first in the connection's queue (RESIZED)
+         until a slot and its entry's size fit; then it is read again alone, with that
+         allowance. (Kept in PB1 while waiting, a client that reads nothing would hold
+         its slots for ever, and two such clients every slot of the port.)
 """
 
 from __future__ import annotations
@@ -31,8 +37,10 @@ from __future__ import annotations
 from api.bkproto import v2, v3_read
 from api.bkproto.status import v2_code, v3_status
 from api.server import bk_timing
+from api.server.bk_budget import ANSWER_HEAD
 from api.server.bk_ops import unexpected
-from api.server.bk_requests import PLAINS
+from api.server.bk_requests import PLAINS, RESIZED
+from bookie.node.read_queue import Oversize
 from bookie.node.reads import not_stored
 
 
@@ -45,7 +53,8 @@ class ReadPath:
 
     def _init_reads(self) -> None:
         self.plain_arrived: list[tuple] = []  # decoded, not yet begun (PRD4)
-        self.plain_groups: dict = {}  # ReadGroup -> its reads, begun, not answered
+        self.plain_groups: dict = {}  # ReadGroup -> (reads, begun, reserved), not answered
+        self.read_reserved = 0  # PB7: this connection's part of budget.read_bytes
 
     def _plain_read(self, ledger_id: int, entry_id: int, reply_to) -> None:
         self.plain_arrived.append((ledger_id, entry_id, reply_to, self.slice_at[0]))
@@ -64,24 +73,67 @@ class ReadPath:
         limits, budget = self.budget.limits, self.budget
         room = min(limits.per_connection - self.requests_in_progress,
                    limits.max_in_progress - budget.in_progress)
-        if len(reads) > room:
-            reads, rest = reads[:room], reads[room:]
+        count, allowance = budget.reserve_reads(self, min(len(reads), room))  # PB7
+        if len(reads) > count:
+            reads, rest = reads[:count], reads[count:]
         else:
             rest = []
-        self._count_begun(PLAINS, len(reads))
+        self._count_begun(PLAINS, count)
         begun = bk_timing.now()
-        self.plain_groups[self.ops.bookie.begin_reads(reads, self._plains_landed)] = \
-            (reads, begun)
+        self.plain_groups[self.ops.bookie.begin_reads(reads, self._plains_landed, allowance)] \
+            = (reads, begun, count * (allowance + ANSWER_HEAD))
         return rest
 
     def _plains_landed(self, group) -> None:
-        reads, begun = self.plain_groups.pop(group)
+        reads, begun, reserved = self.plain_groups.pop(group)
+        budget = self.budget
+        budget.release_reads(self, reserved)  # PB7: their answers count in PB2 from here
         stats = self.op_stats.pair("READ_ENTRY")
         at = bk_timing.now()
         lacs: dict = {}  # read once a ledger: nothing changes it within this callback
-        answers = [self._plain_answer(read, outcome, begun, at, stats, lacs)
-                   for read, outcome in zip(reads, group.outcomes)]
-        self._count_done_many(len(answers), answers)
+        if group.resized:
+            answers = self._resize(reads, group.outcomes, begun, at, stats, lacs)
+        else:
+            answers = [self._plain_answer(read, outcome, begun, at, stats, lacs)
+                       for read, outcome in zip(reads, group.outcomes)]
+        self._count_done_many(len(reads), answers)
+        budget.charge_answers(self, self.unread_answers())
+
+    def _resize(self, reads: list, outcomes: list, begun: float, at: float, stats: tuple,
+                lacs: dict) -> list:
+        """PRD5: the answers of a group some of whose reads landed Oversize; those wait
+        first in the queue, still in progress (PB1), to be read again at their size."""
+        answers, resized = [], []
+        for read, outcome in zip(reads, outcomes):
+            if outcome.__class__ is Oversize:
+                resized.append((read, outcome.size, begun))
+            else:
+                answers.append(self._plain_answer(read, outcome, begun, at, stats, lacs))
+        self.budget.resized_total += len(resized)
+        deferred = self.deferred
+        if deferred and deferred[0][0] == RESIZED:
+            deferred[0][1].extend(resized)
+        else:
+            deferred.appendleft((RESIZED, resized))
+        return answers
+
+    def _reread(self, resized: list) -> bool:
+        """PRD5: read again, alone, each of ``resized`` whose size fits now (PB7), in
+        order; whether none is left."""
+        budget = self.budget
+        limits = budget.limits
+        while resized:
+            read, size, begun = resized[0]
+            if self.requests_in_progress >= limits.per_connection \
+                    or budget.in_progress >= limits.max_in_progress \
+                    or not budget.reread_fits(self, size + ANSWER_HEAD):  # PB1, PB7
+                return False
+            del resized[0]
+            self._count_begun(PLAINS, 1)
+            budget.hold_reads(self, size + ANSWER_HEAD)
+            self.plain_groups[self.ops.bookie.begin_reads([read], self._plains_landed, size)] \
+                = ([read], begun, size + ANSWER_HEAD)
+        return True
 
     def _plain_answer(self, read: tuple, outcome, begun: float, at: float, stats: tuple,
                       lacs: dict) -> bytes:
@@ -125,5 +177,6 @@ class ReadPath:
         self.plain_arrived = []
         for group in groups:
             group.cancel()
+        self.budget.release_reads(self, self.read_reserved)  # PB7
         if groups:
-            self._count_done_many(sum(len(reads) for reads, _begun in groups.values()), ())
+            self._count_done_many(sum(len(reads) for reads, *_ in groups.values()), ())

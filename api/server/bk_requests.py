@@ -30,6 +30,9 @@ log = logging.getLogger("bookie.bkproto")
 READ, CHANGE, POLL = "read", "change", "poll"
 #: READs begun by a call, not a task, as a group: the listener's plain reads (bk_reads.py).
 PLAINS = "plains"
+#: Plain reads whose entry was larger than their allowance (bk_budget.py PB7), waiting
+#: first in the queue to be read again at their size (bk_reads.py PRD5).
+RESIZED = "resized"
 _OP = v3.OPERATIONS
 _READ_ONLY_V3 = {_OP["READ_LAC"], _OP["GET_BOOKIE_INFO"], _OP["GET_LIST_OF_ENTRIES_OF_LEDGER"]}
 _FENCE = 1  # ReadRequest.Flag.FENCE_LEDGER
@@ -93,7 +96,7 @@ class RequestPath:
         self._begin(kind, make)
 
     def _defer(self, kind: str, make) -> None:
-        self.deferred.append((kind, make))
+        self.deferred.append((kind, make))  # never RESIZED: bk_reads.py puts those first
         self.budget.deferred_total += len(make) if kind == PLAINS else 1
         self._wait_for_budget()
 
@@ -157,7 +160,14 @@ class RequestPath:
 
     def _begin_deferred(self) -> None:
         budget, deferred = self.budget, self.deferred
-        while deferred and budget.may_begin(self):
+        while deferred:
+            if deferred[0][0] == RESIZED:
+                if not self._reread(deferred[0][1]):
+                    break
+                deferred.popleft()
+                continue
+            if not budget.may_begin(self):
+                break
             kind, make = deferred.popleft()
             if kind != PLAINS:
                 self._begin(kind, make)

@@ -28,6 +28,10 @@ Invariants:
         for it would let a client that sends reads and disconnects, over and over, grow
         the queue without bound (issue 53). What a lost connection still costs is what
         jobs already took: at most ``jobs`` x ``batch`` reads.
+    RQ6. A group's ``allowance`` (api/server/bk_budget.py PB7) bounds what each of its reads
+        holds: an entry larger than it lands as ``Oversize(size)``, its bytes not kept
+        (entrylog/run_reader.py RR4), and the group counts it in ``resized``. A run (RQ3)
+        joins only reads of one allowance. Reads by future have none.
 """
 
 from __future__ import annotations
@@ -35,6 +39,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Callable
+
+from entrylog.format import Oversize
+
+__all__ = ["BATCH_MAX", "STRIDE_MAX", "Oversize", "ReadGroup", "ReadQueue"]
 
 #: RQ1: the most reads one job takes.
 BATCH_MAX = 256
@@ -52,18 +60,24 @@ class ReadGroup:
     all of them, not a future and a loop callback each (issue 41: the listener's single
     reads cost more in those than in the read itself)."""
 
-    __slots__ = ("outcomes", "left", "answer", "cancelled", "on_cancel")
+    __slots__ = ("outcomes", "left", "answer", "cancelled", "on_cancel", "allowance",
+                 "resized")
 
-    def __init__(self, size: int, answer: Callable[["ReadGroup"], None]) -> None:
-        self.outcomes: list = [None] * size  # bytes, None (not stored) or an exception
+    def __init__(self, size: int, answer: Callable[["ReadGroup"], None],
+                 allowance: int = 0) -> None:
+        self.outcomes: list = [None] * size  # bytes, None, Oversize or an exception
         self.left = size
         self.answer = answer
         self.cancelled = False
         self.on_cancel: Callable[[], None] | None = None  # the queue's RQ5 purge
+        self.allowance = allowance  # RQ6: 0 for none
+        self.resized = 0  # RQ6: outcomes that are Oversize
 
     def landed(self, index: int, outcome) -> bool:
         """Whether this was the group's last read: then ``finish`` is due."""
         self.outcomes[index] = outcome
+        if outcome.__class__ is Oversize:
+            self.resized += 1
         self.left -= 1
         return not self.left
 
@@ -77,6 +91,10 @@ class ReadGroup:
         self.cancelled = True
         if self.on_cancel is not None:
             self.on_cancel()
+
+
+def _allowance(sink) -> int:
+    return sink.allowance if sink.__class__ is ReadGroup else 0
 
 
 def _cancelled(sink) -> bool:
@@ -162,27 +180,30 @@ class ReadQueue:
         outcomes: list = []
         start = 0
         while start < len(taken):
-            ledger_id, previous = taken[start][0], taken[start][1]
+            ledger_id, previous, sink = taken[start][0], taken[start][1], taken[start][2]
+            limit = sink.allowance if sink.__class__ is ReadGroup else 0  # RQ6
             end = start + 1
             while end < len(taken) and taken[end][0] == ledger_id and \
-                    0 < taken[end][1] - previous <= STRIDE_MAX:
+                    0 < taken[end][1] - previous <= STRIDE_MAX and \
+                    (taken[end][2] is sink or _allowance(taken[end][2]) == limit):
                 previous = taken[end][1]
                 end += 1
-            outcomes.extend(self._serve_run(ledger_id, [r[1] for r in taken[start:end]]))
+            outcomes.extend(self._serve_run(ledger_id, [r[1] for r in taken[start:end]],
+                                            limit))
             start = end
         return outcomes
 
-    def _serve_run(self, ledger_id: int, entry_ids: list[int]) -> list:
+    def _serve_run(self, ledger_id: int, entry_ids: list[int], limit: int) -> list:
         found: list = []
         if len(entry_ids) > 1:  # RQ3
             try:
-                found = self._get_listed(ledger_id, entry_ids, self._max_bytes)
+                found = self._get_listed(ledger_id, entry_ids, self._max_bytes, limit)
             except Exception:  # noqa: BLE001 - each read below gets its own outcome (RQ2)
                 found = []
         outcomes: list = list(found)  # a prefix: it stops at the byte bound
         for entry_id in entry_ids[len(found):]:
             try:
-                outcomes.append(self._get_entry(ledger_id, entry_id))
+                outcomes.append(self._get_entry(ledger_id, entry_id, limit))
             except Exception as error:  # noqa: BLE001 - RQ2: this read's own outcome
                 outcomes.append(error)
         return outcomes

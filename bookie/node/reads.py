@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from bookie.errors import NoEntry
-from bookie.node.read_queue import ReadGroup
+from bookie.node.read_queue import Oversize, ReadGroup
 from bookie.node.writes import SANITY_LEDGER_ID
 from entrylog.run_reader import Bound
 from ledgerindex.keys import LedgerState
@@ -43,14 +43,16 @@ class LedgerReads:
         return ledger_id, entry_id, \
             self._read_queue.read(ledger_id, entry_id) if data is None else data
 
-    def begin_reads(self, asked: list, answer) -> ReadGroup:
+    def begin_reads(self, asked: list, answer, allowance: int = 0) -> ReadGroup:
         """``begin_read`` for many (the listener's plain reads of one begin, RQ4): each of
         ``asked`` (a tuple of ledger id, entry id, and what the caller keeps; -1 reads the
         last entry) gets its outcome (bytes, None: not stored, or the exception
         ``begin_read`` would raise) in the group, which ``answer`` gets once they are all
         in, from a loop callback, never within this call. The bookie's state and each
-        ledger are checked once a run of reads: nothing changes them within this call."""
-        group = ReadGroup(len(asked), answer)
+        ledger are checked once a run of reads: nothing changes them within this call.
+        With an ``allowance`` (read_queue.py RQ6), an entry larger than it is
+        ``Oversize(size)``, the write cache's bytes too."""
+        group = ReadGroup(len(asked), answer, allowance)
         queued = []
         known = -1  # the ledger checked last
         cached = self.storage.get_cached
@@ -64,6 +66,8 @@ class LedgerReads:
                 if entry_id == -1:
                     entry_id = self._last_entry_of(ledger_id)
                 data = cached(ledger_id, entry_id)
+                if allowance and data is not None and len(data) > allowance:
+                    data = Oversize(len(data))  # RQ6
             except Exception as exc:  # noqa: BLE001 - this read's own outcome (RQ2)
                 known, data = -1, exc
             if data is None:

@@ -128,12 +128,12 @@ async def test_cancelled_reads_leave_the_queue_unread(storage, executor):
     loop = asyncio.get_running_loop()
     gate, served = threading.Event(), []
 
-    def gated_entry(ledger_id, entry_id):  # the real storage, behind a gate: reads queue up
+    def gated_entry(ledger_id, entry_id, limit=0):  # the real storage, behind a gate
         gate.wait(60)
         served.append(entry_id)
-        return storage.get_entry(ledger_id, entry_id)
+        return storage.get_entry(ledger_id, entry_id, limit)
 
-    def gated_listed(ledger_id, entry_ids, max_bytes):
+    def gated_listed(ledger_id, entry_ids, max_bytes, limit=0):
         return []  # every read of a run goes through gated_entry, one by one
 
     queue = ReadQueue(loop, executor, gated_entry, gated_listed, 8 << 20, jobs=2, batch=5)
