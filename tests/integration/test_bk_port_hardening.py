@@ -281,3 +281,48 @@ async def test_a_connection_over_its_answer_bound_is_served_once_its_client_read
                 assert (answer.rc, answer.data) == (v2.EOK, BIG)
         finally:
             await client.close()
+
+
+async def test_reads_of_large_entries_hold_a_bounded_share_in_bytes(bookie_config):
+    """PB7 (issue 53 item 4): one client pipelines 300 reads of 1 MiB entries, from the
+    entry log (runs and single reads) and the write cache, and reads no answer. Before,
+    PB1 let all 300 begin (300 <= 500), and their answers, 300 MiB, were held at once;
+    now each read reserves an allowance before it begins, an entry larger than it is read
+    again at its size when that fits, and the connection holds at most
+    connection_buffer + one entry + 128 bytes. Every read is still answered, right."""
+    limits = Limits()  # the defaults: 500 reads a connection, 4 MiB of unread answers
+    big = [entry(30, e, payload=bytes([e]) * (1 << 20)) for e in range(10)]
+    cached = entry(31, 0, payload=b"c" * (1 << 20))
+    bound = limits.connection_buffer + len(cached) + 128
+    async with running_bookie(bookie_config) as running, \
+            listener_of(running.bookie, limits=limits) as (listener, port):
+        for e, data in enumerate(big):
+            await running.bookie.add_entry(30, e, data, KEY)
+        await running.bookie.checkpoint()  # ledger 30 from the entry log
+        await running.bookie.add_entry(31, 0, cached, KEY)  # ledger 31 from the write cache
+        asked = [(30, e % 10) for e in range(200)] + [(31, 0)] * 100
+        client = await open_client(port)
+        try:
+            await client.send(b"".join(v2.encode_read(*read) for read in asked))
+            await until(lambda: listener.budget.in_progress == 0
+                        and sum(unread_answers(listener)) > 0, "the reads stall")
+            held = max(unread_answers(listener))
+            metrics = await scrape(running.url)
+            answered = []  # v2 answers go out as they complete, matched by ids (§5)
+            for _ in asked:
+                answer = v2.decode_response(await client.read_frame())
+                assert answer.rc == v2.EOK
+                assert answer.data == (big[answer.entry_id] if answer.ledger_id == 30
+                                       else cached)
+                answered.append((answer.ledger_id, answer.entry_id))
+            assert sorted(answered) == sorted(asked)
+            budget = listener.budget
+            print(f"held {held}, peak {budget.peak_answer_bytes}, bound {bound}")
+            assert held <= bound and budget.peak_answer_bytes <= bound
+            assert budget.resized_total >= len(asked) - 10
+            assert metrics["bookie_bk_answer_bytes_peak"] <= bound
+            assert metrics["bookie_bk_reads_resized_total"] > 0
+            assert 0 <= metrics["bookie_bk_read_bytes"] <= bound
+            await until(lambda: budget.read_bytes == 0, "every reservation released")
+        finally:
+            await client.close()
