@@ -45,20 +45,30 @@ _ENTRY_HEAD = struct.Struct(">iqq")
 
 class Bound:
     """RR3: what one batch may still take. ``framed`` counts each entry with its 4-byte size
-    (a v2 batch answer's body); ``full`` once an entry was refused."""
+    (a v2 batch answer's body); ``full`` once an entry was refused. With ``first_max``, a
+    first entry larger than it is refused too, its size kept in ``oversize`` (the
+    listener's batch reads, api/server/bk_budget.py PB7)."""
 
-    __slots__ = ("count", "payload", "framed", "max_payload", "max_framed", "full")
+    __slots__ = ("count", "payload", "framed", "max_payload", "max_framed", "full",
+                 "first_max", "oversize")
 
-    def __init__(self, max_payload: int, max_framed: int | None = None) -> None:
-        self.count = self.payload = self.framed = 0
+    def __init__(self, max_payload: int, max_framed: int | None = None,
+                 first_max: int | None = None) -> None:
+        self.count = self.payload = self.framed = self.oversize = 0
         self.max_payload = max_payload
         self.max_framed = max_payload + (1 << 40) if max_framed is None else max_framed
+        self.first_max = 1 << 62 if first_max is None else first_max
         self.full = False
 
     def take(self, size: int) -> bool:
-        if self.count and (self.payload + size > self.max_payload
-                           or self.framed + size + SIZE.size > self.max_framed):
+        if self.count:
+            if self.payload + size > self.max_payload \
+                    or self.framed + size + SIZE.size > self.max_framed:
+                self.full = True
+                return False
+        elif size > self.first_max:
             self.full = True
+            self.oversize = size
             return False
         self.count += 1
         self.payload += size

@@ -41,7 +41,9 @@ Invariants:
          again at its size once that fits the connection's and the port's room, or at
          once when the connection holds nothing else, so it cannot starve. A reservation
          is released when its answer goes to the transport (PB2 counts it from then) or
-         when the connection is lost (PB5). So a connection's unread answers and
+         when the connection is lost (PB5). A v2 batch read reserves min(its maxSize, a
+         quarter of the room) and its maxSize is cut to that; a first entry larger than
+         it is read again so, at its size. So a connection's unread answers and
          reservations stay within ``connection_buffer`` plus one entry (at least
          ALLOWANCE_MIN) plus ANSWER_HEAD, and the port's within ``answers_max`` plus that
          one entry per connection that began a read while holding nothing. Before, a
@@ -64,6 +66,8 @@ _I32 = struct.Struct(">i")
 ALLOWANCE_MIN = 4 << 10
 ALLOWANCE_MAX = 256 << 10
 ANSWER_HEAD = 128
+#: PB7: the most a v2 batch read reserves (bookie/node/reads.py READ_BATCH_BYTES_MAX).
+BATCH_BYTES_MAX = 8 << 20
 RESERVE_MIN = ALLOWANCE_MIN + ANSWER_HEAD
 
 
@@ -159,6 +163,17 @@ class PortBudget:
             count = room // each if room >= each else 1  # may_begin: one fits, or nothing held
         self.hold_reads(connection, count * each)
         return count, allowance
+
+    def reserve_batch(self, connection, max_size: int) -> int:
+        """PB7 for a v2 batch read ``may_begin`` let go: min(its maxSize, a quarter of the
+        room within ALLOWANCE_MIN and BATCH_BYTES_MAX) plus ANSWER_HEAD, held and returned."""
+        limits = self.limits
+        room = min(limits.connection_buffer - connection.charged_answers
+                   - connection.read_reserved,
+                   limits.answers_max - self.answer_bytes - self.read_bytes) >> 2
+        allowance = min(max(room, ALLOWANCE_MIN), BATCH_BYTES_MAX, max(max_size, 0))
+        self.hold_reads(connection, allowance + ANSWER_HEAD)
+        return allowance + ANSWER_HEAD
 
     def hold_reads(self, connection, size: int) -> None:
         connection.read_reserved += size

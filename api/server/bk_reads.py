@@ -30,6 +30,9 @@ Invariants (bk_requests.py PB1/PB2/PB5, bk_ops.py BK1, bk_timing.py BT1/BT2):
          until a slot and its entry's size fit; then it is read again alone, with that
          allowance. (Kept in PB1 while waiting, a client that reads nothing would hold
          its slots for ever, and two such clients every slot of the port.)
+    PRD6. A v2 batch read that neither fences (BATCH) is a READ whose reservation (PB7)
+         cuts its maxSize; one whose first entry is larger lands ``Oversize`` and is
+         RESIZED as a plain read is, then read again with its first entry's size.
 """
 
 from __future__ import annotations
@@ -37,9 +40,12 @@ from __future__ import annotations
 from api.bkproto import v2, v3_read
 from api.bkproto.status import v2_code, v3_status
 from api.server import bk_timing
+import asyncio
+import functools
+
 from api.server.bk_budget import ANSWER_HEAD
-from api.server.bk_ops import unexpected
-from api.server.bk_requests import PLAINS, RESIZED
+from api.server.bk_ops import BATCH_HEAD, unexpected
+from api.server.bk_requests import BATCH, PLAINS, READ, RESIZED
 from bookie.node.read_queue import Oversize
 from bookie.node.reads import not_stored
 
@@ -130,6 +136,9 @@ class ReadPath:
                 return False
             del resized[0]
             self._count_begun(PLAINS, 1)
+            if begun is None:  # PRD6: a batch, (request, arrived)
+                self._begin_batch(read[0], read[1], size + ANSWER_HEAD)
+                continue
             budget.hold_reads(self, size + ANSWER_HEAD)
             self.plain_groups[self.ops.bookie.begin_reads([read], self._plains_landed, size)] \
                 = ([read], begun, size + ANSWER_HEAD)
@@ -171,12 +180,48 @@ class ReadPath:
         return v2.encode_response(reply_to, v2.READENTRY, v2_code(error), ledger_id,
                                   entry_id, b"" if data is None else data)
 
+    def _begin_batch(self, request, arrived: float, reserved: int = 0) -> None:
+        """PRD6, counted in PB1 already: its reservation held (``reserved`` when it is
+        read again: its first entry's answer), its maxSize cut to it, its task begun."""
+        first_max = None
+        if reserved:
+            self.budget.hold_reads(self, reserved)
+        else:
+            reserved = self.budget.reserve_batch(self, request.max_size)
+            first_max = reserved - ANSWER_HEAD - BATCH_HEAD - 4  # its first entry's bytes
+        capped = request._replace(max_size=min(request.max_size, reserved - ANSWER_HEAD))
+        task = asyncio.get_running_loop().create_task(
+            self.ops.v2(capped, self.peer, arrived, first_max))
+        self.cancellable.add(task)
+        task.add_done_callback(functools.partial(self._batch_done, request, arrived,
+                                                 reserved))
+        self._flow()
+
+    def _batch_done(self, request, arrived: float, reserved: int, task) -> None:
+        self.budget.release_reads(self, reserved)  # PB7: its answer counts in PB2 next
+        oversize = None if task.cancelled() or task.exception() is not None \
+            else task.result()
+        if oversize is None or oversize.__class__ is bytes:
+            self._answered(READ, task)
+            return
+        self.cancellable.discard(task)
+        self.budget.resized_total += 1
+        self._resize_one(((request, arrived), oversize.size + BATCH_HEAD + 4, None))
+        self._count_done(READ, None)
+
+    def _resize_one(self, item: tuple) -> None:
+        deferred = self.deferred
+        if deferred and deferred[0][0] == RESIZED:
+            deferred[0][1].append(item)
+        else:
+            deferred.appendleft((RESIZED, [item]))
+
     def _drop_plains(self) -> None:
         """PRD3: the connection is gone; its groups are never answered."""
         groups, self.plain_groups = self.plain_groups, {}
         self.plain_arrived = []
         for group in groups:
             group.cancel()
-        self.budget.release_reads(self, self.read_reserved)  # PB7
-        if groups:
+        self.budget.release_reads(self, sum(g[2] for g in groups.values()))  # PB7; batches
+        if groups:  # release theirs as their cancelled tasks end
             self._count_done_many(sum(len(reads) for reads, *_ in groups.values()), ())

@@ -33,6 +33,8 @@ PLAINS = "plains"
 #: Plain reads whose entry was larger than their allowance (bk_budget.py PB7), waiting
 #: first in the queue to be read again at their size (bk_reads.py PRD5).
 RESIZED = "resized"
+#: A v2 batch read that does not fence: a READ whose reservation cuts its maxSize (PRD6).
+BATCH = "batch"
 _OP = v3.OPERATIONS
 _READ_ONLY_V3 = {_OP["READ_LAC"], _OP["GET_BOOKIE_INFO"], _OP["GET_LIST_OF_ENTRIES_OF_LEDGER"]}
 _FENCE = 1  # ReadRequest.Flag.FENCE_LEDGER
@@ -102,6 +104,9 @@ class RequestPath:
 
     def _begin(self, kind: str, make) -> None:
         self._count_begun(kind)
+        if kind == BATCH:
+            self._begin_batch(*make)  # bk_reads.py PRD6
+            return
         task = asyncio.get_running_loop().create_task(make())
         if kind != CHANGE:
             self.cancellable.add(task)

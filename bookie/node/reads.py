@@ -100,17 +100,20 @@ class LedgerReads:
         return found
 
     async def read_batch_framed(self, ledger_id: int, first: int, last: int,
-                                max_framed: int) -> bytes:
+                                max_framed: int, first_max: int | None = None):
         """The body of a v2 batch read's answer: entries from ``first`` as
         ``read_range`` takes them, each framed by its 4-byte size, within ``max_framed``
-        bytes so framed (the first one always); NoEntry when there is none."""
+        bytes so framed (the first one always, unless it is larger than ``first_max``:
+        then ``Oversize`` of it, nothing read but its size); NoEntry when there is none."""
         self._check_serving()
         self._existing_state(ledger_id)
         last = min(last, first + self.config.max_read_batch - 1)
-        bound = Bound(READ_BATCH_BYTES_MAX, max_framed)
+        bound = Bound(READ_BATCH_BYTES_MAX, max_framed, first_max)
         pieces = await self._loop.run_in_executor(self._reads, self.storage.get_batch,
                                                   ledger_id, first, last, bound, True)
         if not bound.count:
+            if bound.oversize:
+                return Oversize(bound.oversize)
             raise NoEntry(f"entry {ledger_id}/{first} is not stored on this bookie")
         return b"".join(pieces)
 

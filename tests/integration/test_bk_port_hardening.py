@@ -326,3 +326,43 @@ async def test_reads_of_large_entries_hold_a_bounded_share_in_bytes(bookie_confi
             await until(lambda: budget.read_bytes == 0, "every reservation released")
         finally:
             await client.close()
+
+
+async def test_batch_reads_of_large_entries_hold_a_bounded_share_in_bytes(bookie_config):
+    """PB7 for v2 batch reads (bk_reads.py PRD6): 40 pipelined batches of up to four 1 MiB
+    entries, answers unread. Before, all 40 began and held their 4 MiB each (160 MiB); now
+    each reserves a share of the room, its maxSize cut to it, a first entry larger than it
+    read again at its size: the connection holds at most connection_buffer + one entry
+    (its batch answer's own bytes and the read's 128). Every batch still answers its first
+    entry and those after it that fit, a maxSize under the first entry included."""
+    limits = Limits()
+    big = [entry(32, e, payload=bytes([e]) * (1 << 20)) for e in range(10)]
+    bound = limits.connection_buffer + len(big[0]) + 4 + 36 + 128
+    async with running_bookie(bookie_config) as running, \
+            listener_of(running.bookie, limits=limits) as (listener, port):
+        for e, data in enumerate(big):
+            await running.bookie.add_entry(32, e, data, KEY)
+        await running.bookie.checkpoint()
+        asked = {n: (n % 10, 64 if n % 7 == 0 else 16 << 20) for n in range(40)}
+        client = await open_client(port)
+        try:
+            await client.send(b"".join(v2.encode_batch_read(32, first, n, 4, max_size)
+                                       for n, (first, max_size) in asked.items()))
+            await until(lambda: listener.budget.in_progress == 0
+                        and sum(unread_answers(listener)) > 0, "the batches stall")
+            held = max(unread_answers(listener))
+            for _ in range(len(asked)):
+                batch = v2.decode_response(await client.read_frame())
+                first, max_size = asked.pop(batch.request_id)
+                assert batch.rc == v2.EOK and 1 <= len(batch.entries) <= 4
+                assert list(batch.entries) == big[first:first + len(batch.entries)]
+                if max_size == 64:
+                    assert len(batch.entries) == 1
+            assert not asked
+            budget = listener.budget
+            print(f"held {held}, peak {budget.peak_answer_bytes}, bound {bound}")
+            assert held <= bound and budget.peak_answer_bytes <= bound
+            assert budget.resized_total > 0
+            await until(lambda: budget.read_bytes == 0, "every reservation released")
+        finally:
+            await client.close()
