@@ -316,6 +316,17 @@ async def test_reads_of_large_entries_hold_a_bounded_share_in_bytes(bookie_confi
                                        else cached)
                 answered.append((answer.ledger_id, answer.entry_id))
             assert sorted(answered) == sorted(asked)
+            async with BkClient.connect(port) as reader:  # over v3 (v3_read.py), -1 too
+                reads = [reader.request("READ_ENTRY", ledgerId=ledger_id, entryId=entry_id)
+                         for ledger_id, entry_id in [(30, e) for e in range(10)] + [(31, -1)]]
+                answers = await reader.pipeline(reads)
+                for request in reads:
+                    answer = answers[request.header.txnId]
+                    read = request.readRequest
+                    assert answer.status == S["EOK"] and answer.readResponse.entryId == \
+                        read.entryId
+                    assert answer.readResponse.body == \
+                        (big[read.entryId] if read.ledgerId == 30 else cached)
             budget = listener.budget
             print(f"held {held}, peak {budget.peak_answer_bytes}, bound {bound}")
             assert held <= bound and budget.peak_answer_bytes <= bound
