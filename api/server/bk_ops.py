@@ -43,6 +43,7 @@ import struct
 from api.bkproto import availability, v2, v3
 from api.bkproto.status import bk_name, v2_code, v3_status
 from api.server import bk_timing
+from api.server.bk_room import read_entry as bounded  # bk_budget.py PB7
 from api.server.refusals import RefusalLog
 from bookie import entry as entry_mod
 from bookie.entry import DigestType
@@ -216,17 +217,17 @@ class BkOperations:
         bookie, ledger_id = self.bookie, read.ledgerId
         if _flag(read) == READ_FLAG_FENCE:
             await self.fence(ledger_id, read.masterKey if read.HasField("masterKey") else None)
-            body.body = await bookie.read_entry(ledger_id, read.entryId)
+            body.body = await bounded(bookie, ledger_id, read.entryId)
             return
         if not read.HasField("previousLAC"):
-            body.body = await bookie.read_entry(ledger_id, read.entryId)
+            body.body = await bounded(bookie, ledger_id, read.entryId)
             body.maxLAC = await bookie.read_lac(ledger_id)
             return
         previous = read.previousLAC  # BK3: a long poll
         timeout_ms = max(0, min(read.timeOut, 600_000)) if read.HasField("timeOut") else 0
         lac = await bookie.read_lac(ledger_id, previous, timeout_ms)
         if _flag(read) != READ_FLAG_PIGGYBACK:
-            body.body = await bookie.read_entry(ledger_id, read.entryId)
+            body.body = await bounded(bookie, ledger_id, read.entryId)
             body.maxLAC = lac
             return
         if read.entryId != v2.LAST_ADD_CONFIRMED:
@@ -235,7 +236,7 @@ class BkOperations:
         if lac > previous:
             body.entryId = previous + 1
             try:
-                body.body = await bookie.read_entry(ledger_id, previous + 1)
+                body.body = await bounded(bookie, ledger_id, previous + 1)
             except NoEntry:
                 pass  # EOK without the entry, as BookKeeper answers
 
@@ -255,7 +256,7 @@ class BkOperations:
         if explicit is not None:
             body.lacBody = bytes(explicit)
         try:
-            body.lastEntryBody = await self.bookie.read_entry(ledger_id, -1)
+            body.lastEntryBody = await bounded(self.bookie, ledger_id, -1)
         except NoEntry:
             if explicit is None:
                 raise
@@ -332,8 +333,7 @@ class BkOperations:
         return v2.encode_response(request.version, request.opcode, v2.EBADVERSION,
                                   request.ledger_id, request.entry_id)
 
-    async def v2(self, request: v2.Request, peer=None, arrived: float | None = None,
-                 first_max: int | None = None):
+    async def v2(self, request: v2.Request, peer=None, arrived=None, first_max=None):
         """The framed answer to one v2 request (BK1), or a batch's Oversize (PB7)."""
         begun = bk_timing.now()
         opcode, version = request.opcode, request.version
@@ -363,7 +363,7 @@ class BkOperations:
     async def _read_v2(self, request: v2.Request) -> bytes:
         if request.fencing:
             await self.fence(request.ledger_id, request.master_key)
-        return await self.bookie.read_entry(request.ledger_id, request.entry_id)
+        return await bounded(self.bookie, request.ledger_id, request.entry_id)
 
     async def _batch_read_v2(self, request: v2.Request, first_max: int | None = None):
         """BP-62: entries from ``entry_id`` within maxCount and maxSize (the frame counted as

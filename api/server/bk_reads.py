@@ -46,6 +46,7 @@ import functools
 from api.server.bk_budget import ANSWER_HEAD
 from api.server.bk_ops import BATCH_HEAD, unexpected
 from api.server.bk_requests import BATCH, PLAINS, READ, RESIZED
+from api.server.bk_room import TaskRoom
 from bookie.node.read_queue import Oversize
 from bookie.node.reads import not_stored
 
@@ -139,6 +140,9 @@ class ReadPath:
             if begun is None:  # PRD6: a batch, (request, arrived)
                 self._begin_batch(read[0], read[1], size + ANSWER_HEAD)
                 continue
+            if begun.__class__ is TaskRoom:  # bk_room.py TR2: size counts its answer's head
+                begun.granted(size)
+                continue
             budget.hold_reads(self, size + ANSWER_HEAD)
             self.plain_groups[self.ops.bookie.begin_reads([read], self._plains_landed, size)] \
                 = ([read], begun, size + ANSWER_HEAD)
@@ -202,7 +206,7 @@ class ReadPath:
         oversize = None if task.cancelled() or task.exception() is not None \
             else task.result()
         if oversize is None or oversize.__class__ is bytes:
-            self._answered(READ, task)
+            self._answered(READ, None, task)
             return
         self.cancellable.discard(task)
         self.budget.resized_total += 1

@@ -23,6 +23,7 @@ import logging
 
 from api.bkproto import v2, v3
 from api.server import bk_timing
+from api.server.bk_room import ROOM, TaskRoom
 from bookie.errors import TooManyRequests
 
 log = logging.getLogger("bookie.bkproto")
@@ -37,6 +38,7 @@ RESIZED = "resized"
 BATCH = "batch"
 _OP = v3.OPERATIONS
 _READ_ONLY_V3 = {_OP["READ_LAC"], _OP["GET_BOOKIE_INFO"], _OP["GET_LIST_OF_ENTRIES_OF_LEDGER"]}
+_ENTRY_V3 = {_OP["READ_ENTRY"], _OP["READ_LAC"]}
 _FENCE = 1  # ReadRequest.Flag.FENCE_LEDGER
 _TOO_MANY = v3.STATUS["ETOOMANYREQUESTS"]
 #: How often connections waiting on PB2's bound for the whole port look again.
@@ -53,6 +55,13 @@ def v3_kind(request) -> str:
             return POLL
         return READ
     return READ if operation in _READ_ONLY_V3 else CHANGE
+
+
+def _reads_entry(request) -> bool:
+    """Whether a request's answer may carry an entry (bk_room.py TR1)."""
+    if request.__class__ is v2.Request:
+        return request.opcode == v2.READENTRY
+    return request.header.operation in _ENTRY_V3
 
 
 def v2_kind(request: v2.Request) -> str:
@@ -107,10 +116,16 @@ class RequestPath:
         if kind == BATCH:
             self._begin_batch(*make)  # bk_reads.py PRD6
             return
+        room = None
+        if kind != POLL and _reads_entry(make.args[0]):  # bk_room.py TR1
+            room = TaskRoom(self)
+            token = ROOM.set(room)  # the task's context is a copy of this one
         task = asyncio.get_running_loop().create_task(make())
+        if room is not None:
+            ROOM.reset(token)
         if kind != CHANGE:
             self.cancellable.add(task)
-        task.add_done_callback(functools.partial(self._answered, kind))
+        task.add_done_callback(functools.partial(self._answered, kind, room))
         self._flow()
 
     def _count_begun(self, kind: str, count: int = 1) -> None:
@@ -126,8 +141,10 @@ class RequestPath:
             if budget.in_progress > budget.peak_in_progress:
                 budget.peak_in_progress = budget.in_progress
 
-    def _answered(self, kind: str, task: asyncio.Task) -> None:
+    def _answered(self, kind: str, room, task: asyncio.Task) -> None:
         self.cancellable.discard(task)
+        if room is not None:
+            room.release()  # bk_room.py TR1: its answer counts in PB2 from here
         data = None
         if not task.cancelled():
             if task.exception() is not None:  # bk_ops answers every outcome: a bug here
@@ -221,6 +238,11 @@ class RequestPath:
 
     def _drop_requests(self) -> None:
         """PB5: the connection is gone; no answer can reach it."""
+        for kind, make in self.deferred:
+            if kind == RESIZED:
+                for _read, _size, room in make:
+                    if room.__class__ is TaskRoom:
+                        room.dropped()  # bk_room.py TR3
         self.deferred.clear()
         self._drop_plains()  # bk_reads.py PRD3
         for task in list(self.cancellable):

@@ -284,7 +284,7 @@ class BookieCollector:
                 ("bookie_bk_read_bytes", "bytes reserved by reads in progress for their "
                  "answers (PB7)", budget.read_bytes),
                 ("bookie_bk_answer_bytes_peak", "the most bookie_bk_answer_bytes and "
-                 "bookie_bk_read_bytes held together since the port opened (PB7)",
+                 "bookie_bk_read_bytes held together, as last counted (PB7)",
                  budget.peak_answer_bytes),
                 ("bookie_bk_connections_waiting", "connections not reading until the "
                  "port's budget has room", len(budget.waiting)),

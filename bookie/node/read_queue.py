@@ -31,7 +31,7 @@ Invariants:
     RQ6. A group's ``allowance`` (api/server/bk_budget.py PB7) bounds what each of its reads
         holds: an entry larger than it lands as ``Oversize(size)``, its bytes not kept
         (entrylog/run_reader.py RR4), and the group counts it in ``resized``. A run (RQ3)
-        joins only reads of one allowance. Reads by future have none.
+        joins only reads of one allowance. A read by future may have a limit of its own.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ BATCH_MAX = 256
 #: was not asked for: 8 covers ensembles up to 8 read in order.
 STRIDE_MAX = 8
 
-#: (ledger id, entry id, the future or group it lands in, its index in the group).
+#: (ledger id, entry id, the future or group it lands in, its index in the group or the
+#: future's limit, RQ6).
 Read = tuple
 
 
@@ -93,8 +94,10 @@ class ReadGroup:
             self.on_cancel()
 
 
-def _allowance(sink) -> int:
-    return sink.allowance if sink.__class__ is ReadGroup else 0
+def _limit(read: Read) -> int:
+    """RQ6: a group's allowance, or the limit a future's read was asked with."""
+    sink = read[2]
+    return sink.allowance if sink.__class__ is ReadGroup else read[3]
 
 
 def _cancelled(sink) -> bool:
@@ -126,10 +129,11 @@ class ReadQueue:
         """Reads queued, not yet taken by a job."""
         return len(self._queued)
 
-    def read(self, ledger_id: int, entry_id: int) -> asyncio.Future:
-        """A future of the entry's bytes, or None if it is not stored."""
+    def read(self, ledger_id: int, entry_id: int, limit: int = 0) -> asyncio.Future:
+        """A future of the entry's bytes, or None if it is not stored (with a ``limit``,
+        RQ6: Oversize for an entry larger)."""
         future = self._loop.create_future()
-        self._queued.append((ledger_id, entry_id, future, 0))
+        self._queued.append((ledger_id, entry_id, future, limit))  # a future's index: its limit
         future.add_done_callback(self._cancelled_future)
         self._wanted()
         return future
@@ -181,11 +185,11 @@ class ReadQueue:
         start = 0
         while start < len(taken):
             ledger_id, previous, sink = taken[start][0], taken[start][1], taken[start][2]
-            limit = sink.allowance if sink.__class__ is ReadGroup else 0  # RQ6
+            limit = _limit(taken[start])  # RQ6
             end = start + 1
             while end < len(taken) and taken[end][0] == ledger_id and \
                     0 < taken[end][1] - previous <= STRIDE_MAX and \
-                    (taken[end][2] is sink or _allowance(taken[end][2]) == limit):
+                    (taken[end][2] is sink or _limit(taken[end]) == limit):
                 previous = taken[end][1]
                 end += 1
             outcomes.extend(self._serve_run(ledger_id, [r[1] for r in taken[start:end]],

@@ -23,14 +23,15 @@ HELD_SCAN_FACTOR = 4
 class LedgerReads:
     """Mixin of ``Bookie``: reads, listing, per-ledger figures."""
 
-    async def read_entry(self, ledger_id: int, entry_id: int) -> bytes:
-        """The stored bytes; ``entry_id`` -1 reads the last entry (docs/design.md §3.3)."""
-        ledger_id, entry_id, data = self.begin_read(ledger_id, entry_id)
+    async def read_entry(self, ledger_id: int, entry_id: int, limit: int = 0) -> bytes:
+        """The stored bytes; ``entry_id`` -1 reads the last entry (docs/design.md §3.3).
+        With a ``limit``, ``Oversize(size)`` for an entry larger (read_queue.py RQ6)."""
+        ledger_id, entry_id, data = self.begin_read(ledger_id, entry_id, limit)
         if isinstance(data, asyncio.Future):
             data = await data
         return stored(ledger_id, entry_id, data)
 
-    def begin_read(self, ledger_id: int, entry_id: int) -> tuple:
+    def begin_read(self, ledger_id: int, entry_id: int, limit: int = 0) -> tuple:
         """``read_entry`` without a coroutine (the listener's plain reads, BK7): the ids
         read (-1 made the last entry's) and the write cache's bytes, or the read queue's
         future of the stored bytes (None: not stored), for ``stored``. Raises as
@@ -40,8 +41,9 @@ class LedgerReads:
         if entry_id == -1:
             entry_id = self._last_entry_of(ledger_id)
         data = self.storage.get_cached(ledger_id, entry_id)
-        return ledger_id, entry_id, \
-            self._read_queue.read(ledger_id, entry_id) if data is None else data
+        if data is None:
+            return ledger_id, entry_id, self._read_queue.read(ledger_id, entry_id, limit)
+        return ledger_id, entry_id, Oversize(len(data)) if limit and len(data) > limit else data
 
     def begin_reads(self, asked: list, answer, allowance: int = 0) -> ReadGroup:
         """``begin_read`` for many (the listener's plain reads of one begin, RQ4): each of
