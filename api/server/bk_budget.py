@@ -43,7 +43,8 @@ Invariants:
          is released when its answer goes to the transport (PB2 counts it from then) or
          when the connection is lost (PB5). A v2 batch read reserves min(its maxSize, a
          quarter of the room) and its maxSize is cut to that; a first entry larger than
-         it is read again so, at its size. So a connection's unread answers and
+         it is read again so, at its size. Reads that run as tasks: bk_room.py TR1-TR3.
+         So a connection's unread answers and
          reservations stay within ``connection_buffer`` plus one entry (at least
          ALLOWANCE_MIN) plus ANSWER_HEAD, and the port's within ``answers_max`` plus that
          one entry per connection that began a read while holding nothing. Before, a
