@@ -45,7 +45,7 @@ import functools
 
 from api.server.bk_budget import ANSWER_HEAD
 from api.server.bk_ops import BATCH_HEAD, unexpected
-from api.server.bk_requests import BATCH, PLAINS, READ, RESIZED
+from api.server.bk_requests import PLAINS, READ, RESIZED
 from api.server.bk_room import TaskRoom
 from bookie.node.read_queue import Oversize
 from bookie.node.reads import not_stored
