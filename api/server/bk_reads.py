@@ -37,12 +37,12 @@ Invariants (bk_requests.py PB1/PB2/PB5, bk_ops.py BK1, bk_timing.py BT1/BT2):
 
 from __future__ import annotations
 
-from api.bkproto import v2, v3_read
-from api.bkproto.status import v2_code, v3_status
-from api.server import bk_timing
 import asyncio
 import functools
 
+from api.bkproto import v2, v3_read
+from api.bkproto.status import v2_code, v3_status
+from api.server import bk_timing
 from api.server.bk_budget import ANSWER_HEAD
 from api.server.bk_ops import BATCH_HEAD, unexpected
 from api.server.bk_requests import PLAINS, READ, RESIZED
@@ -109,7 +109,7 @@ class ReadPath:
     def _resize(self, reads: list, outcomes: list, begun: float, at: float, stats: tuple,
                 lacs: dict) -> list:
         """PRD5: the answers of a group some of whose reads landed Oversize; those wait
-        first in the queue, still in progress (PB1), to be read again at their size."""
+        first in the queue, out of PB1, to be read again at their size."""
         answers, resized = [], []
         for read, outcome in zip(reads, outcomes):
             if outcome.__class__ is Oversize:
@@ -226,6 +226,7 @@ class ReadPath:
         self.plain_arrived = []
         for group in groups:
             group.cancel()
-        self.budget.release_reads(self, sum(g[2] for g in groups.values()))  # PB7; batches
-        if groups:  # release theirs as their cancelled tasks end
+        # PB7: the groups' reservations; a batch's or task's comes back as its task ends.
+        self.budget.release_reads(self, sum(g[2] for g in groups.values()))
+        if groups:
             self._count_done_many(sum(len(reads) for reads, *_ in groups.values()), ())
