@@ -433,3 +433,50 @@ async def test_reads_through_the_whole_path_hold_a_bounded_share_in_bytes(bookie
             await until(lambda: budget.read_bytes == 0, "every reservation released")
         finally:
             await client.close()
+
+
+async def test_a_lost_connections_reads_waiting_for_their_size_leave_nothing_held(
+        bookie_config):
+    """PB5 with PB7: a client leaves plain reads, batch reads, whole-path reads and a
+    fencing read of 1 MiB entries waiting to be read again at their size, then goes. Its
+    slots and reservations all come back (none counted twice, none left), the fence is
+    whole, and another client is served."""
+    limits = Limits()
+    big = [entry(34, e, payload=bytes([e]) * (1 << 20)) for e in range(4)]
+    async with running_bookie(bookie_config) as running, \
+            listener_of(running.bookie, limits=limits) as (listener, port):
+        for e, data in enumerate(big):
+            await running.bookie.add_entry(34, e, data, KEY)
+        await running.bookie.checkpoint()
+        budget = listener.budget
+        client = BkClient(*await asyncio.open_connection("127.0.0.1", port))
+        await client.send(b"".join(
+            [v3.frame(client.request("READ_ENTRY", ledgerId=34, entryId=n % 4,
+                                     masterKey=KEY)) for n in range(30)]
+            + [v3.frame(client.request("READ_LAC", ledgerId=34)) for _ in range(30)]
+            + [v3.frame(client.request("READ_ENTRY", ledgerId=34, entryId=0, flag=1,
+                                       masterKey=KEY))]
+            + [v3.frame(client.request("READ_ENTRY", ledgerId=34, entryId=n % 4))
+               for n in range(30)]))
+        await until(lambda: budget.in_progress == 0 and sum(unread_answers(listener)) > 0
+                    and budget.resized_total > 0, "the reads wait for their size")
+        await client.close()
+        await until(lambda: not listener.connections and budget.in_progress == 0
+                    and budget.read_bytes == 0, "the lost connection's budget comes back")
+        assert running.bookie.ledger_state(34).fenced
+        resized = budget.resized_total
+        second = await open_client(port)
+        try:  # v2, with batch reads this time, then gone again
+            await second.send(b"".join([v2.encode_read(34, n % 4) for n in range(30)]
+                                       + [v2.encode_batch_read(34, 0, n, 4, 16 << 20)
+                                          for n in range(30)]))
+            await until(lambda: budget.in_progress == 0 and budget.resized_total > resized
+                        and sum(unread_answers(listener)) > 0, "the reads wait for their size")
+        finally:
+            await second.close()
+        await until(lambda: not listener.connections and budget.in_progress == 0
+                    and budget.read_bytes == 0, "the lost connection's budget comes back")
+        async with BkClient.connect(port) as other:
+            read = await other.call_v2(v2.encode_read(34, 3))
+            assert (read.rc, read.data) == (v2.EOK, big[3])
+        assert budget.read_bytes == 0 and budget.in_progress == 0
