@@ -33,6 +33,7 @@ from bookie.errors import IOFailure
 from bookie.ledger_usage import LedgerUsage
 from bookie.write_cache import WriteCache
 from entrylog.entry_logger import EntryLogger
+from entrylog.format import Oversize
 from entrylog.run_reader import Bound, joins, piece
 from ledgerindex.keys import ENTRY_ID_MAX, LedgerState
 from ledgerindex.ledgers import LedgerMetadataIndex
@@ -188,25 +189,27 @@ class LedgerStorage:
     def get_cached(self, ledger_id: int, entry_id: int) -> bytes | None:
         return self.cache.get(ledger_id, entry_id)
 
-    def get_entry(self, ledger_id: int, entry_id: int) -> bytes | None:
-        """The entry's bytes, None if this bookie never stored it; IOFailure if unreadable (R2)."""
+    def get_entry(self, ledger_id: int, entry_id: int, limit: int = 0):
+        """The entry's bytes, None if this bookie never stored it; IOFailure if unreadable (R2).
+        With a ``limit``, ``Oversize(size)`` for an entry larger than it (the listener's
+        plain reads, api/server/bk_budget.py PB7)."""
         data = self.cache.get(ledger_id, entry_id)
         if data is not None:
-            return data
+            return Oversize(len(data)) if limit and len(data) > limit else data
         location = self.locations.get(ledger_id, entry_id)
         if location is None:
             # A checkpoint may have moved it from the cache to the log between the two
             # lookups: look once more, now that the index has it if the flush finished.
             data = self.cache.get(ledger_id, entry_id)
             if data is not None:
-                return data
+                return Oversize(len(data)) if limit and len(data) > limit else data
             location = self.locations.get(ledger_id, entry_id)
             if location is None:
                 return None
         try:
-            return self.entry_logger.read_entry(location, ledger_id, entry_id)
+            return self.entry_logger.read_entry(location, ledger_id, entry_id, limit)
         except IOFailure as error:
-            return self._reread_moved(ledger_id, entry_id, location, error)
+            return self._reread_moved(ledger_id, entry_id, location, error, limit)
 
     def get_entries(self, ledger_id: int, first: int, last: int,
                     max_bytes: int) -> list[bytes]:
@@ -231,7 +234,8 @@ class LedgerStorage:
         ids = range(first, min(last, ENTRY_ID_MAX) + 1)
         return self._gather(ledger_id, ids, bound, framed, False) if ids else []
 
-    def get_listed(self, ledger_id: int, entry_ids: list[int], max_bytes: int) -> list:
+    def get_listed(self, ledger_id: int, entry_ids: list[int], max_bytes: int,
+                   limit: int = 0) -> list:
         """Entries ``entry_ids`` (ascending) of one ledger, each its bytes or None where
         this bookie has none, in order, as far as ``max_bytes`` takes them (the first one
         always): a prefix of the list, the rest left for ``get_entry``.
@@ -239,11 +243,12 @@ class LedgerStorage:
         The read queue's runs (RQ3). A striped ledger's bookie is asked for every few ids
         (at 3/2/2 every third entry, issue 41), and the ids it holds between them lie
         between those entries in the log: one index iteration over their span and one
-        pread where they lie together (RR1) serve them, not a lookup and a pread each."""
-        return self._gather(ledger_id, entry_ids, Bound(max_bytes), False, True)
+        pread where they lie together (RR1) serve them, not a lookup and a pread each.
+        With a ``limit``, an entry larger than it is ``Oversize(size)`` (``get_entry``)."""
+        return self._gather(ledger_id, entry_ids, Bound(max_bytes), False, True, limit)
 
     def _gather(self, ledger_id: int, entry_ids, bound: Bound, framed: bool,
-                gaps: bool) -> list:
+                gaps: bool, limit: int = 0) -> list:
         """``get_batch`` (``gaps`` False: stop before the first id not stored) and
         ``get_listed`` (``gaps``: an id not stored is None, and the rest go on)."""
         located = self.locations.locate_range(ledger_id, entry_ids[0], entry_ids[-1])
@@ -253,37 +258,39 @@ class LedgerStorage:
             data = self.cache.get(ledger_id, entry_id)
             location = located.get(entry_id) if data is None else None
             if run and (location is None or not joins(run[0][1], run[-1][1], location)):
-                if not self._take_run(ledger_id, run, bound, framed, gaps, pieces):
+                if not self._take_run(ledger_id, run, bound, framed, gaps, pieces, limit):
                     return pieces
                 run = []
             if location is not None:
                 run.append((entry_id, location))
                 continue
             if data is None:
-                data = self.get_entry(ledger_id, entry_id)
+                data = self.get_entry(ledger_id, entry_id, limit)
+            elif limit and len(data) > limit:
+                data = Oversize(len(data))
             if not _take(pieces, data, bound, framed, gaps):
                 return pieces
         if run:
-            self._take_run(ledger_id, run, bound, framed, gaps, pieces)
+            self._take_run(ledger_id, run, bound, framed, gaps, pieces, limit)
         return pieces
 
     def _take_run(self, ledger_id: int, run: list[tuple[int, int]], bound: Bound,
-                  framed: bool, gaps: bool, pieces: list) -> bool:
+                  framed: bool, gaps: bool, pieces: list, limit: int = 0) -> bool:
         """Appends the run's pieces; False once the bound or a missing entry (without
         ``gaps``) stopped it."""
         mark = bound.mark()
         try:
             pieces.extend(self.entry_logger.read_run(
                 run[0][1] >> 32, ledger_id, [(e, location & 0xFFFFFFFF) for e, location in run],
-                bound, framed))
+                bound, framed, limit))
             return not bound.full
         except IOFailure:
             bound.reset(mark)
-        return all(_take(pieces, self.get_entry(ledger_id, entry_id), bound, framed, gaps)
-                   for entry_id, _ in run)
+        return all(_take(pieces, self.get_entry(ledger_id, entry_id, limit), bound, framed,
+                          gaps) for entry_id, _ in run)
 
     def _reread_moved(self, ledger_id: int, entry_id: int, location: int,
-                      error: IOFailure) -> bytes | None:
+                      error: IOFailure, limit: int = 0):
         """R4: a read that raced compaction (or GC) holds a location whose log was deleted
         after the index moved on. Ask the index once more; only a new location is retried,
         so a real read error stays EIO (R2)."""
@@ -292,7 +299,7 @@ class LedgerStorage:
             return None  # deleted meanwhile: the node answers NoLedger/NoEntry
         if moved is None or moved == location:
             raise error
-        return self.entry_logger.read_entry(moved, ledger_id, entry_id)
+        return self.entry_logger.read_entry(moved, ledger_id, entry_id, limit)
 
     def indexed_entry_ids(self, ledger_id: int) -> list[int]:
         return [entry_id for entry_id, _ in self.locations.entries(ledger_id)]
@@ -346,6 +353,9 @@ def _take(pieces: list, data: bytes | None, bound: Bound, framed: bool, gaps: bo
     the byte bound, or at an id not stored unless ``gaps`` (then it is None)."""
     if data is None and gaps:
         pieces.append(None)
+        return True
+    if data.__class__ is Oversize:  # RR4: not held, so not counted
+        pieces.append(data)
         return True
     if data is None or not bound.take(len(data)):
         return False

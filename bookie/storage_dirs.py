@@ -118,19 +118,20 @@ class DirsStorage:
     def get_cached(self, ledger_id: int, entry_id: int) -> bytes | None:
         return self.cache.get(ledger_id, entry_id)
 
-    def get_entry(self, ledger_id: int, entry_id: int) -> bytes | None:
+    def get_entry(self, ledger_id: int, entry_id: int, limit: int = 0):
         unit = self.placement.unit(ledger_id)
-        return None if unit is None else unit.get_entry(ledger_id, entry_id)
+        return None if unit is None else unit.get_entry(ledger_id, entry_id, limit)
 
     def get_entries(self, ledger_id: int, first: int, last: int,
                     max_bytes: int) -> list[bytes]:
         unit = self.placement.unit(ledger_id)
         return [] if unit is None else unit.get_entries(ledger_id, first, last, max_bytes)
 
-    def get_listed(self, ledger_id: int, entry_ids: list[int], max_bytes: int) -> list:
+    def get_listed(self, ledger_id: int, entry_ids: list[int], max_bytes: int,
+                   limit: int = 0) -> list:
         unit = self.placement.unit(ledger_id)
         return [None] * len(entry_ids) if unit is None else \
-            unit.get_listed(ledger_id, entry_ids, max_bytes)
+            unit.get_listed(ledger_id, entry_ids, max_bytes, limit)
 
     def get_batch(self, ledger_id: int, first: int, last: int, bound,
                   framed: bool = False) -> list[bytes]:

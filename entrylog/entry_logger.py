@@ -300,8 +300,9 @@ class EntryLogger:
 
     # ----------------------------------------------------------------- reading
 
-    def read_entry(self, location: int, ledger_id: int, entry_id: int) -> bytes:
-        """The entry at ``location`` in any log; IOFailure if it is not that entry (§1.10)."""
+    def read_entry(self, location: int, ledger_id: int, entry_id: int, limit: int = 0):
+        """The entry at ``location`` in any log; IOFailure if it is not that entry (§1.10);
+        with a ``limit``, ``Oversize`` for an entry larger than it (reader.read_entry)."""
         log_id, pos = split_location(location)
         active = self._active
         if active is not None and active.log_id == log_id and \
@@ -310,12 +311,12 @@ class EntryLogger:
                             f"is not written yet (R1)")
         handle = self._acquire(log_id)
         try:
-            return handle.reader.read_entry(pos, ledger_id, entry_id)
+            return handle.reader.read_entry(pos, ledger_id, entry_id, limit)
         finally:
             self._release(handle)
 
     def read_run(self, log_id: int, ledger_id: int, run: list[tuple[int, int]],
-                 bound: Bound, framed: bool = False) -> list[bytes]:
+                 bound: Bound, framed: bool = False, limit: int = 0) -> list:
         """The entries of a run ((entryId, position) in log ``log_id``; run_reader's RR1)
         as far as ``bound`` takes them, in one read where they lie together; IOFailure as
         ``read_entry``."""
@@ -326,7 +327,7 @@ class EntryLogger:
                             f"{log_id:x} are not written yet (R1)")
         handle = self._acquire(log_id)
         try:
-            return read_run(handle.reader, ledger_id, run, bound, framed)
+            return read_run(handle.reader, ledger_id, run, bound, framed, limit)
         finally:
             self._release(handle)
 

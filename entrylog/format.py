@@ -220,3 +220,22 @@ def decode_last_id(data: bytes) -> int | None:
         return None
     line = text.split("\n", 1)[0].strip()
     return parse_hex_id(line)
+
+
+class Oversize:
+    """What a read with a byte limit gets for an entry larger than it: the entry's size,
+    not its bytes (api/server/bk_budget.py PB7: a read in progress holds no more than it
+    reserved; the reader re-reads it at its size when that fits)."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def __repr__(self) -> str:
+        return f"Oversize({self.size})"
+
+    def __eq__(self, other) -> bool:
+        return other.__class__ is Oversize and other.size == self.size
+
+    __hash__ = None  # type: ignore[assignment]

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Iterator
 from bookie.entry import IDS
 from bookie.errors import CorruptRecord, IOFailure, ScanEnd
 from entrylog.format import (
-    HEADER_SIZE, MAP_BATCH_LEN_MAX, MIN_ENTRY_SIZE, RECORD_HEAD, SIZE, LogHeader,
+    HEADER_SIZE, MAP_BATCH_LEN_MAX, MIN_ENTRY_SIZE, RECORD_HEAD, SIZE, LogHeader, Oversize,
     decode_header, decode_ledgers_map_batch, header_problem, parse_hex_id,
 )
 
@@ -134,8 +134,9 @@ class EntryLogReader:
     # ----------------------------------------------------------------- point reads
 
     def read_entry(self, pos: int, expected_ledger_id: int | None = None,
-                   expected_entry_id: int | None = None) -> bytes:
-        """The entry whose first byte is at ``pos`` (a location's low 32 bits).
+                   expected_entry_id: int | None = None, limit: int = 0):
+        """The entry whose first byte is at ``pos`` (a location's low 32 bits); with a
+        ``limit``, an entry larger than it is ``Oversize(size)``, its bytes not read (PB7).
 
         Its size is read at pos - 4 (below 16: CorruptRecord); its stored ids must equal the
         expected ones, else IOFailure (docs/design.md §1.10, BookKeeper's WrongEntryException).
@@ -151,6 +152,8 @@ class EntryLogReader:
         if size > self.max_entry_size:  # BookKeeper only warns (docs/formats.md §5.6)
             log.warning("%s: entry at %d has size %d above the maximum %d",
                         self.path, pos, size, self.max_entry_size)
+        if limit and size > limit:
+            return Oversize(size)
         if SIZE.size + size <= len(data):
             entry = data[SIZE.size:SIZE.size + size]
         else:

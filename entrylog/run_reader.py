@@ -18,6 +18,9 @@ Invariants:
     RR3. A batch takes an entry only while its ``Bound`` allows it (count, payload bytes,
         framed bytes; the first entry always), so what a batch holds is bounded before it
         is read, not after.
+    RR4. With a ``limit`` (the listener's plain reads, api/server/bk_budget.py PB7), an
+        entry larger than it is ``Oversize(size)``, its bytes not kept (the span's share
+        of it is dropped with the span; one read on its own is not made).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import struct
 from typing import TYPE_CHECKING
 
 from bookie.errors import CorruptRecord, IOFailure
-from entrylog.format import HEADER_SIZE, MIN_ENTRY_SIZE, SIZE
+from entrylog.format import HEADER_SIZE, MIN_ENTRY_SIZE, SIZE, Oversize
 from entrylog.reader import READ_AHEAD_BYTES
 
 if TYPE_CHECKING:
@@ -42,20 +45,30 @@ _ENTRY_HEAD = struct.Struct(">iqq")
 
 class Bound:
     """RR3: what one batch may still take. ``framed`` counts each entry with its 4-byte size
-    (a v2 batch answer's body); ``full`` once an entry was refused."""
+    (a v2 batch answer's body); ``full`` once an entry was refused. With ``first_max``, a
+    first entry larger than it is refused too, its size kept in ``oversize`` (the
+    listener's batch reads, api/server/bk_budget.py PB7)."""
 
-    __slots__ = ("count", "payload", "framed", "max_payload", "max_framed", "full")
+    __slots__ = ("count", "payload", "framed", "max_payload", "max_framed", "full",
+                 "first_max", "oversize")
 
-    def __init__(self, max_payload: int, max_framed: int | None = None) -> None:
-        self.count = self.payload = self.framed = 0
+    def __init__(self, max_payload: int, max_framed: int | None = None,
+                 first_max: int | None = None) -> None:
+        self.count = self.payload = self.framed = self.oversize = 0
         self.max_payload = max_payload
         self.max_framed = max_payload + (1 << 40) if max_framed is None else max_framed
+        self.first_max = 1 << 62 if first_max is None else first_max
         self.full = False
 
     def take(self, size: int) -> bool:
-        if self.count and (self.payload + size > self.max_payload
-                           or self.framed + size + SIZE.size > self.max_framed):
+        if self.count:
+            if self.payload + size > self.max_payload \
+                    or self.framed + size + SIZE.size > self.max_framed:
+                self.full = True
+                return False
+        elif size > self.first_max:
             self.full = True
+            self.oversize = size
             return False
         self.count += 1
         self.payload += size
@@ -83,7 +96,7 @@ def joins(run_start: int, previous: int, location: int) -> bool:
 
 
 def read_run(reader: EntryLogReader, ledger_id: int, run: list[tuple[int, int]],
-             bound: Bound, framed: bool = False) -> list[bytes]:
+             bound: Bound, framed: bool = False, limit: int = 0) -> list:
     """The entries of ``run`` ((entryId, position) in one log, a run by RR1), in order, as
     far as ``bound`` takes them: each entry's bytes, or with ``framed`` pieces of a v2 batch
     answer's body (size, bytes; back-to-back entries in one piece)."""
@@ -105,13 +118,19 @@ def read_run(reader: EntryLogReader, ledger_id: int, run: list[tuple[int, int]],
             if size < MIN_ENTRY_SIZE:
                 raise CorruptRecord(reader.path, pos - SIZE.size, f"entry size {size} < 16")
             end = offset + SIZE.size + size
+            if limit and size > limit:  # RR4 (never framed: a batch has no limit)
+                pieces.append(Oversize(size))
+                continue
             if end > len(span):  # RR2: past the span (a large entry, or the file's end)
                 entry = reader.read_entry(pos, ledger_id, entry_id)
             elif found_ledger != ledger_id or found_entry != entry_id:
                 raise IOFailure(f"{reader.path}: wrong entry at {pos}: expected "
                                 f"{ledger_id}/{entry_id}, found {found_ledger}/{found_entry}")
         else:
-            entry = reader.read_entry(pos, ledger_id, entry_id)
+            entry = reader.read_entry(pos, ledger_id, entry_id, limit)
+            if entry.__class__ is Oversize:  # RR4
+                pieces.append(entry)
+                continue
             size = len(entry)
         if not bound.take(size):
             break

@@ -11,6 +11,8 @@ from the seed, and one checking client. The kinds:
     unread   hundreds of reads of a 1 MiB entry whose answers it never reads
     slam     a burst of adds and reads, then a reset connection (SO_LINGER 0)
     polls    many LAC long polls, then gone
+    large    hundreds of pipelined reads (v2 and v3) of several 1 MiB entries, some from the
+             write cache, whose answers it reads slowly (api/server/bk_budget.py PB7)
 The checking client adds and reads back its own entries over v3 and v2 all along: every
 answer must come, within 30 s, and be right. After every round the daemon must be alive.
 
@@ -46,14 +48,26 @@ from tests.support.servers import Daemon  # noqa: E402
 KEY = master_key(b"fuzz")
 MIB = 1 << 20
 BIG_LEDGER, CHECK_LEDGER = 7, 9
-KINDS = ("v2", "v3", "half", "unread", "slam", "polls")
-#: The daemon's budget in this fuzz (the flags of bookie serve) and what it adds up to.
+KINDS = ("v2", "v3", "half", "unread", "slam", "polls", "large")
+#: Large entries of BIG_LEDGER: the first ones checkpointed to the entry log, the rest in
+#: the write cache (the large kind asks for them all).
+BIG_ENTRIES, BIG_LOGGED = 6, 4
+#: The daemon's budget in this fuzz (the flags of bookie serve). Reads in progress are at
+#: their defaults (1,000 a port, 500 a connection): since PB7 their bytes are bounded by the
+#: answer budget, not by their count (before, 500 reads of 1 MiB held 500 MiB).
 BUDGET = {"--max-entry-size": str(MIB + 4096), "--bookie-request-bytes-max": str(32 * MIB),
-          "--bookie-answer-bytes-max": str(32 * MIB), "--bookie-max-reads-in-progress": "32",
-          "--bookie-max-reads-per-connection": "16",
+          "--bookie-answer-bytes-max": str(32 * MIB), "--bookie-max-reads-in-progress": "1000",
+          "--bookie-max-reads-per-connection": "500",
           "--bookie-connection-buffer-bytes": str(MIB), "--bookie-frame-timeout-ms": "2000",
           "--bookie-long-polls-per-connection": "50", "--max-lac-waiters": "200"}
-BUDGET_BYTES = 32 * MIB + 32 * MIB + 32 * (MIB + 8192)
+#: Request bytes, answer bytes, and PB7's slack: one entry (and its answer's head) per
+#: connection that began a read holding nothing (the actors and the checker's two).
+REQUEST_BYTES = ANSWER_BYTES = 32 * MIB
+ENTRY_SLACK = MIB + 4096 + 128
+
+
+def budget_bytes(actors: int) -> int:
+    return REQUEST_BYTES + ANSWER_BYTES + (actors + 2) * ENTRY_SLACK
 
 
 def entry(ledger_id: int, entry_id: int, size: int = 64) -> bytes:
@@ -153,6 +167,9 @@ async def actor(kind: str, rng: random.Random, port: int, deadline: float) -> No
                 writer.write(b"".join(v2.encode_read(BIG_LEDGER, 0) for _ in range(300)))
                 await writer.drain()
                 await asyncio.sleep(deadline - time.monotonic())  # noqa: sleep-ok (stall)
+            elif kind == "large":
+                await large_reads(rng, reader, writer, deadline)
+                break
             elif kind == "slam":
                 writer.write(b"".join(v2.encode_read(BIG_LEDGER, 0) for _ in range(50)) +
                              v2.encode_add(101, rng.randrange(50), KEY, entry(101, 0)))
@@ -182,6 +199,33 @@ async def actor(kind: str, rng: random.Random, port: int, deadline: float) -> No
         if draining is not None:
             draining.cancel()
         writer.close()
+
+
+def v3_read(ledger_id: int, entry_id: int, txn: int) -> bytes:
+    request = v3.Request()
+    request.header.version = v3.PROTOCOL_VERSIONS["VERSION_THREE"]
+    request.header.operation = v3.OPERATIONS["READ_ENTRY"]
+    request.header.txnId = txn
+    request.readRequest.ledgerId, request.readRequest.entryId = ledger_id, entry_id
+    return v3.frame(request)
+
+
+async def large_reads(rng: random.Random, reader: asyncio.StreamReader,
+                      writer: asyncio.StreamWriter, deadline: float) -> None:
+    """PB7: pipelined reads of large entries, their answers read slowly (a chunk, then a
+    pause), until the deadline."""
+    count = rng.randrange(100, 400)
+    if rng.random() < 0.5:
+        frames = [v2.encode_read(BIG_LEDGER, rng.randrange(BIG_ENTRIES)) for _ in range(count)]
+    else:
+        frames = [v3_read(BIG_LEDGER, rng.randrange(BIG_ENTRIES), txn) for txn in range(count)]
+    writer.write(b"".join(frames))
+    await writer.drain()
+    chunk, pause = rng.choice([1 << 12, 1 << 16]), rng.choice([0.005, 0.02, 0.1])
+    while time.monotonic() < deadline:
+        if not await reader.read(chunk):
+            return
+        await asyncio.sleep(pause)  # noqa: sleep-ok (a slow reader, by design)
 
 
 async def checker(port: int, deadline: float, first_id: int) -> int:
@@ -233,15 +277,28 @@ def known_flags(repo: str) -> dict:
     return {flag: value for flag, value in BUDGET.items() if flag in usage}
 
 
+async def checkpoint(daemon: Daemon) -> None:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session:
+        async with session.post(daemon.url + "/v1/bookie/checkpoint") as reply:
+            assert reply.status < 300, reply.status
+
+
 async def main_async(args, daemon: Daemon) -> int:
     from tests.support.bk_client import BkClient
 
     port = daemon.bk_port
-    async with BkClient.connect(port) as client:  # the entry the unread clients ask for
-        big = entry(BIG_LEDGER, 0, MIB - 64)
-        assert (await client.add(BIG_LEDGER, 0, KEY, big)).status == v3.STATUS["EOK"]
+    async with BkClient.connect(port) as client:  # the entries the unread clients ask for
+        for entry_id in range(BIG_ENTRIES):
+            if entry_id == BIG_LOGGED:  # the first ones move to the entry log
+                await checkpoint(daemon)
+            big = entry(BIG_LEDGER, entry_id, MIB - 64 - entry_id)
+            added = await client.add(BIG_LEDGER, entry_id, KEY, big)
+            assert added.status == v3.STATUS["EOK"]
     baseline = rss_kib(daemon.proc.pid, "VmRSS")
-    limit = baseline + (BUDGET_BYTES >> 10) + args.slack_mib * 1024
+    budget = budget_bytes(args.actors)
+    limit = baseline + (budget >> 10) + args.slack_mib * 1024
     first_id, failures = 0, 0
     for seed in args.seed_list:
         try:
@@ -256,7 +313,7 @@ async def main_async(args, daemon: Daemon) -> int:
             return 1
     peak = rss_kib(daemon.proc.pid, "VmHWM")
     print(f"memory: RSS {baseline / 1024:.0f} MiB before the rounds, peak {peak / 1024:.0f} "
-          f"MiB; budget {BUDGET_BYTES / MIB:.0f} MiB + slack {args.slack_mib} MiB -> limit "
+          f"MiB; budget {budget / MIB:.0f} MiB + slack {args.slack_mib} MiB -> limit "
           f"{limit / 1024:.0f} MiB", flush=True)
     if peak > limit:
         print("FAIL: the peak is over the limit", flush=True)

@@ -32,6 +32,23 @@ Invariants:
          answers crossed ``connection_buffer`` below the transport's high-water mark
          waited for ever with its reads undecoded (issue 41: BookKeeper's client timed
          out cold single reads once they outran it).
+    PB7. Read bytes: a plain read reserves, before it begins, an allowance for its entry
+         (a quarter of the connection's room under ``connection_buffer``, and the port's
+         under ``answers_max``, over the reads begun together, within ALLOWANCE_MIN and
+         ALLOWANCE_MAX) plus ANSWER_HEAD; as many of a group begin as fit, at least one
+         when the connection holds nothing. An entry larger than its allowance is not
+         held: it lands as ``Oversize(size)`` (bookie/node/read_queue.py RQ6) and is read
+         again at its size once that fits the connection's and the port's room, or at
+         once when the connection holds nothing else, so it cannot starve. A reservation
+         is released when its answer goes to the transport (PB2 counts it from then) or
+         when the connection is lost (PB5). A v2 batch read reserves min(its maxSize, a
+         quarter of the room) and its maxSize is cut to that; a first entry larger than
+         it is read again so, at its size. Reads that run as tasks: bk_room.py TR1-TR3.
+         So a connection's unread answers and
+         reservations stay within ``connection_buffer`` plus one entry (at least
+         ALLOWANCE_MIN) plus ANSWER_HEAD, and the port's within ``answers_max`` plus that
+         one entry per connection that began a read while holding nothing. Before, a
+         connection's 500 reads in progress of 1 MiB entries held 500 MiB (issue 53).
 
 Thread-safety: event loop only.
 """
@@ -44,6 +61,15 @@ import dataclasses
 import struct
 
 _I32 = struct.Struct(">i")
+#: PB7: what a plain read reserves for its entry, at least and at most (4 KiB: an entry of
+#: up to 4092 bytes comes with a point read's first pread, entrylog/reader.py), and for
+#: the rest of its answer (a v2 or v3 read answer's own fields, with maxLAC).
+ALLOWANCE_MIN = 4 << 10
+ALLOWANCE_MAX = 256 << 10
+ANSWER_HEAD = 128
+#: PB7: the most a v2 batch read reserves (bookie/node/reads.py READ_BATCH_BYTES_MAX).
+BATCH_BYTES_MAX = 8 << 20
+RESERVE_MIN = ALLOWANCE_MIN + ANSWER_HEAD
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,11 +102,13 @@ class PortBudget:
         self.limits = limits
         self.in_progress = 0      # PB1: requests begun, not yet answered (long polls aside)
         self.answer_bytes = 0     # PB2: the sum of every connection's ``charged_answers``
+        self.read_bytes = 0       # PB7: the sum of every connection's ``read_reserved``
+        self.resized_total = 0    # PB7: reads read again at their entry's size (a metric)
         self.request_bytes = 0    # PB3: read ahead plus reserved partial frames
         self.waiting: collections.OrderedDict = collections.OrderedDict()  # connection -> None
         self.peak_request_bytes = 0
         self.peak_in_progress = 0
-        self.peak_answer_bytes = 0
+        self.peak_answer_bytes = 0  # PB7: of answer_bytes + read_bytes
         self.deferred_total = 0   # requests that had to wait for PB1/PB2 (a metric)
         self.adds_held = 0        # adds decoded and waiting to be begun (bk_add_wait.py)
         self.adds_waited_total = 0  # adds that had to wait (a metric)
@@ -99,17 +127,79 @@ class PortBudget:
         if unread > limits.connection_buffer:
             return False
         self.charge_answers(connection, unread)
-        if self.answer_bytes > limits.answers_max and unread:
+        held = unread + connection.read_reserved
+        if not held:
+            return True  # PB7: a connection that holds nothing may always begin one
+        if held + RESERVE_MIN > limits.connection_buffer:
+            return False
+        if self.answer_bytes + self.read_bytes + RESERVE_MIN > limits.answers_max:
             self.recount_answers(connection.listener.connections)  # charges lag drains
-            return self.answer_bytes <= limits.answers_max
+            return self.answer_bytes + self.read_bytes + RESERVE_MIN <= limits.answers_max
         return True
 
     def charge_answers(self, connection, queued: int) -> None:
         """``connection`` now holds ``queued`` bytes of answers its client has not read."""
         self.answer_bytes += queued - connection.charged_answers
         connection.charged_answers = queued
-        if self.answer_bytes > self.peak_answer_bytes:
-            self.peak_answer_bytes = self.answer_bytes
+        if self.answer_bytes + self.read_bytes > self.peak_answer_bytes:
+            self.peak_answer_bytes = self.answer_bytes + self.read_bytes
+
+    # -- PB7 -----------------------------------------------------------------------------
+
+    def reserve_reads(self, connection, count: int) -> tuple[int, int]:
+        """PB7 for ``count`` plain reads that ``may_begin`` let go (``charged_answers``
+        is fresh): how many begin and each one's allowance; their reservations are held."""
+        limits = self.limits
+        room = limits.connection_buffer - connection.charged_answers - connection.read_reserved
+        port_room = limits.answers_max - self.answer_bytes - self.read_bytes
+        if port_room < room:
+            room = port_room
+        allowance = room // (count << 2) - ANSWER_HEAD
+        if allowance < ALLOWANCE_MIN:
+            allowance = ALLOWANCE_MIN
+        elif allowance > ALLOWANCE_MAX:
+            allowance = ALLOWANCE_MAX
+        each = allowance + ANSWER_HEAD
+        if count * each > room:
+            count = room // each if room >= each else 1  # may_begin: one fits, or nothing held
+        self.hold_reads(connection, count * each)
+        return count, allowance
+
+    def reserve_batch(self, connection, max_size: int) -> int:
+        """PB7 for a v2 batch read ``may_begin`` let go: min(its maxSize, a quarter of the
+        room within ALLOWANCE_MIN and BATCH_BYTES_MAX) plus ANSWER_HEAD, held and returned."""
+        limits = self.limits
+        room = min(limits.connection_buffer - connection.charged_answers
+                   - connection.read_reserved,
+                   limits.answers_max - self.answer_bytes - self.read_bytes) >> 2
+        allowance = min(max(room, ALLOWANCE_MIN), BATCH_BYTES_MAX, max(max_size, 0))
+        self.hold_reads(connection, allowance + ANSWER_HEAD)
+        return allowance + ANSWER_HEAD
+
+    def hold_reads(self, connection, size: int) -> None:
+        connection.read_reserved += size
+        self.read_bytes += size
+        if self.answer_bytes + self.read_bytes > self.peak_answer_bytes:
+            self.peak_answer_bytes = self.answer_bytes + self.read_bytes
+
+    def release_reads(self, connection, size: int) -> None:
+        connection.read_reserved -= size
+        self.read_bytes -= size
+
+    def reread_fits(self, connection, size: int) -> bool:
+        """PB7: whether a read of an entry of ``size`` bytes may be read again now."""
+        unread = connection.unread_answers()
+        self.charge_answers(connection, unread)
+        held = unread + connection.read_reserved
+        if not held:
+            return True
+        limits = self.limits
+        if held + size > limits.connection_buffer:
+            return False
+        if self.answer_bytes + self.read_bytes + size > limits.answers_max:
+            self.recount_answers(connection.listener.connections)
+            return self.answer_bytes + self.read_bytes + size <= limits.answers_max
+        return True
 
     def recount_answers(self, connections) -> None:
         for connection in connections:

@@ -40,7 +40,7 @@ from api.server.bk_budget import FramePath, Limits, PortBudget
 from api.server.bk_ops import BkOperations
 from api.server.bk_reads import ReadPath
 from api.server.bk_timing import now
-from api.server.bk_requests import RequestPath, v2_kind, v3_kind
+from api.server.bk_requests import BATCH, RequestPath, v2_kind, v3_kind
 from api.server.bk_tls import SESSION_V3, ListenerTls, TlsSession, auth_v2
 
 log = logging.getLogger("bookie.bkproto")
@@ -252,6 +252,8 @@ class BkConnection(AddPath, ReadPath, RequestPath, FramePath, TlsSession, asynci
             self._send(auth_v2(request))
         elif request.opcode == v2.READENTRY and not request.fencing:  # bk_reads.py
             self._plain_read(request.ledger_id, request.entry_id, request.version)
+        elif request.opcode == v2.BATCH_READ_ENTRY and not request.fencing:  # PRD6
+            self._request(BATCH, (request, self.slice_at[0]))
         else:
             self._request(v2_kind(request), self._v2_whole(request))
         return True

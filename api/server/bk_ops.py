@@ -30,10 +30,9 @@ processors answer (read there, written here):
          task: ``Bookie.try_add_now``, the same admission, cache and journal steps as
          ``add_entry``. Anything else (recovery adds, re-adds, a ledger's first touch)
          takes the whole coroutine.
-    BK7. A plain read (no fence, no long poll) is begun and answered by the listener
-         itself, with no task (api/server/bk_reads.py PRD1-PRD3), through
-         ``Bookie.begin_read`` and ``lac_now``: the same checks and reads as ``_read_v3``
-         and ``_read_v2`` here, which still answer the reads that must wait for the budget.
+    BK7. A plain read (no fence, no long poll) is begun and answered by the listener itself,
+         with no task (api/server/bk_reads.py PRD1-PRD5), through ``Bookie.begin_read``
+         and ``lac_now``: the same checks and reads as ``_read_v3`` and ``_read_v2`` here.
 """
 
 from __future__ import annotations
@@ -44,6 +43,7 @@ import struct
 from api.bkproto import availability, v2, v3
 from api.bkproto.status import bk_name, v2_code, v3_status
 from api.server import bk_timing
+from api.server.bk_room import read_entry as bounded  # bk_budget.py PB7
 from api.server.refusals import RefusalLog
 from bookie import entry as entry_mod
 from bookie.entry import DigestType
@@ -59,6 +59,7 @@ READ_FLAG_FENCE, READ_FLAG_PIGGYBACK = 1, 2
 ADD_FLAG_RECOVERY = 1
 GET_INFO_TOTAL, GET_INFO_FREE = 1, 2
 _IDS = struct.Struct(">qq")
+BATCH_HEAD = v2.RESPONSE_HEADERS_SIZE + 8 + 4  # a v2 batch answer's own: size, headers, id
 #: Ledgers whose digest type is known, kept per bookie so the hot path looks it up once.
 KNOWN_TYPES_MAX = 100_000
 
@@ -216,17 +217,17 @@ class BkOperations:
         bookie, ledger_id = self.bookie, read.ledgerId
         if _flag(read) == READ_FLAG_FENCE:
             await self.fence(ledger_id, read.masterKey if read.HasField("masterKey") else None)
-            body.body = await bookie.read_entry(ledger_id, read.entryId)
+            body.body = await bounded(bookie, ledger_id, read.entryId)
             return
         if not read.HasField("previousLAC"):
-            body.body = await bookie.read_entry(ledger_id, read.entryId)
+            body.body = await bounded(bookie, ledger_id, read.entryId)
             body.maxLAC = await bookie.read_lac(ledger_id)
             return
         previous = read.previousLAC  # BK3: a long poll
         timeout_ms = max(0, min(read.timeOut, 600_000)) if read.HasField("timeOut") else 0
         lac = await bookie.read_lac(ledger_id, previous, timeout_ms)
         if _flag(read) != READ_FLAG_PIGGYBACK:
-            body.body = await bookie.read_entry(ledger_id, read.entryId)
+            body.body = await bounded(bookie, ledger_id, read.entryId)
             body.maxLAC = lac
             return
         if read.entryId != v2.LAST_ADD_CONFIRMED:
@@ -235,7 +236,7 @@ class BkOperations:
         if lac > previous:
             body.entryId = previous + 1
             try:
-                body.body = await bookie.read_entry(ledger_id, previous + 1)
+                body.body = await bounded(bookie, ledger_id, previous + 1)
             except NoEntry:
                 pass  # EOK without the entry, as BookKeeper answers
 
@@ -255,7 +256,7 @@ class BkOperations:
         if explicit is not None:
             body.lacBody = bytes(explicit)
         try:
-            body.lastEntryBody = await self.bookie.read_entry(ledger_id, -1)
+            body.lastEntryBody = await bounded(self.bookie, ledger_id, -1)
         except NoEntry:
             if explicit is None:
                 raise
@@ -332,8 +333,8 @@ class BkOperations:
         return v2.encode_response(request.version, request.opcode, v2.EBADVERSION,
                                   request.ledger_id, request.entry_id)
 
-    async def v2(self, request: v2.Request, peer=None, arrived: float | None = None) -> bytes:
-        """The framed answer to one v2 request (BK1); adds go as in ``v3``."""
+    async def v2(self, request: v2.Request, peer=None, arrived=None, first_max=None):
+        """The framed answer to one v2 request (BK1), or a batch's Oversize (PB7)."""
         begun = bk_timing.now()
         opcode, version = request.opcode, request.version
         error, data, body = None, b"", b""
@@ -341,7 +342,9 @@ class BkOperations:
             if opcode == v2.READENTRY:
                 data = await self._read_v2(request)
             else:
-                body = await self._batch_read_v2(request)
+                body = await self._batch_read_v2(request, first_max)
+                if body.__class__ is not bytes:
+                    return body  # Oversize: larger than first_max
         except Exception as exc:  # noqa: BLE001 - every outcome is an answer (BK1)
             unexpected(f"v2 opcode {opcode}", exc)
             error = exc
@@ -360,21 +363,19 @@ class BkOperations:
     async def _read_v2(self, request: v2.Request) -> bytes:
         if request.fencing:
             await self.fence(request.ledger_id, request.master_key)
-        return await self.bookie.read_entry(request.ledger_id, request.entry_id)
+        return await bounded(self.bookie, request.ledger_id, request.entry_id)
 
-    async def _batch_read_v2(self, request: v2.Request) -> bytes:
-        """BP-62: entries from ``entry_id`` while within maxCount and maxSize (the frame's
-        size counted as BookKeeper counts it), framed as the answer's body; the first one
-        always, or its error."""
+    async def _batch_read_v2(self, request: v2.Request, first_max: int | None = None):
+        """BP-62: entries from ``entry_id`` within maxCount and maxSize (the frame counted as
+        BookKeeper counts it), framed as the answer's body; the first always, or its error."""
         if request.fencing:
             await self.fence(request.ledger_id, request.master_key)
         first = request.entry_id
         if first < 0:
             raise BadRequest(f"batch read from entry {first}")
         count = request.max_count if request.max_count > 0 else self.bookie.config.max_read_batch
-        return await self.bookie.read_batch_framed(
-            request.ledger_id, first, first + count - 1,
-            request.max_size - (v2.RESPONSE_HEADERS_SIZE + 8 + 4))
+        return await self.bookie.read_batch_framed(request.ledger_id, first, first + count - 1,
+                                                   request.max_size - BATCH_HEAD, first_max)
 
 
 def _flag(body) -> int:

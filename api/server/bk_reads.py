@@ -24,15 +24,30 @@ Invariants (bk_requests.py PB1/PB2/PB5, bk_ops.py BK1, bk_timing.py BT1/BT2):
     PRD4. Requests keep their order of arrival into the budget: the plain reads decoded
          so far are begun (or queued) before any other request of the slice, and before
          its adds (as when each read began alone, at its decode).
+    PRD5. A group holds its reads' reservations (bk_budget.py PB7) until it is answered
+         or its connection is lost. A read that landed ``Oversize`` is not answered: it
+         gives its PB1 slot back and waits first in the connection's queue (RESIZED)
+         until a slot and its entry's size fit; then it is read again alone, with that
+         allowance. (Kept in PB1 while waiting, a client that reads nothing would hold
+         its slots for ever, and two such clients every slot of the port.)
+    PRD6. A v2 batch read that neither fences (BATCH) is a READ whose reservation (PB7)
+         cuts its maxSize; one whose first entry is larger lands ``Oversize`` and is
+         RESIZED as a plain read is, then read again with its first entry's size.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+
 from api.bkproto import v2, v3_read
 from api.bkproto.status import v2_code, v3_status
 from api.server import bk_timing
-from api.server.bk_ops import unexpected
-from api.server.bk_requests import PLAINS
+from api.server.bk_budget import ANSWER_HEAD
+from api.server.bk_ops import BATCH_HEAD, unexpected
+from api.server.bk_requests import PLAINS, READ, RESIZED
+from api.server.bk_room import TaskRoom
+from bookie.node.read_queue import Oversize
 from bookie.node.reads import not_stored
 
 
@@ -45,7 +60,8 @@ class ReadPath:
 
     def _init_reads(self) -> None:
         self.plain_arrived: list[tuple] = []  # decoded, not yet begun (PRD4)
-        self.plain_groups: dict = {}  # ReadGroup -> its reads, begun, not answered
+        self.plain_groups: dict = {}  # ReadGroup -> (reads, begun, reserved), not answered
+        self.read_reserved = 0  # PB7: this connection's part of budget.read_bytes
 
     def _plain_read(self, ledger_id: int, entry_id: int, reply_to) -> None:
         self.plain_arrived.append((ledger_id, entry_id, reply_to, self.slice_at[0]))
@@ -64,24 +80,73 @@ class ReadPath:
         limits, budget = self.budget.limits, self.budget
         room = min(limits.per_connection - self.requests_in_progress,
                    limits.max_in_progress - budget.in_progress)
-        if len(reads) > room:
-            reads, rest = reads[:room], reads[room:]
+        count, allowance = budget.reserve_reads(self, min(len(reads), room))  # PB7
+        if len(reads) > count:
+            reads, rest = reads[:count], reads[count:]
         else:
             rest = []
-        self._count_begun(PLAINS, len(reads))
+        self._count_begun(PLAINS, count)
         begun = bk_timing.now()
-        self.plain_groups[self.ops.bookie.begin_reads(reads, self._plains_landed)] = \
-            (reads, begun)
+        self.plain_groups[self.ops.bookie.begin_reads(reads, self._plains_landed, allowance)] \
+            = (reads, begun, count * (allowance + ANSWER_HEAD))
         return rest
 
     def _plains_landed(self, group) -> None:
-        reads, begun = self.plain_groups.pop(group)
+        reads, begun, reserved = self.plain_groups.pop(group)
+        budget = self.budget
+        budget.release_reads(self, reserved)  # PB7: their answers count in PB2 from here
         stats = self.op_stats.pair("READ_ENTRY")
         at = bk_timing.now()
         lacs: dict = {}  # read once a ledger: nothing changes it within this callback
-        answers = [self._plain_answer(read, outcome, begun, at, stats, lacs)
-                   for read, outcome in zip(reads, group.outcomes)]
-        self._count_done_many(len(answers), answers)
+        if group.resized:
+            answers = self._resize(reads, group.outcomes, begun, at, stats, lacs)
+        else:
+            answers = [self._plain_answer(read, outcome, begun, at, stats, lacs)
+                       for read, outcome in zip(reads, group.outcomes)]
+        self._count_done_many(len(reads), answers)
+        budget.charge_answers(self, self.unread_answers())
+
+    def _resize(self, reads: list, outcomes: list, begun: float, at: float, stats: tuple,
+                lacs: dict) -> list:
+        """PRD5: the answers of a group some of whose reads landed Oversize; those wait
+        first in the queue, out of PB1, to be read again at their size."""
+        answers, resized = [], []
+        for read, outcome in zip(reads, outcomes):
+            if outcome.__class__ is Oversize:
+                resized.append((read, outcome.size, begun))
+            else:
+                answers.append(self._plain_answer(read, outcome, begun, at, stats, lacs))
+        self.budget.resized_total += len(resized)
+        deferred = self.deferred
+        if deferred and deferred[0][0] == RESIZED:
+            deferred[0][1].extend(resized)
+        else:
+            deferred.appendleft((RESIZED, resized))
+        return answers
+
+    def _reread(self, resized: list) -> bool:
+        """PRD5: read again, alone, each of ``resized`` whose size fits now (PB7), in
+        order; whether none is left."""
+        budget = self.budget
+        limits = budget.limits
+        while resized:
+            read, size, begun = resized[0]
+            if self.requests_in_progress >= limits.per_connection \
+                    or budget.in_progress >= limits.max_in_progress \
+                    or not budget.reread_fits(self, size + ANSWER_HEAD):  # PB1, PB7
+                return False
+            del resized[0]
+            self._count_begun(PLAINS, 1)
+            if begun is None:  # PRD6: a batch, (request, arrived)
+                self._begin_batch(read[0], read[1], size + ANSWER_HEAD)
+                continue
+            if begun.__class__ is TaskRoom:  # bk_room.py TR2: size counts its answer's head
+                begun.granted(size)
+                continue
+            budget.hold_reads(self, size + ANSWER_HEAD)
+            self.plain_groups[self.ops.bookie.begin_reads([read], self._plains_landed, size)] \
+                = ([read], begun, size + ANSWER_HEAD)
+        return True
 
     def _plain_answer(self, read: tuple, outcome, begun: float, at: float, stats: tuple,
                       lacs: dict) -> bytes:
@@ -119,11 +184,49 @@ class ReadPath:
         return v2.encode_response(reply_to, v2.READENTRY, v2_code(error), ledger_id,
                                   entry_id, b"" if data is None else data)
 
+    def _begin_batch(self, request, arrived: float, reserved: int = 0) -> None:
+        """PRD6, counted in PB1 already: its reservation held (``reserved`` when it is
+        read again: its first entry's answer), its maxSize cut to it, its task begun."""
+        first_max = None
+        if reserved:
+            self.budget.hold_reads(self, reserved)
+        else:
+            reserved = self.budget.reserve_batch(self, request.max_size)
+            first_max = reserved - ANSWER_HEAD - BATCH_HEAD - 4  # its first entry's bytes
+        capped = request._replace(max_size=min(request.max_size, reserved - ANSWER_HEAD))
+        task = asyncio.get_running_loop().create_task(
+            self.ops.v2(capped, self.peer, arrived, first_max))
+        self.cancellable.add(task)
+        task.add_done_callback(functools.partial(self._batch_done, request, arrived,
+                                                 reserved))
+        self._flow()
+
+    def _batch_done(self, request, arrived: float, reserved: int, task) -> None:
+        self.budget.release_reads(self, reserved)  # PB7: its answer counts in PB2 next
+        oversize = None if task.cancelled() or task.exception() is not None \
+            else task.result()
+        if oversize is None or oversize.__class__ is bytes:
+            self._answered(READ, None, task)
+            return
+        self.cancellable.discard(task)
+        self.budget.resized_total += 1
+        self._resize_one(((request, arrived), oversize.size + BATCH_HEAD + 4, None))
+        self._count_done(READ, None)
+
+    def _resize_one(self, item: tuple) -> None:
+        deferred = self.deferred
+        if deferred and deferred[0][0] == RESIZED:
+            deferred[0][1].append(item)
+        else:
+            deferred.appendleft((RESIZED, [item]))
+
     def _drop_plains(self) -> None:
         """PRD3: the connection is gone; its groups are never answered."""
         groups, self.plain_groups = self.plain_groups, {}
         self.plain_arrived = []
         for group in groups:
             group.cancel()
+        # PB7: the groups' reservations; a batch's or task's comes back as its task ends.
+        self.budget.release_reads(self, sum(g[2] for g in groups.values()))
         if groups:
-            self._count_done_many(sum(len(reads) for reads, _begun in groups.values()), ())
+            self._count_done_many(sum(len(reads) for reads, *_ in groups.values()), ())

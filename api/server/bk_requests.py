@@ -23,6 +23,7 @@ import logging
 
 from api.bkproto import v2, v3
 from api.server import bk_timing
+from api.server.bk_room import ROOM, TaskRoom
 from bookie.errors import TooManyRequests
 
 log = logging.getLogger("bookie.bkproto")
@@ -30,8 +31,14 @@ log = logging.getLogger("bookie.bkproto")
 READ, CHANGE, POLL = "read", "change", "poll"
 #: READs begun by a call, not a task, as a group: the listener's plain reads (bk_reads.py).
 PLAINS = "plains"
+#: Plain reads whose entry was larger than their allowance (bk_budget.py PB7), waiting
+#: first in the queue to be read again at their size (bk_reads.py PRD5).
+RESIZED = "resized"
+#: A v2 batch read that does not fence: a READ whose reservation cuts its maxSize (PRD6).
+BATCH = "batch"
 _OP = v3.OPERATIONS
 _READ_ONLY_V3 = {_OP["READ_LAC"], _OP["GET_BOOKIE_INFO"], _OP["GET_LIST_OF_ENTRIES_OF_LEDGER"]}
+_ENTRY_V3 = {_OP["READ_ENTRY"], _OP["READ_LAC"]}
 _FENCE = 1  # ReadRequest.Flag.FENCE_LEDGER
 _TOO_MANY = v3.STATUS["ETOOMANYREQUESTS"]
 #: How often connections waiting on PB2's bound for the whole port look again.
@@ -48,6 +55,13 @@ def v3_kind(request) -> str:
             return POLL
         return READ
     return READ if operation in _READ_ONLY_V3 else CHANGE
+
+
+def _reads_entry(request) -> bool:
+    """Whether a request's answer may carry an entry (bk_room.py TR1)."""
+    if request.__class__ is v2.Request:
+        return request.opcode == v2.READENTRY
+    return request.header.operation in _ENTRY_V3
 
 
 def v2_kind(request: v2.Request) -> str:
@@ -93,16 +107,25 @@ class RequestPath:
         self._begin(kind, make)
 
     def _defer(self, kind: str, make) -> None:
-        self.deferred.append((kind, make))
+        self.deferred.append((kind, make))  # never RESIZED: bk_reads.py puts those first
         self.budget.deferred_total += len(make) if kind == PLAINS else 1
         self._wait_for_budget()
 
     def _begin(self, kind: str, make) -> None:
         self._count_begun(kind)
+        if kind == BATCH:
+            self._begin_batch(*make)  # bk_reads.py PRD6
+            return
+        room = None
+        if kind != POLL and _reads_entry(make.args[0]):  # bk_room.py TR1
+            room = TaskRoom(self)
+            token = ROOM.set(room)  # the task's context is a copy of this one
         task = asyncio.get_running_loop().create_task(make())
+        if room is not None:
+            ROOM.reset(token)
         if kind != CHANGE:
             self.cancellable.add(task)
-        task.add_done_callback(functools.partial(self._answered, kind))
+        task.add_done_callback(functools.partial(self._answered, kind, room))
         self._flow()
 
     def _count_begun(self, kind: str, count: int = 1) -> None:
@@ -118,8 +141,10 @@ class RequestPath:
             if budget.in_progress > budget.peak_in_progress:
                 budget.peak_in_progress = budget.in_progress
 
-    def _answered(self, kind: str, task: asyncio.Task) -> None:
+    def _answered(self, kind: str, room, task: asyncio.Task) -> None:
         self.cancellable.discard(task)
+        if room is not None:
+            room.release()  # bk_room.py TR1: its answer counts in PB2 from here
         data = None
         if not task.cancelled():
             if task.exception() is not None:  # bk_ops answers every outcome: a bug here
@@ -157,7 +182,14 @@ class RequestPath:
 
     def _begin_deferred(self) -> None:
         budget, deferred = self.budget, self.deferred
-        while deferred and budget.may_begin(self):
+        while deferred:
+            if deferred[0][0] == RESIZED:
+                if not self._reread(deferred[0][1]):
+                    break
+                deferred.popleft()
+                continue
+            if not budget.may_begin(self):
+                break
             kind, make = deferred.popleft()
             if kind != PLAINS:
                 self._begin(kind, make)
@@ -206,6 +238,11 @@ class RequestPath:
 
     def _drop_requests(self) -> None:
         """PB5: the connection is gone; no answer can reach it."""
+        for kind, make in self.deferred:
+            if kind == RESIZED:
+                for _read, _size, room in make:
+                    if room.__class__ is TaskRoom:
+                        room.dropped()  # bk_room.py TR3
         self.deferred.clear()
         self._drop_plains()  # bk_reads.py PRD3
         for task in list(self.cancellable):

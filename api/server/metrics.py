@@ -281,6 +281,11 @@ class BookieCollector:
                  "as last counted (PB2)", budget.answer_bytes),
                 ("bookie_bk_request_bytes", "request bytes held: read ahead and reserved "
                  "partial frames (PB3)", budget.request_bytes),
+                ("bookie_bk_read_bytes", "bytes reserved by reads in progress for their "
+                 "answers (PB7)", budget.read_bytes),
+                ("bookie_bk_answer_bytes_peak", "the most bookie_bk_answer_bytes and "
+                 "bookie_bk_read_bytes held together, as last counted (PB7)",
+                 budget.peak_answer_bytes),
                 ("bookie_bk_connections_waiting", "connections not reading until the "
                  "port's budget has room", len(budget.waiting)),
                 ("bookie_bk_adds_waiting", "adds decoded and not yet begun: waiting for "
@@ -293,6 +298,9 @@ class BookieCollector:
         yield CounterMetricFamily("bookie_bk_adds_waited", "adds that waited for room or "
                                   "a slot before they were begun (AW1)",
                                   value=budget.adds_waited_total)
+        yield CounterMetricFamily("bookie_bk_reads_resized", "reads whose entry was larger "
+                                  "than their allowance, read again at its size (PB7)",
+                                  value=budget.resized_total)
 
 
 def _checkpoint_lag_bytes(bookie) -> int:

@@ -28,6 +28,10 @@ Invariants:
         for it would let a client that sends reads and disconnects, over and over, grow
         the queue without bound (issue 53). What a lost connection still costs is what
         jobs already took: at most ``jobs`` x ``batch`` reads.
+    RQ6. A group's ``allowance`` (api/server/bk_budget.py PB7) bounds what each of its reads
+        holds: an entry larger than it lands as ``Oversize(size)``, its bytes not kept
+        (entrylog/run_reader.py RR4), and the group counts it in ``resized``. A run (RQ3)
+        joins only reads of one allowance. A read by future may have a limit of its own.
 """
 
 from __future__ import annotations
@@ -36,6 +40,10 @@ import asyncio
 import concurrent.futures
 from collections.abc import Callable
 
+from entrylog.format import Oversize
+
+__all__ = ["BATCH_MAX", "STRIDE_MAX", "Oversize", "ReadGroup", "ReadQueue"]
+
 #: RQ1: the most reads one job takes.
 BATCH_MAX = 256
 #: RQ3: the most ids one read of a run may be past the one before it. The index iteration
@@ -43,7 +51,8 @@ BATCH_MAX = 256
 #: was not asked for: 8 covers ensembles up to 8 read in order.
 STRIDE_MAX = 8
 
-#: (ledger id, entry id, the future or group it lands in, its index in the group).
+#: (ledger id, entry id, the future or group it lands in, its index in the group or the
+#: future's limit, RQ6).
 Read = tuple
 
 
@@ -52,18 +61,24 @@ class ReadGroup:
     all of them, not a future and a loop callback each (issue 41: the listener's single
     reads cost more in those than in the read itself)."""
 
-    __slots__ = ("outcomes", "left", "answer", "cancelled", "on_cancel")
+    __slots__ = ("outcomes", "left", "answer", "cancelled", "on_cancel", "allowance",
+                 "resized")
 
-    def __init__(self, size: int, answer: Callable[["ReadGroup"], None]) -> None:
-        self.outcomes: list = [None] * size  # bytes, None (not stored) or an exception
+    def __init__(self, size: int, answer: Callable[["ReadGroup"], None],
+                 allowance: int = 0) -> None:
+        self.outcomes: list = [None] * size  # bytes, None, Oversize or an exception
         self.left = size
         self.answer = answer
         self.cancelled = False
         self.on_cancel: Callable[[], None] | None = None  # the queue's RQ5 purge
+        self.allowance = allowance  # RQ6: 0 for none
+        self.resized = 0  # RQ6: outcomes that are Oversize
 
     def landed(self, index: int, outcome) -> bool:
         """Whether this was the group's last read: then ``finish`` is due."""
         self.outcomes[index] = outcome
+        if outcome.__class__ is Oversize:
+            self.resized += 1
         self.left -= 1
         return not self.left
 
@@ -77,6 +92,12 @@ class ReadGroup:
         self.cancelled = True
         if self.on_cancel is not None:
             self.on_cancel()
+
+
+def _limit(read: Read) -> int:
+    """RQ6: a group's allowance, or the limit a future's read was asked with."""
+    sink = read[2]
+    return sink.allowance if sink.__class__ is ReadGroup else read[3]
 
 
 def _cancelled(sink) -> bool:
@@ -108,10 +129,11 @@ class ReadQueue:
         """Reads queued, not yet taken by a job."""
         return len(self._queued)
 
-    def read(self, ledger_id: int, entry_id: int) -> asyncio.Future:
-        """A future of the entry's bytes, or None if it is not stored."""
+    def read(self, ledger_id: int, entry_id: int, limit: int = 0) -> asyncio.Future:
+        """A future of the entry's bytes, or None if it is not stored (with a ``limit``,
+        RQ6: Oversize for an entry larger)."""
         future = self._loop.create_future()
-        self._queued.append((ledger_id, entry_id, future, 0))
+        self._queued.append((ledger_id, entry_id, future, limit))  # a future's index: its limit
         future.add_done_callback(self._cancelled_future)
         self._wanted()
         return future
@@ -162,27 +184,30 @@ class ReadQueue:
         outcomes: list = []
         start = 0
         while start < len(taken):
-            ledger_id, previous = taken[start][0], taken[start][1]
+            ledger_id, previous, sink = taken[start][0], taken[start][1], taken[start][2]
+            limit = _limit(taken[start])  # RQ6
             end = start + 1
             while end < len(taken) and taken[end][0] == ledger_id and \
-                    0 < taken[end][1] - previous <= STRIDE_MAX:
+                    0 < taken[end][1] - previous <= STRIDE_MAX and \
+                    (taken[end][2] is sink or _limit(taken[end]) == limit):
                 previous = taken[end][1]
                 end += 1
-            outcomes.extend(self._serve_run(ledger_id, [r[1] for r in taken[start:end]]))
+            outcomes.extend(self._serve_run(ledger_id, [r[1] for r in taken[start:end]],
+                                            limit))
             start = end
         return outcomes
 
-    def _serve_run(self, ledger_id: int, entry_ids: list[int]) -> list:
+    def _serve_run(self, ledger_id: int, entry_ids: list[int], limit: int) -> list:
         found: list = []
         if len(entry_ids) > 1:  # RQ3
             try:
-                found = self._get_listed(ledger_id, entry_ids, self._max_bytes)
+                found = self._get_listed(ledger_id, entry_ids, self._max_bytes, limit)
             except Exception:  # noqa: BLE001 - each read below gets its own outcome (RQ2)
                 found = []
         outcomes: list = list(found)  # a prefix: it stops at the byte bound
         for entry_id in entry_ids[len(found):]:
             try:
-                outcomes.append(self._get_entry(ledger_id, entry_id))
+                outcomes.append(self._get_entry(ledger_id, entry_id, limit))
             except Exception as error:  # noqa: BLE001 - RQ2: this read's own outcome
                 outcomes.append(error)
         return outcomes

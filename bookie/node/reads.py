@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from bookie.errors import NoEntry
-from bookie.node.read_queue import ReadGroup
+from bookie.node.read_queue import Oversize, ReadGroup
 from bookie.node.writes import SANITY_LEDGER_ID
 from entrylog.run_reader import Bound
 from ledgerindex.keys import LedgerState
@@ -23,14 +23,15 @@ HELD_SCAN_FACTOR = 4
 class LedgerReads:
     """Mixin of ``Bookie``: reads, listing, per-ledger figures."""
 
-    async def read_entry(self, ledger_id: int, entry_id: int) -> bytes:
-        """The stored bytes; ``entry_id`` -1 reads the last entry (docs/design.md §3.3)."""
-        ledger_id, entry_id, data = self.begin_read(ledger_id, entry_id)
+    async def read_entry(self, ledger_id: int, entry_id: int, limit: int = 0) -> bytes:
+        """The stored bytes; ``entry_id`` -1 reads the last entry (docs/design.md §3.3).
+        With a ``limit``, ``Oversize(size)`` for an entry larger (read_queue.py RQ6)."""
+        ledger_id, entry_id, data = self.begin_read(ledger_id, entry_id, limit)
         if isinstance(data, asyncio.Future):
             data = await data
         return stored(ledger_id, entry_id, data)
 
-    def begin_read(self, ledger_id: int, entry_id: int) -> tuple:
+    def begin_read(self, ledger_id: int, entry_id: int, limit: int = 0) -> tuple:
         """``read_entry`` without a coroutine (the listener's plain reads, BK7): the ids
         read (-1 made the last entry's) and the write cache's bytes, or the read queue's
         future of the stored bytes (None: not stored), for ``stored``. Raises as
@@ -40,17 +41,20 @@ class LedgerReads:
         if entry_id == -1:
             entry_id = self._last_entry_of(ledger_id)
         data = self.storage.get_cached(ledger_id, entry_id)
-        return ledger_id, entry_id, \
-            self._read_queue.read(ledger_id, entry_id) if data is None else data
+        if data is None:
+            return ledger_id, entry_id, self._read_queue.read(ledger_id, entry_id, limit)
+        return ledger_id, entry_id, Oversize(len(data)) if limit and len(data) > limit else data
 
-    def begin_reads(self, asked: list, answer) -> ReadGroup:
+    def begin_reads(self, asked: list, answer, allowance: int = 0) -> ReadGroup:
         """``begin_read`` for many (the listener's plain reads of one begin, RQ4): each of
         ``asked`` (a tuple of ledger id, entry id, and what the caller keeps; -1 reads the
         last entry) gets its outcome (bytes, None: not stored, or the exception
         ``begin_read`` would raise) in the group, which ``answer`` gets once they are all
         in, from a loop callback, never within this call. The bookie's state and each
-        ledger are checked once a run of reads: nothing changes them within this call."""
-        group = ReadGroup(len(asked), answer)
+        ledger are checked once a run of reads: nothing changes them within this call.
+        With an ``allowance`` (read_queue.py RQ6), an entry larger than it is
+        ``Oversize(size)``, the write cache's bytes too."""
+        group = ReadGroup(len(asked), answer, allowance)
         queued = []
         known = -1  # the ledger checked last
         cached = self.storage.get_cached
@@ -64,6 +68,8 @@ class LedgerReads:
                 if entry_id == -1:
                     entry_id = self._last_entry_of(ledger_id)
                 data = cached(ledger_id, entry_id)
+                if allowance and data is not None and len(data) > allowance:
+                    data = Oversize(len(data))  # RQ6
             except Exception as exc:  # noqa: BLE001 - this read's own outcome (RQ2)
                 known, data = -1, exc
             if data is None:
@@ -96,17 +102,20 @@ class LedgerReads:
         return found
 
     async def read_batch_framed(self, ledger_id: int, first: int, last: int,
-                                max_framed: int) -> bytes:
+                                max_framed: int, first_max: int | None = None):
         """The body of a v2 batch read's answer: entries from ``first`` as
         ``read_range`` takes them, each framed by its 4-byte size, within ``max_framed``
-        bytes so framed (the first one always); NoEntry when there is none."""
+        bytes so framed (the first one always, unless it is larger than ``first_max``:
+        then ``Oversize`` of it, nothing read but its size); NoEntry when there is none."""
         self._check_serving()
         self._existing_state(ledger_id)
         last = min(last, first + self.config.max_read_batch - 1)
-        bound = Bound(READ_BATCH_BYTES_MAX, max_framed)
+        bound = Bound(READ_BATCH_BYTES_MAX, max_framed, first_max)
         pieces = await self._loop.run_in_executor(self._reads, self.storage.get_batch,
                                                   ledger_id, first, last, bound, True)
         if not bound.count:
+            if bound.oversize:
+                return Oversize(bound.oversize)
             raise NoEntry(f"entry {ledger_id}/{first} is not stored on this bookie")
         return b"".join(pieces)
 

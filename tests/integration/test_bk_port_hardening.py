@@ -281,3 +281,202 @@ async def test_a_connection_over_its_answer_bound_is_served_once_its_client_read
                 assert (answer.rc, answer.data) == (v2.EOK, BIG)
         finally:
             await client.close()
+
+
+async def test_reads_of_large_entries_hold_a_bounded_share_in_bytes(bookie_config):
+    """PB7 (issue 53 item 4): one client pipelines 300 reads of 1 MiB entries, from the
+    entry log (runs and single reads) and the write cache, and reads no answer. Before,
+    PB1 let all 300 begin (300 <= 500), and their answers, 300 MiB, were held at once;
+    now each read reserves an allowance before it begins, an entry larger than it is read
+    again at its size when that fits, and the connection holds at most
+    connection_buffer + one entry + 128 bytes. Every read is still answered, right."""
+    limits = Limits()  # the defaults: 500 reads a connection, 4 MiB of unread answers
+    big = [entry(30, e, payload=bytes([e]) * (1 << 20)) for e in range(10)]
+    cached = entry(31, 0, payload=b"c" * (1 << 20))
+    bound = limits.connection_buffer + len(cached) + 128
+    async with running_bookie(bookie_config) as running, \
+            listener_of(running.bookie, limits=limits) as (listener, port):
+        for e, data in enumerate(big):
+            await running.bookie.add_entry(30, e, data, KEY)
+        await running.bookie.checkpoint()  # ledger 30 from the entry log
+        await running.bookie.add_entry(31, 0, cached, KEY)  # ledger 31 from the write cache
+        asked = [(30, e % 10) for e in range(200)] + [(31, 0)] * 100
+        client = await open_client(port)
+        try:
+            await client.send(b"".join(v2.encode_read(*read) for read in asked))
+            await until(lambda: listener.budget.in_progress == 0
+                        and sum(unread_answers(listener)) > 0, "the reads stall")
+            held = max(unread_answers(listener))
+            metrics = await scrape(running.url)
+            answered = []  # v2 answers go out as they complete, matched by ids (§5)
+            for _ in asked:
+                answer = v2.decode_response(await client.read_frame())
+                assert answer.rc == v2.EOK
+                assert answer.data == (big[answer.entry_id] if answer.ledger_id == 30
+                                       else cached)
+                answered.append((answer.ledger_id, answer.entry_id))
+            assert sorted(answered) == sorted(asked)
+            # Before another connection reads: the port's figures are as last counted, and
+            # this connection's are not counted again once its client has read them all.
+            peak = listener.budget.peak_answer_bytes
+            async with BkClient.connect(port) as reader:  # over v3 (v3_read.py), -1 too
+                reads = [reader.request("READ_ENTRY", ledgerId=ledger_id, entryId=entry_id)
+                         for ledger_id, entry_id in [(30, e) for e in range(10)] + [(31, -1)]]
+                answers = await reader.pipeline(reads)
+                for request in reads:
+                    answer = answers[request.header.txnId]
+                    read = request.readRequest
+                    assert answer.status == S["EOK"] and answer.readResponse.entryId == \
+                        read.entryId
+                    assert answer.readResponse.body == \
+                        (big[read.entryId] if read.ledgerId == 30 else cached)
+            budget = listener.budget
+            print(f"held {held}, peak {peak}, bound {bound}")
+            assert held <= bound and peak <= bound
+            assert budget.resized_total >= len(asked) - 10
+            assert 0 < metrics["bookie_bk_answer_bytes_peak"] <= bound
+            assert metrics["bookie_bk_reads_resized_total"] > 0
+            assert 0 <= metrics["bookie_bk_read_bytes"] <= bound
+            await until(lambda: budget.read_bytes == 0, "every reservation released")
+        finally:
+            await client.close()
+
+
+async def test_batch_reads_of_large_entries_hold_a_bounded_share_in_bytes(bookie_config):
+    """PB7 for v2 batch reads (bk_reads.py PRD6): 40 pipelined batches of up to four 1 MiB
+    entries, answers unread. Before, all 40 began and held their 4 MiB each (160 MiB); now
+    each reserves a share of the room, its maxSize cut to it, a first entry larger than it
+    read again at its size: the connection holds at most connection_buffer + one entry
+    (its batch answer's own bytes and the read's 128). Every batch still answers its first
+    entry and those after it that fit, a maxSize under the first entry included."""
+    limits = Limits()
+    big = [entry(32, e, payload=bytes([e]) * (1 << 20)) for e in range(10)]
+    bound = limits.connection_buffer + len(big[0]) + 4 + 36 + 128
+    async with running_bookie(bookie_config) as running, \
+            listener_of(running.bookie, limits=limits) as (listener, port):
+        for e, data in enumerate(big):
+            await running.bookie.add_entry(32, e, data, KEY)
+        await running.bookie.checkpoint()
+        asked = {n: (n % 10, 64 if n % 7 == 0 else 16 << 20) for n in range(40)}
+        client = await open_client(port)
+        try:
+            await client.send(b"".join(v2.encode_batch_read(32, first, n, 4, max_size)
+                                       for n, (first, max_size) in asked.items()))
+            await until(lambda: listener.budget.in_progress == 0
+                        and sum(unread_answers(listener)) > 0, "the batches stall")
+            held = max(unread_answers(listener))
+            for _ in range(len(asked)):
+                batch = v2.decode_response(await client.read_frame())
+                first, max_size = asked.pop(batch.request_id)
+                assert batch.rc == v2.EOK and 1 <= len(batch.entries) <= 4
+                assert list(batch.entries) == big[first:first + len(batch.entries)]
+                if max_size == 64:
+                    assert len(batch.entries) == 1
+            assert not asked
+            budget = listener.budget
+            print(f"held {held}, peak {budget.peak_answer_bytes}, bound {bound}")
+            assert held <= bound and budget.peak_answer_bytes <= bound
+            assert budget.resized_total > 0
+            await until(lambda: budget.read_bytes == 0, "every reservation released")
+        finally:
+            await client.close()
+
+
+async def test_reads_through_the_whole_path_hold_a_bounded_share_in_bytes(bookie_config):
+    """PB7 for reads that run as tasks (bk_room.py TR1-TR3): 100 v3 reads protobuf
+    decodes (a master key set), 100 READ_LACs whose last entry is 1 MiB and 20 fencing v2
+    reads, pipelined, answers unread. Before, PB1 let all 220 begin and their answers,
+    ~220 MiB, were held at once; now each reserves 4 KiB and its answer's head, and an
+    entry larger is read again at its size once that fits: at most connection_buffer + one
+    entry + 128 bytes. Every one is answered right."""
+    limits = Limits()
+    big = [entry(33, e, payload=bytes([e]) * (1 << 20)) for e in range(10)]
+    bound = limits.connection_buffer + len(big[0]) + 128
+    async with running_bookie(bookie_config) as running, \
+            listener_of(running.bookie, limits=limits) as (listener, port):
+        for e, data in enumerate(big):
+            await running.bookie.add_entry(33, e, data, KEY)
+        await running.bookie.checkpoint()
+        client = BkClient(*await asyncio.open_connection("127.0.0.1", port))
+        try:
+            reads = [client.request("READ_ENTRY", ledgerId=33, entryId=n % 10, masterKey=KEY)
+                     for n in range(100)]
+            lacs = [client.request("READ_LAC", ledgerId=33) for _ in range(100)]
+            fences = [v2.encode_read(33, n % 10, v2.FLAG_DO_FENCING, KEY) for n in range(20)]
+            await client.send(b"".join(v3.frame(r) for r in reads + lacs))
+            await until(lambda: listener.budget.in_progress == 0
+                        and sum(unread_answers(listener)) > 0, "the reads stall")
+            held = max(unread_answers(listener))
+            answers = {}
+            while len(answers) < len(reads) + len(lacs):
+                answer = v3.decode_response(await client.read_frame())
+                answers[answer.header.txnId] = answer
+            for request in reads:
+                answer = answers[request.header.txnId].readResponse
+                assert answer.status == S["EOK"]
+                assert answer.body == big[request.readRequest.entryId]
+            for request in lacs:
+                answer = answers[request.header.txnId].readLacResponse
+                assert answer.status == S["EOK"] and answer.lastEntryBody == big[9]
+            await client.send(b"".join(fences))  # v2 from here: the connection switches
+            await until(lambda: listener.budget.in_progress == 0
+                        and sum(unread_answers(listener)) > 0, "the fencing reads stall")
+            held = max(held, *unread_answers(listener))
+            answered = [v2.decode_response(await client.read_frame()) for _ in fences]
+            assert sorted((a.rc, a.entry_id) for a in answered) == \
+                sorted((v2.EOK, n % 10) for n in range(20))
+            assert all(a.data == big[a.entry_id] for a in answered)
+            budget = listener.budget
+            print(f"held {held}, peak {budget.peak_answer_bytes}, bound {bound}")
+            assert held <= bound and budget.peak_answer_bytes <= bound
+            assert budget.resized_total >= 200
+            await until(lambda: budget.read_bytes == 0, "every reservation released")
+        finally:
+            await client.close()
+
+
+async def test_a_lost_connections_reads_waiting_for_their_size_leave_nothing_held(
+        bookie_config):
+    """PB5 with PB7: a client leaves plain reads, batch reads, whole-path reads and a
+    fencing read of 1 MiB entries waiting to be read again at their size, then goes. Its
+    slots and reservations all come back (none counted twice, none left), the fence is
+    whole, and another client is served."""
+    limits = Limits()
+    big = [entry(34, e, payload=bytes([e]) * (1 << 20)) for e in range(4)]
+    async with running_bookie(bookie_config) as running, \
+            listener_of(running.bookie, limits=limits) as (listener, port):
+        for e, data in enumerate(big):
+            await running.bookie.add_entry(34, e, data, KEY)
+        await running.bookie.checkpoint()
+        budget = listener.budget
+        client = BkClient(*await asyncio.open_connection("127.0.0.1", port))
+        await client.send(b"".join(
+            [v3.frame(client.request("READ_ENTRY", ledgerId=34, entryId=n % 4,
+                                     masterKey=KEY)) for n in range(30)]
+            + [v3.frame(client.request("READ_LAC", ledgerId=34)) for _ in range(30)]
+            + [v3.frame(client.request("READ_ENTRY", ledgerId=34, entryId=0, flag=1,
+                                       masterKey=KEY))]
+            + [v3.frame(client.request("READ_ENTRY", ledgerId=34, entryId=n % 4))
+               for n in range(30)]))
+        await until(lambda: budget.in_progress == 0 and sum(unread_answers(listener)) > 0
+                    and budget.resized_total > 0, "the reads wait for their size")
+        await client.close()
+        await until(lambda: not listener.connections and budget.in_progress == 0
+                    and budget.read_bytes == 0, "the lost connection's budget comes back")
+        assert running.bookie.ledger_state(34).fenced
+        resized = budget.resized_total
+        second = await open_client(port)
+        try:  # v2, with batch reads this time, then gone again
+            await second.send(b"".join([v2.encode_read(34, n % 4) for n in range(30)]
+                                       + [v2.encode_batch_read(34, 0, n, 4, 16 << 20)
+                                          for n in range(30)]))
+            await until(lambda: budget.in_progress == 0 and budget.resized_total > resized
+                        and sum(unread_answers(listener)) > 0, "the reads wait for their size")
+        finally:
+            await second.close()
+        await until(lambda: not listener.connections and budget.in_progress == 0
+                    and budget.read_bytes == 0, "the lost connection's budget comes back")
+        async with BkClient.connect(port) as other:
+            read = await other.call_v2(v2.encode_read(34, 3))
+            assert (read.rc, read.data) == (v2.EOK, big[3])
+        assert budget.read_bytes == 0 and budget.in_progress == 0

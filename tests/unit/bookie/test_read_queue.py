@@ -10,9 +10,9 @@ import threading
 import pytest
 
 from bookie.errors import IOFailure
-from bookie.node.read_queue import STRIDE_MAX, ReadGroup, ReadQueue
+from bookie.node.read_queue import STRIDE_MAX, Oversize, ReadGroup, ReadQueue
 from tests.unit.bookie.test_storage_range_reads import (  # noqa: F401
-    file_reads, fill, storage, striped)
+    entry, file_reads, fill, storage, striped)
 
 
 async def all_of(*futures, **kw):
@@ -128,12 +128,12 @@ async def test_cancelled_reads_leave_the_queue_unread(storage, executor):
     loop = asyncio.get_running_loop()
     gate, served = threading.Event(), []
 
-    def gated_entry(ledger_id, entry_id):  # the real storage, behind a gate: reads queue up
+    def gated_entry(ledger_id, entry_id, limit=0):  # the real storage, behind a gate
         gate.wait(60)
         served.append(entry_id)
-        return storage.get_entry(ledger_id, entry_id)
+        return storage.get_entry(ledger_id, entry_id, limit)
 
-    def gated_listed(ledger_id, entry_ids, max_bytes):
+    def gated_listed(ledger_id, entry_ids, max_bytes, limit=0):
         return []  # every read of a run goes through gated_entry, one by one
 
     queue = ReadQueue(loop, executor, gated_entry, gated_listed, 8 << 20, jobs=2, batch=5)
@@ -159,3 +159,37 @@ async def test_cancelled_reads_leave_the_queue_unread(storage, executor):
     got = await asyncio.wait_for(answered, 60)
     assert got == [written[(6, 100 + i)] for i in range(20)]
     assert sorted(served) == list(range(100, 120))  # nothing of the lost reads was read
+
+
+async def test_a_groups_allowance_lands_larger_entries_as_their_size(storage, executor):
+    """RQ6 (PB7, issue 53): with an allowance, an entry larger than it lands as
+    Oversize(size), its bytes not held, from the entry log (runs, RQ3, and single reads)
+    and from the write cache alike; smaller entries land as their bytes, and one group's
+    allowance is not another's: a run joins only reads of one allowance."""
+    sizes = {e: 20_000 if e % 3 == 1 else 500 for e in range(30)}
+    written = fill(storage, [8], flushes=1, per_flush=30, size=lambda e: sizes[e])
+    for entry_id in (30, 31):  # in the write cache
+        written[(8, entry_id)] = data = entry(8, entry_id, 20_000 if entry_id == 31 else 500)
+        storage.add_entry(8, entry_id, data)
+    loop = asyncio.get_running_loop()
+    queue = ReadQueue(loop, executor, storage.get_entry, storage.get_listed, 8 << 20)
+    done: dict = {}
+
+    def answer(group) -> None:
+        done[group] = list(group.outcomes)
+        if len(done) == 2:
+            finished.set_result(None)
+
+    finished = loop.create_future()
+    allowance = 4096
+    asked = list(range(32)) + [1, 31]  # a run, then single reads (the same ids again)
+    limited = ReadGroup(len(asked), answer, allowance)
+    whole = ReadGroup(len(asked), answer)  # no allowance: every entry's bytes
+    queue.read_group([(8, e, limited, i) for i, e in enumerate(asked)])
+    queue.read_group([(8, e, whole, i) for i, e in enumerate(asked)])
+    await asyncio.wait_for(finished, 60)
+    expected = [written[(8, e)] if len(written[(8, e)]) <= allowance
+                else Oversize(len(written[(8, e)])) for e in asked]
+    assert done[limited] == expected
+    assert limited.resized == sum(o.__class__ is Oversize for o in expected) == 13
+    assert done[whole] == [written[(8, e)] for e in asked] and whole.resized == 0

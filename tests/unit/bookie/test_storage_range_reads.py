@@ -171,3 +171,18 @@ def test_a_framed_batch_is_the_entries_framed_one_by_one_within_its_bounds(stora
         assert (body, bound.count) == (framed(wanted[:count]), count)
     bound = Bound(sum(map(len, wanted[:30])))  # the payload bound (8 MiB a batch)
     assert b"".join(storage.get_batch(1, 0, 121, bound, framed=True)) == framed(wanted[:30])
+
+
+def test_a_batch_whose_first_entry_is_over_its_first_max_takes_nothing_but_its_size(storage):
+    """PB7 (issue 53): a listener's batch read bounds its first entry too (``first_max``):
+    over it, nothing is taken and ``oversize`` is its size, from the log and the write
+    cache; within it, the batch is as before."""
+    written = fill(storage, [9], flushes=1, per_flush=5, size=lambda e: 6000)
+    written[(9, 5)] = data = entry(9, 5, 6000)
+    storage.add_entry(9, 5, data)  # in the write cache
+    size = len(written[(9, 0)])
+    for first in (0, 5):
+        bound = Bound(BIG, None, size - 1)
+        assert storage.get_batch(9, first, 5, bound) == [] and bound.oversize == size
+    bound = Bound(BIG, None, size)
+    assert storage.get_batch(9, 0, 5, bound) == [written[(9, e)] for e in range(6)]
