@@ -219,6 +219,34 @@ def java_held(drill: Drill, uri: str, ledgers: list[int]) -> list[str]:
     return bad + ([] if "H " in out.stdout else [f"held: no answer {out.stderr[-300:]!r}"])
 
 
+def wait_serving(bookies: list[dict], timeout_s: float = 90) -> None:
+    """Each bookie answers GET_BOOKIE_INFO on its BookKeeper port. After a kill -9 its old
+    registration stays in ZooKeeper until the session expires, so being registered says
+    nothing about a restarted bookie (round 0 of seed 7 found our recovery, run the moment
+    registrations were back, refused by bookies still starting)."""
+    from api.client import BkBookieClient  # noqa: PLC0415
+
+    async def served(port: int) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            client = BkBookieClient(f"127.0.0.1:{port}", connect_timeout_s=2,
+                                    request_timeout_s=2)
+            try:
+                await client.info()
+                return
+            except (OSError, asyncio.TimeoutError):
+                if time.monotonic() > deadline:
+                    raise Failed(f"bookie on port {port} not serving after {timeout_s} s")
+                await asyncio.sleep(0.2)  # noqa: sleep-ok (bounded poll of a restart)
+            finally:
+                await client.close()
+
+    async def every() -> None:
+        await asyncio.gather(*(served(b.get("rpc") or int(b["id"].rsplit(":", 1)[1]))
+                               for b in bookies))
+    asyncio.run(every())
+
+
 def fault(drill: Drill, bookies: list[dict], rng: random.Random, uri: str, ids) -> str:
     """kill -9 of no bookie, of one, of two in turn (each back on its data before the next
     goes), or of all at once; any kind of bookie on a mixed cluster."""
@@ -229,6 +257,7 @@ def fault(drill: Drill, bookies: list[dict], rng: random.Random, uri: str, ids) 
         for bookie in bookies:
             drill.restart(bookie)
         drill.wait_registered(uri, ids)
+        wait_serving(bookies)
         return kind
     victims = {"none": [], "kill1": [rng.choice(bookies)],
                "kill2": rng.sample(bookies, 2)}[kind]
@@ -237,6 +266,7 @@ def fault(drill: Drill, bookies: list[dict], rng: random.Random, uri: str, ids) 
         time.sleep(rng.uniform(0.2, 1.0))  # noqa: sleep-ok (the fault's seeded length)
         drill.restart(victim)
         drill.wait_registered(uri, ids)
+        wait_serving([victim])
     return kind
 
 

@@ -3,8 +3,8 @@
 
     BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/interop_bkport_client.py
 
-Three BookKeeper bookies (SortedLedgerStorage) on one ZooKeeper; ``BookKeeper.connect``
-with the default ``protocol="auto"`` must pick BookKeeper's protocol for each (their
+Three BookKeeper bookies (DbLedgerStorage, its default and Pulsar's) on one ZooKeeper;
+``BookKeeper.connect`` with the default ``protocol="auto"`` must pick BookKeeper's protocol for each (their
 registrations name no http endpoint). Then: a 3/2/2 ledger written, closed and read back
 byte for byte; a ledger left open recovered by a second client, its old writer fenced;
 the LAC long poll with the entry piggybacked, WRITE_LAC, fence, FORCE_LEDGER, the entry
@@ -123,7 +123,7 @@ def main(argv: list[str]) -> int:
     try:
         uri = run.start_zookeeper("zk")
         run.bk("shell", "-conf", run.shell_conf(uri), "initnewcluster")
-        theirs = [run.start_theirs(f"bk{i}", uri) for i in range(3)]
+        theirs = [run.start_theirs(f"bk{i}", uri, storage="db") for i in range(3)]
         run.wait_registered(uri, [b["id"] for b in theirs])
         asyncio.run(drive(uri, [b["id"] for b in theirs]))
         ours = [run.start_ours(f"ours{i}", uri) for i in range(2)]
