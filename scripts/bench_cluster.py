@@ -78,7 +78,7 @@ import bench_http  # noqa: E402  (the raw-socket load generator of the baseline)
 from api.client.codec import LedgerCodec  # noqa: E402
 from api.client.distribution import write_set  # noqa: E402
 from api.client.ensemble import BookKeeper, EnsembleWriter  # noqa: E402
-from api.client.ensemble_writer import BATCH_ENTRIES_MAX, BATCHES_IN_FLIGHT_MAX  # noqa: E402
+from api.client.ensemble_queue import BATCH_ENTRIES_MAX, BATCHES_IN_FLIGHT_MAX  # noqa: E402
 from api.client.fragments import referenced_bookies  # noqa: E402
 from api.client.metadata import LedgerMetadata  # noqa: E402
 from api.cluster.autorecovery.throttle import Throttle  # noqa: E402

@@ -111,11 +111,12 @@ class BookieClient:
         return reply["entryIds"]
 
     async def add_batch_body(self, ledger_id: int, body: bytes, master_key: bytes,
-                             digest_type: str | None = None, recovery: bool = False) -> None:
+                             digest_type: str | None = None, recovery: bool = False,
+                             deferred_sync: bool = False) -> None:
         """``add_batch`` of a body already encoded (``wire.encode_batch``, or a join of
         ``frame_batch_item`` frames), over the lean client of api/client/raw_http.py: the
         writer's hot path."""
-        headers = self._write_headers(master_key, digest_type, recovery, False)
+        headers = self._write_headers(master_key, digest_type, recovery, deferred_sync)
         headers["Content-Type"] = wire.BATCH_CONTENT_TYPE
         if self._raw is None:
             self._raw = RawHttpPool(self.base_url, self._ssl)

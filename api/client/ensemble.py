@@ -127,9 +127,12 @@ class BookKeeper:
     async def create_ledger(self, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2,
                             digest: DigestType | str = DigestType.CRC32C,
                             password: bytes | str = b"",
-                            custom_metadata: dict[str, str] | None = None) -> "EnsembleWriter":
+                            custom_metadata: dict[str, str] | None = None,
+                            deferred_sync: bool = False) -> "EnsembleWriter":
         """A new OPEN ledger at E/Qw/Qa. ``custom_metadata``: BookKeeper's customMetadata
-        (Pulsar's managed ledgers name themselves there), stored in the ledger's metadata."""
+        (Pulsar's managed ledgers name themselves there), stored in the ledger's metadata.
+        ``deferred_sync``: BookKeeper's WriteFlag.DEFERRED_SYNC, ``writer.force()`` makes
+        acknowledged adds durable and moves the LAC (api/client/ensemble_writer.py DS4)."""
         if not ensemble >= write_quorum >= ack_quorum >= 1:
             raise ValueError(f"need E >= Qw >= Qa >= 1, got {ensemble}/{write_quorum}/"
                              f"{ack_quorum}")
@@ -145,7 +148,7 @@ class BookKeeper:
             write_quorum=write_quorum, ack_quorum=ack_quorum, password=secret,
             ensembles=((0, chosen),), custom=dict(custom_metadata or {})))
         codec = LedgerCodec.for_password(metadata.ledger_id, secret, metadata.digest_type)
-        return EnsembleWriter(self, metadata, codec)
+        return EnsembleWriter(self, metadata, codec, deferred_sync=deferred_sync)
 
     async def open_ledger(self, ledger_id: int, password: bytes | str = b"",
                           recover: bool = True) -> "EnsembleReader":

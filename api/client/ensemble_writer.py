@@ -7,6 +7,12 @@ Invariant:
     DS2. An entry completes when Qa distinct indices of its write set acknowledged: an index
          counts at most once (a set), only while the segment placing the entry still names
          the bookie that answered, and not at all once withdrawn by an ensemble change (EN1).
+    DS4. Deferred sync (BookKeeper's WriteFlag.DEFERRED_SYNC): adds go with the flag and
+         complete once Qa bookies hold them, not yet durable; the LAC (piggybacked, and
+         what readers may read) moves only when ``force()`` has had every bookie of the
+         ensemble answer FORCE_LEDGER, to the last entry acknowledged when it began. A
+         bookie failure fails the writer (no ensemble change: an unforced entry could be
+         lost with the bookie), as BookKeeper's does; ``close()`` forces first.
     DS3. A bookie this writer replaced is not its replacement again while another writable
          bookie can be: a bookie killed -9 stays registered until its ZooKeeper session
          expires, and a writer used to replace one dead bookie by another and back (found by
@@ -23,62 +29,19 @@ from api.client.bookies import BOOKIE_FAILURES, Bookies
 from api.client.codec import LedgerCodec
 from api.client.distribution import segment_for, with_segment, write_set
 from api.client.ensemble_errors import LedgerClosed, NotEnoughBookies
+from api.client.ensemble_queue import BookieQueue
 from api.client.metadata import BadVersion, LedgerMetadata, MetadataState
 from bookie.errors import BookieError, Fenced, IOFailure, TooManyRequests
 
 
 log = logging.getLogger("api.client.ensemble")
 
-#: A writer's per-bookie pipeline: entries sent in one POST batch, batches in flight at once.
-BATCH_ENTRIES_MAX = 256
-BATCHES_IN_FLIGHT_MAX = 4
 #: A bookie answering 503 ETOOMANYREQUESTS (its journal queue or request bodies full) gets
 #: the batch again after its Retry-After, this many times before it counts as failed.
 BUSY_RETRIES_MAX = 20
 #: Entries in flight (framed, not yet acknowledged) before appends wait for room: bounds a
 #: writer's memory when the bookies are slower than its caller.
 PENDING_ENTRIES_MAX = 16384
-
-
-class _BookieQueue:
-    """Entries bound for one bookie: sent as POST batches, a few in flight at once (the
-    per-bookie pipeline); entries that arrive while batches fly form the next batch."""
-
-    def __init__(self, writer: "EnsembleWriter", bookie_id: str) -> None:
-        self.writer, self.bookie_id = writer, bookie_id
-        self.waiting: list[tuple["_Pending", int]] = []
-        self.in_flight = 0
-        self._woken = False
-
-    def put(self, pending: "_Pending", index: int) -> None:
-        self.waiting.append((pending, index))
-        self.wake()
-
-    def wake(self) -> None:
-        """Pump at the end of this turn of the loop, not now: every append made in the same
-        turn (the tasks one completion woke, an append_many) goes in one batch instead of
-        the first of them taking a free slot alone."""
-        if not self._woken:
-            self._woken = True
-            asyncio.get_running_loop().call_soon(self._pump_woken)
-
-    def _pump_woken(self) -> None:
-        self._woken = False
-        self.pump()
-
-    def pump(self) -> None:
-        while self.waiting and self.in_flight < BATCHES_IN_FLIGHT_MAX:
-            batch = self.waiting[:BATCH_ENTRIES_MAX]
-            del self.waiting[:BATCH_ENTRIES_MAX]
-            self.in_flight += 1
-            self.writer._spawn(self._send(batch))
-
-    async def _send(self, batch) -> None:
-        try:
-            await self.writer._send_batch(self.bookie_id, batch)
-        finally:
-            self.in_flight -= 1
-            self.pump()
 
 
 @dataclasses.dataclass(eq=False, slots=True)
@@ -97,11 +60,17 @@ class _Pending:
 class EnsembleWriter:
     """Appends to one replicated ledger. One event loop; any number of its tasks may append."""
 
-    def __init__(self, bk: Bookies, metadata: LedgerMetadata, codec: LedgerCodec) -> None:
+    def __init__(self, bk: Bookies, metadata: LedgerMetadata, codec: LedgerCodec,
+                 deferred_sync: bool = False) -> None:
         self.bk, self.codec = bk, codec
         self.metadata = metadata
         self.ledger_id = metadata.ledger_id
+        #: DS4: adds acknowledged before the bookies' fsync; the LAC moves only by force().
+        self.deferred_sync = deferred_sync
         self.lac = -1
+        #: The last entry acknowledged with all before it (BookKeeper's lastAddPushed once
+        #: in order); the LAC too, unless deferred_sync.
+        self.pushed = -1
         self.length = 0
         self._next = 0
         self._pending: dict[int, _Pending] = {}
@@ -110,7 +79,7 @@ class EnsembleWriter:
         self._replaced: set[str] = set()  # DS3: bookies this writer replaced
         self._error: BaseException | None = None
         self._tasks: set[asyncio.Task] = set()
-        self._queues: dict[str, _BookieQueue] = {}
+        self._queues: dict[str, BookieQueue] = {}
         self._closing: asyncio.Future | None = None  # set by the first close() (EN5)
         self._room = asyncio.Event()  # set while fewer than PENDING_ENTRIES_MAX are pending
         self._room.set()
@@ -135,10 +104,10 @@ class EnsembleWriter:
             return self._last_members[index]
         return segment_for(self._metadata.ensembles, entry_id)[1][index]
 
-    def _queue(self, bookie_id: str) -> _BookieQueue:
+    def _queue(self, bookie_id: str) -> BookieQueue:
         queue = self._queues.get(bookie_id)
         if queue is None:
-            queue = self._queues[bookie_id] = _BookieQueue(self, bookie_id)
+            queue = self._queues[bookie_id] = BookieQueue(self, bookie_id)
         return queue
 
     def _send(self, pending: "_Pending", index: int) -> None:
@@ -236,11 +205,12 @@ class EnsembleWriter:
         holds in the metadata (EN1); a failure replaces the bookie."""
         body = b"".join([pending.data for pending, _ in batch])
         try:
+            flags = {"deferred_sync": True} if self.deferred_sync else {}
             for attempt in itertools.count():
                 try:
                     await asyncio.wait_for(self.bk.client(bookie_id).add_batch_body(
                         self.ledger_id, body, self.codec.master_key,
-                        self.codec.digest_type.header_name), self.bk.add_timeout_s)
+                        self.codec.digest_type.header_name, **flags), self.bk.add_timeout_s)
                     break
                 except TooManyRequests as exc:  # back-pressure, not a failure: send again
                     if attempt == BUSY_RETRIES_MAX:
@@ -273,6 +243,10 @@ class EnsembleWriter:
         async with self._changing:
             if self._error is not None or self.ensemble[index] != failed:
                 return  # already replaced by an earlier failure of the same bookie
+            if self.deferred_sync:  # DS4, as BookKeeper: an unforced add may be lost with it
+                self._fail(IOFailure(f"ledger {self.ledger_id}: bookie {failed} failed and "
+                                     "a deferred-sync ledger makes no ensemble change"))
+                return
             self._blocked += 1
             try:
                 await self._commit_replacement(index, failed)
@@ -308,7 +282,7 @@ class EnsembleWriter:
             ensemble = list(self.bk.placement.replace_one(
                 self.ensemble, index, self.metadata.write_quorum, candidates,
                 await self.bk.locations(list(self.ensemble) + candidates)))
-            first = self.lac + 1
+            first = self.pushed + 1
             try:
                 self.metadata = await self.bk.store.write(dataclasses.replace(
                     current, ensembles=with_segment(current.ensembles, first, ensemble)))
@@ -322,11 +296,13 @@ class EnsembleWriter:
         """EN2: complete in entry order, never while a change is being committed (EN1)."""
         pending_by_id, quorum = self._pending, self.metadata.ack_quorum
         while not self._blocked:
-            pending = pending_by_id.get(self.lac + 1)
+            pending = pending_by_id.get(self.pushed + 1)
             if pending is None or len(pending.acked) < quorum:
                 return
             del pending_by_id[pending.entry_id]
-            self.lac = pending.entry_id
+            self.pushed = pending.entry_id
+            if not self.deferred_sync:
+                self.lac = pending.entry_id
             if len(pending_by_id) < PENDING_ENTRIES_MAX and not self._room.is_set():
                 self._room.set()
             future = pending.future
@@ -342,6 +318,24 @@ class EnsembleWriter:
             if future is not None and not future.done():
                 future.set_exception(self._error)
                 future.exception()  # retrieved: its appender sees it
+
+    async def force(self) -> int:
+        """DS4: make every entry acknowledged so far durable (BookKeeper's WriteHandle.force):
+        FORCE_LEDGER on every bookie of the ensemble, all of which must answer; then the LAC
+        is the last entry acknowledged when it began, returned. Without deferred sync every
+        acknowledged add is durable already, and this returns the LAC."""
+        self._check_open()
+        return await self._force()
+
+    async def _force(self) -> int:
+        target = self.pushed
+        if not self.deferred_sync or target <= self.lac:
+            return self.lac
+        await asyncio.gather(*(asyncio.wait_for(
+            self.bk.client(bookie_id).force(self.ledger_id, self.codec.master_key),
+            self.bk.add_timeout_s) for bookie_id in dict.fromkeys(self.ensemble)))
+        self.lac = max(self.lac, target)
+        return self.lac
 
     async def close(self) -> int:
         """Refuse later appends, wait for every earlier one, then CAS the metadata to CLOSED
@@ -361,6 +355,10 @@ class EnsembleWriter:
             await asyncio.gather(*waiting, return_exceptions=True)
         if self._error is not None:
             raise self._error
+        # DS4: a deferred-sync ledger closes forced, at its last acknowledged entry, so the
+        # close never names an entry that is not durable nor drops one that was
+        # acknowledged (BookKeeper's close takes the LAC as it is: call force() first).
+        await self._force()
         while True:
             current = self.metadata
             closed = dataclasses.replace(current, state=MetadataState.CLOSED,

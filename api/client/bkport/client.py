@@ -129,10 +129,11 @@ class BkBookieClient:
         return ids
 
     async def add_batch_body(self, ledger_id: int, body: bytes, master_key: bytes,
-                             digest_type: str | None = None, recovery: bool = False) -> None:
+                             digest_type: str | None = None, recovery: bool = False,
+                             deferred_sync: bool = False) -> None:
         """``add_batch`` of a body already encoded (``wire.encode_batch``)."""
         await self.add_batch(ledger_id, wire.decode_batch(body, 2**31 - 1, 2**31 - 1),
-                             master_key, digest_type, recovery)
+                             master_key, digest_type, recovery, deferred_sync)
 
     # -- reads --------------------------------------------------------------------------
 
