@@ -287,7 +287,9 @@ def one_round(drill: Drill, args, uri: str, bookies: list[dict], ids, rng: rando
         writer.send_signal(signal.SIGKILL)  # adds in flight, by design
         writer.wait()
     created, acked, errors = read_acks(acks)
-    problems += [f"our writer: {e}" for e in errors[:3]]
+    if kind == "none":  # with bookies killed, a writer may fail (NotEnoughBookies while
+        # all are down); what must hold is every acknowledged add, checked below
+        problems += [f"our writer: {e}" for e in errors[:3]]
     ours = asyncio.run(_recover_and_read(uri, created))
     theirs_read = java_recover(drill, uri, created)
     for ledger in created:
