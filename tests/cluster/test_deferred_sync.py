@@ -37,11 +37,14 @@ async def test_deferred_sync_adds_wait_for_force_to_be_confirmed(start_bookies, 
         assert await writer.force() == 9 and writer.lac == 9
         if protocol == "bk":   # every bookie of the ensemble was asked, over FORCE_LEDGER
             assert [force_calls(d) for d in daemons] == [1, 1, 1]
-        await writer.append(b"e10")                     # carries LAC 9 to its bookies
+        await writer.append(b"e10")                     # carries LAC 9 to its bookies,
+        # which count it once entry 10 is synced (N4 in bookie/node/writes.py): the force
+        assert await writer.force() == 10
         assert await reader.read_last_add_confirmed() == 9
-        assert await writer.close() == 10               # forced first (DS4)
+        await writer.append(b"e11")
+        assert await writer.close() == 11               # forced first (DS4)
         metadata = await bk.store.read(writer.ledger_id)
-        assert (metadata.state, metadata.last_entry_id) == (MetadataState.CLOSED, 10)
+        assert (metadata.state, metadata.last_entry_id) == (MetadataState.CLOSED, 11)
 
 
 async def test_a_deferred_sync_writer_fails_rather_than_change_its_ensemble(start_bookies,

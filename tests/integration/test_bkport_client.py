@@ -5,12 +5,14 @@ and errors (BC1-BC4), and the connection's rules (KC1-KC5). Real TCP on 127.0.0.
 from __future__ import annotations
 
 import asyncio
+import re
+import urllib.request
 
 import pytest
 
 from api import wire
 from api.client import BookieClient
-from api.client.bkport.client import HELD_READS_MAX, BkBookieClient
+from api.client.bkport.client import BkBookieClient
 from api.client.bkport.connection import ConnectionLost
 from api.client.bkport.errors import NotOnBookKeeperProtocol
 from api.client.codec import LedgerCodec
@@ -41,6 +43,15 @@ def frames(c: LedgerCodec, ids) -> list[bytes]:
     return [c.frame(e, e - 1, 0, payload(c, e)) for e in ids]
 
 
+def read_requests(daemon) -> int:
+    """READ_ENTRY requests the bookie answered (v3 reads and v2 batch reads alike)."""
+    with urllib.request.urlopen(daemon.url + "/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    found = re.search(r'^bookkeeper_server_READ_ENTRY_REQUEST_count\{success="true"\} (\S+)',
+                      text, re.M)
+    return int(float(found.group(1))) if found else 0
+
+
 def client_of(daemon) -> BkBookieClient:
     return BkBookieClient(f"127.0.0.1:{daemon.bk_port}")
 
@@ -68,13 +79,18 @@ async def test_pipelined_adds_and_held_reads(daemon):
         batch = b"".join(c.frame_batch_item(e, e - 1, 0, payload(c, e))
                          for e in range(200, 300))
         await bk.add_batch_body(102, batch, c.master_key)
-        held, scanned = await bk.read_held(102, 0, 299)  # BC3: at most 128 a call
-        assert scanned == HELD_READS_MAX - 1 and held == entries[:HELD_READS_MAX]
+        reads_before = read_requests(daemon)
+        held, scanned = await bk.read_held(102, 0, 299)  # BC5: one v2 batch read
+        assert scanned == 299 and held == entries
+        assert read_requests(daemon) - reads_before == 1 and bk.batches.offered
+        held, scanned = await bk.read_held(102, 250, 400)  # BV1: the run up to a missing id
+        assert scanned == 299 and held == entries[250:]
+        assert await bk.read_held(102, 300, 400) == ([], 300)
         held, scanned = await bk.read_held(102, 1, 400, step=3)
         assert [c.decode(h, None).entry_id for h in held] == list(range(1, 300, 3))[:128]
         assert scanned == 1 + 127 * 3
         body, scanned = await bk.read_held_body(102, 290, 320)
-        assert scanned == 320 and wire.decode_batch(body, 2**20, 100) == entries[290:]
+        assert scanned == 299 and wire.decode_batch(body, 2**20, 100) == entries[290:]
         assert bk.connection.connections_made == 1
 
 
@@ -106,7 +122,8 @@ async def test_statuses_are_the_http_clients_errors(daemon):
             await bk.add_entry(105, 1, frames(c, [1])[0], codec(105, b"other").master_key)
         with pytest.raises(BadRequest):  # bytes that do not name ledger 105, entry 1
             await bk.add_entry(105, 1, frames(c, [2])[0], c.master_key)
-        assert await bk.read_held(105, 5, 9) == ([], 9)  # BC3: none held, all examined
+        assert await bk.read_held(105, 5, 9) == ([], 5)  # BC5: a batch, its first missing
+        assert await bk.read_held(105, 5, 9, step=2) == ([], 9)  # BC3: none, all examined
         with pytest.raises(NoEntry):  # as HTTP's: a range read of nothing
             await bk.read_range(105, 5, 9)
         with pytest.raises(NoLedger):  # BC3: the first id's error is the call's

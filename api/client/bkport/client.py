@@ -17,6 +17,12 @@ Invariants:
          asked up to the first one it got no answer for (that id's error, if it is the
          first); ENOENTRY leaves an id out, so the caller's plan goes on (BR1 in
          api/client/batch_read.py).
+    BC5. A held read of every id in a row (step 1: a one-bookie read, or E == Qw) is one
+         v2 BATCH_READ_ENTRY (batch_v2.py BV1-BV3): its run from the first id, then the
+         caller asks again from the id after it. A bookie that does not offer batch reads
+         (BookKeeper before 4.17) is read as in BC3 from then on. Striped reads (step > 1)
+         stay BC3: a batch stops at the first id a bookie does not hold, as BookKeeper's
+         client reads in batches only where every bookie holds every id.
     BC4. Operations BookKeeper's protocol has no request for raise
          ``NotOnBookKeeperProtocol`` naming the operation, never a silent substitute.
 """
@@ -28,6 +34,7 @@ import struct
 
 from api import wire
 from api.bkproto import availability, v3
+from api.client.bkport.batch_v2 import BatchUnsupported, V2BatchReader
 from api.client.bkport.connection import BkConnection
 from api.client.bkport.errors import OK, NotOnBookKeeperProtocol, status_error
 from bookie.entry import parse_lac_body, piggybacked_lac
@@ -74,6 +81,9 @@ class BkBookieClient:
                                       ("request_timeout_s", request_timeout_s)) if v}
         self.address = address
         self.connection = BkConnection(host, port, **timeouts)
+        #: BC5: catch-up reads of every id in a row go as v2 batch reads (BP-62).
+        self.batches = V2BatchReader(host, port, self.connection.connect_timeout_s,
+                                     self.connection.request_timeout_s)
 
     async def __aenter__(self) -> "BkBookieClient":
         return self
@@ -83,6 +93,7 @@ class BkBookieClient:
 
     async def close(self) -> None:
         self.connection.close()
+        self.batches.close()
 
     async def _call(self, operation: str, timeout_s: float | None = None, **fields):
         """The operation's response body, EOK; else the status's error (BC1)."""
@@ -159,7 +170,16 @@ class BkBookieClient:
     async def read_held(self, ledger_id: int, first: int, last: int,
                         step: int = 1) -> tuple[list[bytes], int]:
         """(the entries held among first, first+step, ... <= last, the last id examined):
-        BC3, one READ_ENTRY per id."""
+        BC5, every id in a row (step 1) as one v2 batch read where the bookie offers it;
+        else BC3, one READ_ENTRY per id."""
+        if step == 1 and self.batches is not None and self.batches.offered is not False \
+                and first <= last:
+            try:
+                held = await self.batches.read(ledger_id, first, last - first + 1)
+            except BatchUnsupported:
+                pass  # BV3: entry by entry, from now on
+            else:  # BV1: a run from first; the id after it is missing, or the bound hit
+                return held, (first + len(held) - 1 if held else first)
         ids = list(range(first, last + 1, step))[:HELD_READS_MAX]
         if not ids:
             return [], last

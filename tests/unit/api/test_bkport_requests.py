@@ -206,3 +206,38 @@ async def test_calls_on_a_connection_whose_send_failed_go_on_a_new_one_unwritten
         assert "socket.send() raised exception" not in caplog.text
         assert results == [3] * 20
         assert client.connection.connections_made == 2   # one new connection for them all
+
+
+async def test_a_bookie_without_batch_reads_is_read_entry_by_entry_from_then_on():
+    # BV3: BookKeeper before 4.17 has no BATCH_READ_ENTRY: its v2 decoder closes the
+    # connection at one. The held read then goes entry by entry, and later ones too.
+    batches = []
+
+    async def serve(reader, writer) -> None:
+        try:
+            while True:
+                length = _I32.unpack(await reader.readexactly(4))[0]
+                packet = await reader.readexactly(length)
+                if packet[0] == 2:        # a v2 header (version 2): not served here
+                    batches.append(packet)
+                    writer.close()
+                    return
+                request = v3.decode_request(packet)
+                entry = C.frame(request.readRequest.entryId, -1, 1, b"x")
+                writer.write(v3.frame(ok(request, body=entry)))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    client = BkBookieClient(f"127.0.0.1:{server.sockets[0].getsockname()[1]}",
+                            request_timeout_s=5)
+    try:
+        held, scanned = await client.read_held(7, 0, 2)
+        assert scanned == 2 and [C.decode(h, i).entry_id for i, h in enumerate(held)] == \
+            [0, 1, 2]
+        assert client.batches.offered is False and len(batches) == 1
+        assert len((await client.read_held(7, 3, 4))[0]) == 2
+        assert len(batches) == 1                 # never asked again
+    finally:
+        await client.close()
+        server.close()

@@ -1,0 +1,171 @@
+"""BookKeeper's v2 BATCH_READ_ENTRY (BP-62) for the client's catch-up reads: one more
+connection per bookie, speaking v2, for batch reads only (docs/bookkeeper-protocol.md §3).
+BookKeeper's own client reads in batches only over v2 and only where ensemble size equals
+write quorum (every bookie holds every id): a batch runs from its first id and stops at the
+first one the bookie does not hold, so over a striped ensemble it would stop at once.
+
+Invariants:
+    BV1. A batch answers consecutive ids from its first: the entries returned are
+         ``first, first+1, ...``, at most ``max_count`` of them and about ``max_size``
+         bytes; fewer means the next id is missing there, or the size bound was reached.
+    BV2. Answers are matched by the request id the batch carries (v2 has no txnId), from
+         one counter per connection, never reused; one that matches no pending request is
+         dropped (its request timed out), one that is not a v2 answer loses the
+         connection, failing every pending batch (as KC3 in connection.py).
+    BV3. A bookie that answers EBADREQ, or closes the connection at a batch read before
+         answering any, does not offer it (BookKeeper before 4.17): the caller stops
+         asking it and reads entry by entry, as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import struct
+
+from api.bkproto import v2
+from api.client.bkport.connection import FRAME_MAX, ConnectionLost
+from bookie import errors
+
+_I32 = struct.Struct(">i")
+#: The bound a batch asks for: BookKeeper's client asks for its frame size by default;
+#: 4 MiB keeps one batch well inside our bookie's connection buffer (PB2/PB7).
+BATCH_BYTES_MAX = 4 << 20
+BATCH_ENTRIES_MAX = 1000
+
+
+class BatchUnsupported(errors.BadRequest):
+    """BV3: the bookie does not serve v2 BATCH_READ_ENTRY."""
+
+
+def _rc_error(rc: int, what: str) -> errors.BookieError:
+    kinds = {v2.ENOLEDGER: errors.NoLedger, v2.ENOENTRY: errors.NoEntry,
+             v2.EBADREQ: BatchUnsupported, v2.EUA: errors.Unauthorized,
+             v2.EFENCED: errors.Fenced, v2.ETOOMANYREQUESTS: errors.TooManyRequests}
+    return kinds.get(rc, errors.IOFailure)(f"{what}: v2 rc {rc}")
+
+
+class _V2Wire(asyncio.Protocol):
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.transport: asyncio.Transport | None = None
+        self.pending: dict[int, asyncio.Future] = {}
+        self.buffer = bytearray()
+        self.lost: BaseException | None = None
+        self.answered = 0   # BV3: a loss before any answer says "not offered"
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:  # BV2
+        buffer = self.buffer
+        buffer += data
+        at = 0
+        try:
+            while len(buffer) - at >= 4:
+                (length,) = _I32.unpack_from(buffer, at)
+                if not 0 < length <= FRAME_MAX:
+                    raise v2.ProtocolError(f"answer frame of {length} bytes")
+                if len(buffer) - at - 4 < length:
+                    break
+                answer = v2.decode_response(bytes(buffer[at + 4:at + 4 + length]))
+                at += 4 + length
+                self.answered += 1
+                future = self.pending.pop(answer.request_id, None)
+                if future is not None and not future.done():
+                    future.set_result(answer)
+        except v2.ProtocolError as exc:
+            self.fail(ConnectionLost(f"bookie {self.address} sent what is not a v2 batch "
+                                     f"answer: {exc}"))
+        finally:
+            del buffer[:at]
+
+    def connection_lost(self, exc) -> None:
+        self.fail(ConnectionLost(f"v2 connection to bookie {self.address} lost "
+                                 f"({exc or 'closed by the bookie'})"))
+
+    def fail(self, error: BaseException) -> None:
+        if self.lost is None:
+            self.lost = error
+        pending, self.pending = self.pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(error)
+        if self.transport is not None:
+            self.transport.close()
+
+
+class V2BatchReader:
+    """Batch reads of one bookie over a v2 connection of their own; one event loop."""
+
+    def __init__(self, host: str, port: int, connect_timeout_s: float,
+                 request_timeout_s: float) -> None:
+        self.host, self.port = host, port
+        self.address = f"{host}:{port}"
+        self.connect_timeout_s, self.request_timeout_s = connect_timeout_s, request_timeout_s
+        self.offered: bool | None = None   # BV3: None until a bookie answered or refused
+        self._ids = itertools.count(1)
+        self._wire: _V2Wire | None = None
+        self._connecting: asyncio.Future | None = None
+
+    async def _connected(self) -> _V2Wire:
+        wire = self._wire
+        if wire is not None and wire.lost is None and not wire.transport.is_closing():
+            return wire
+        if self._connecting is None:
+            self._connecting = asyncio.ensure_future(self._connect())
+        connecting = self._connecting
+        try:
+            return await asyncio.shield(connecting)
+        finally:
+            if connecting.done() and self._connecting is connecting:
+                self._connecting = None
+
+    async def _connect(self) -> _V2Wire:
+        loop = asyncio.get_running_loop()
+        _, wire = await asyncio.wait_for(
+            loop.create_connection(lambda: _V2Wire(self.address), self.host, self.port),
+            self.connect_timeout_s)
+        self._wire = wire
+        return wire
+
+    async def read(self, ledger_id: int, first: int, max_count: int) -> list[bytes]:
+        """The entries ``first, first+1, ...`` the bookie holds in a row (BV1), at most
+        ``max_count``; [] when ``first`` itself is not there. NoLedger, BatchUnsupported
+        (BV3), the other statuses' errors, ConnectionLost or a timeout otherwise."""
+        wire = await self._connected()
+        request_id = next(self._ids)
+        future = asyncio.get_running_loop().create_future()
+        wire.pending[request_id] = future
+        wire.transport.write(v2.encode_batch_read(
+            ledger_id, first, request_id, min(max_count, BATCH_ENTRIES_MAX), BATCH_BYTES_MAX))
+        try:
+            answer = await asyncio.wait_for(future, self.request_timeout_s)
+        except ConnectionLost:
+            if not wire.answered:   # BV3: closed at our first batch: not offered
+                self.offered = False
+                raise BatchUnsupported(f"bookie {self.address} closed the connection at a "
+                                       f"v2 batch read") from None
+            raise
+        finally:
+            wire.pending.pop(request_id, None)
+        if answer.rc == v2.ENOENTRY:
+            self.offered = True
+            return []
+        if answer.rc != v2.EOK:
+            error = _rc_error(answer.rc, f"BATCH_READ_ENTRY of ledger {ledger_id} from "
+                                         f"{first} on {self.address}")
+            if isinstance(error, BatchUnsupported):
+                self.offered = False
+            raise error
+        self.offered = True
+        return list(answer.entries)
+
+    def close(self) -> None:
+        wire, self._wire = self._wire, None
+        if wire is not None:
+            wire.fail(ConnectionLost(f"v2 connection to bookie {self.address} closed by "
+                                     f"this client"))
+        if self._connecting is not None:
+            self._connecting.cancel()
+            self._connecting = None
