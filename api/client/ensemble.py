@@ -128,11 +128,14 @@ class BookKeeper:
                             digest: DigestType | str = DigestType.CRC32C,
                             password: bytes | str = b"",
                             custom_metadata: dict[str, str] | None = None,
-                            deferred_sync: bool = False) -> "EnsembleWriter":
+                            deferred_sync: bool = False,
+                            explicit_lac_interval_ms: int = 0) -> "EnsembleWriter":
         """A new OPEN ledger at E/Qw/Qa. ``custom_metadata``: BookKeeper's customMetadata
         (Pulsar's managed ledgers name themselves there), stored in the ledger's metadata.
         ``deferred_sync``: BookKeeper's WriteFlag.DEFERRED_SYNC, ``writer.force()`` makes
-        acknowledged adds durable and moves the LAC (api/client/ensemble_writer.py DS4)."""
+        acknowledged adds durable and moves the LAC (api/client/ensemble_writer.py DS4).
+        ``explicit_lac_interval_ms``: BookKeeper's explicitLacInterval, the LAC of an idle
+        writer written to its bookies after this long (0, the default: never; EL1)."""
         if not ensemble >= write_quorum >= ack_quorum >= 1:
             raise ValueError(f"need E >= Qw >= Qa >= 1, got {ensemble}/{write_quorum}/"
                              f"{ack_quorum}")
@@ -148,7 +151,8 @@ class BookKeeper:
             write_quorum=write_quorum, ack_quorum=ack_quorum, password=secret,
             ensembles=((0, chosen),), custom=dict(custom_metadata or {})))
         codec = LedgerCodec.for_password(metadata.ledger_id, secret, metadata.digest_type)
-        return EnsembleWriter(self, metadata, codec, deferred_sync=deferred_sync)
+        return EnsembleWriter(self, metadata, codec, deferred_sync=deferred_sync,
+                              explicit_lac_interval_ms=explicit_lac_interval_ms)
 
     async def open_ledger(self, ledger_id: int, password: bytes | str = b"",
                           recover: bool = True) -> "EnsembleReader":

@@ -206,6 +206,21 @@ class EnsembleReader:
                     yield entry
         return EntryStream(held)
 
+    async def batch_read(self, first: int, max_count: int, max_size: int) -> list[LedgerEntry]:
+        """ReadHandle.batchRead: confirmed entries from ``first`` on, at most ``max_count``
+        of them and, past the first, at most ``max_size`` payload bytes in all."""
+        if max_count < 1:
+            raise ValueError(f"max_count {max_count} < 1")
+        await self._check_confirmed(first)
+        end = self.metadata.last_entry_id if self.metadata.closed else self.lac
+        found, size = [], 0
+        async for entry in self.read_range(first, min(first + max_count - 1, end)):
+            if found and size + len(entry.payload) > max_size:
+                break
+            found.append(entry)
+            size += len(entry.payload)
+        return found
+
     @property
     def last_add_confirmed(self) -> int:
         """The LAC this reader knows, without asking (ReadHandle.getLastAddConfirmed)."""

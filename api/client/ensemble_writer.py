@@ -29,6 +29,7 @@ from api.client.bookies import BOOKIE_FAILURES, Bookies
 from api.client.codec import LedgerCodec
 from api.client.distribution import segment_for, with_segment, write_set
 from api.client.ensemble_errors import LedgerClosed, NotEnoughBookies
+from api.client.ensemble_lac import ExplicitLac
 from api.client.ensemble_queue import BookieQueue
 from api.client.metadata import BadVersion, LedgerMetadata, MetadataState
 from bookie.errors import BookieError, Fenced, IOFailure, TooManyRequests
@@ -61,13 +62,14 @@ class EnsembleWriter:
     """Appends to one replicated ledger. One event loop; any number of its tasks may append."""
 
     def __init__(self, bk: Bookies, metadata: LedgerMetadata, codec: LedgerCodec,
-                 deferred_sync: bool = False) -> None:
+                 deferred_sync: bool = False, explicit_lac_interval_ms: int = 0) -> None:
         self.bk, self.codec = bk, codec
         self.metadata = metadata
         self.ledger_id = metadata.ledger_id
         #: DS4: adds acknowledged before the bookies' fsync; the LAC moves only by force().
         self.deferred_sync = deferred_sync
         self.lac = -1
+        self._explicit = ExplicitLac(self, explicit_lac_interval_ms)
         #: The last entry acknowledged with all before it (BookKeeper's lastAddPushed once
         #: in order); the LAC too, unless deferred_sync.
         self.pushed = -1
@@ -295,10 +297,11 @@ class EnsembleWriter:
     def _advance(self) -> None:
         """EN2: complete in entry order, never while a change is being committed (EN1)."""
         pending_by_id, quorum = self._pending, self.metadata.ack_quorum
+        lac = self.lac
         while not self._blocked:
             pending = pending_by_id.get(self.pushed + 1)
             if pending is None or len(pending.acked) < quorum:
-                return
+                break
             del pending_by_id[pending.entry_id]
             self.pushed = pending.entry_id
             if not self.deferred_sync:
@@ -308,6 +311,8 @@ class EnsembleWriter:
             future = pending.future
             if future is not None and not future.done():
                 future.set_result(pending.entry_id)
+        if self.lac > lac:
+            self._explicit.risen()
 
     def _fail(self, error: BaseException) -> None:
         if self._error is None:
@@ -335,6 +340,7 @@ class EnsembleWriter:
             self.bk.client(bookie_id).force(self.ledger_id, self.codec.master_key),
             self.bk.add_timeout_s) for bookie_id in dict.fromkeys(self.ensemble)))
         self.lac = max(self.lac, target)
+        self._explicit.risen()
         return self.lac
 
     async def close(self) -> int:
@@ -359,6 +365,7 @@ class EnsembleWriter:
         # close never names an entry that is not durable nor drops one that was
         # acknowledged (BookKeeper's close takes the LAC as it is: call force() first).
         await self._force()
+        self._explicit.cancel()
         while True:
             current = self.metadata
             closed = dataclasses.replace(current, state=MetadataState.CLOSED,

@@ -58,3 +58,22 @@ async def test_read_handle_names_on_an_open_ledger(bookies, zk_uri):
         assert writer.ledger_id in await bk.list_ledgers()
         await bk.delete_ledger(writer.ledger_id)
         assert writer.ledger_id not in await bk.list_ledgers()
+
+
+async def test_batch_read_and_the_explicit_lac_of_an_idle_writer(bookies, zk_uri):
+    async with await BookKeeper.connect(zk_uri) as bk:
+        writer = await bk.create_ledger(3, 2, 2, password=b"pw", explicit_lac_interval_ms=50)
+        for i in range(5):
+            await writer.append(b"e%d" % i)
+        reader = await bk.open_ledger(writer.ledger_id, b"pw", recover=False)
+        # The last entry's own LAC (3) travels with no later entry: only the idle writer's
+        # explicit LAC (EL1) tells the bookies 4 is confirmed, and ends this long poll.
+        lac, entry = await reader.read_last_add_confirmed_and_entry(4, 20_000)
+        assert lac == 4 and entry.payload == b"e4"
+        batch = await reader.batch_read(1, 3, 10**6)
+        assert [e.payload for e in batch] == [b"e1", b"e2", b"e3"]
+        assert [e.payload for e in await reader.batch_read(1, 10, 4)] == [b"e1", b"e2"]
+        assert [e.payload for e in await reader.batch_read(3, 10, 10**6)] == [b"e3", b"e4"]
+        with pytest.raises(BeyondLastConfirmed):
+            await reader.batch_read(5, 10, 10**6)
+        await writer.close()
