@@ -7,6 +7,7 @@ on 127.0.0.1, no mocks."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import re
 import ssl
@@ -36,6 +37,7 @@ def pki(tmp_path_factory):
     other = make_ca(os.path.join(root, "other"), "another CA")
     return {"ca": ca, "root": root, "server": make_cert(ca, os.path.join(root, "s"), "bookie"),
             "client": make_cert(ca, os.path.join(root, "c"), "client"),
+            "reader": make_cert(ca, os.path.join(root, "r"), "reader", role="reader"),
             "other-ca": other}
 
 
@@ -177,6 +179,23 @@ async def test_one_way_tls_the_bookie_sees_a_tls_connection(bookie_config, pki):
             connection = served.connection()
             assert connection.secure and connection.transport.get_extra_info("ssl_object")
         assert served.bookie.stats.bk_refused == {}
+
+
+async def test_a_certificate_whose_role_is_not_authorized_is_unauthorized_at_connect(
+        bookie_config, pki):
+    """TS6: the handshake completes, then the bookie answers EUA: the connect's one request
+    over TLS (KC6) reports it as Unauthorized; no add is sent."""
+    config = dataclasses.replace(bookie_config, tls_ca_file=pki["ca"].cert_file,
+                                 tls_authorized_roles="writer")
+    c, entries = frames(207, 1)
+    async with tls_listener(config, bookie_context(
+            {"server": pki["server"], "ca": pki["ca"]}, mutual=True)) as served:
+        async with BkBookieClient(f"127.0.0.1:{served.port}",
+                                  tls=trusting(pki, "reader")) as bk:
+            with pytest.raises(Unauthorized, match="not authorized"):
+                await bk.add_entry(207, 0, entries[0], c.master_key)
+        assert served.bookie.stats.bk_refused == {("START_TLS", "EUA"): 1,
+                                                  ("GET_BOOKIE_INFO", "EUA"): 1}
 
 
 async def test_a_bookie_that_never_answers_start_tls_times_out_the_connect(pki):
