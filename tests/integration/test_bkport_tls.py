@@ -11,11 +11,13 @@ import dataclasses
 import os
 import re
 import ssl
+import struct
 import urllib.request
 
 import pytest
 import uvloop
 
+from api.bkproto import v3
 from api.client import BookieClient
 from api.client.bkport.client import BkBookieClient
 from api.client.bkport.connection import ConnectionLost, StartTlsFailed
@@ -198,19 +200,27 @@ async def test_a_certificate_whose_role_is_not_authorized_is_unauthorized_at_con
                                                   ("GET_BOOKIE_INFO", "EUA"): 1}
 
 
-async def test_a_bookie_that_never_answers_start_tls_times_out_the_connect(pki):
-    """KC1 covers START_TLS: a peer that accepts and says nothing fails the connect in
-    connect_timeout_s, a bookie failure."""
-    accepted = []
-    server = await asyncio.start_server(lambda r, w: accepted.append(w), "127.0.0.1", 0)
+async def test_a_peer_that_never_answers_start_tls_gets_nothing_else_and_times_out(pki):
+    """KC6 under KC1: the first bytes are START_TLS and, unanswered, nothing follows (no
+    request in plain); the connect fails in connect_timeout_s (not the request's 60 s), a
+    bookie failure, and the connection is closed."""
+    received: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    async def peer(reader, writer):
+        (length,) = struct.unpack(">i", await reader.readexactly(4))
+        first = v3.decode_request(await reader.readexactly(length))
+        rest = await reader.read()  # to the client's close
+        received.set_result((first.header.operation, rest))
+        writer.close()
+
+    server = await asyncio.start_server(peer, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
         async with BkBookieClient(f"127.0.0.1:{port}", connect_timeout_s=0.5,
-                                  tls=trusting(pki)) as bk:
+                                  request_timeout_s=60, tls=trusting(pki)) as bk:
             with pytest.raises(asyncio.TimeoutError):
-                await bk.read_entry(1, 0)
+                await asyncio.wait_for(bk.add_entry(1, 0, b"x" * 40, b"k" * 20), 30)
+            assert await asyncio.wait_for(received, 30) == (v3.OPERATIONS["START_TLS"], b"")
     finally:
-        for writer in accepted:
-            writer.close()
         server.close()
         await server.wait_closed()
