@@ -84,8 +84,9 @@ class BookKeeper:
         """``placement``: a Placement (api/client/placement.py; default rack-aware, not
         strict, as BookKeeper's client). ``add_timeout_s``/``read_timeout_s``: how long a bookie may keep an add or a read
         unanswered before it counts as failed (default 10 s each). ``tls``: the client TLS
-        context for https bookies (api/tls.py ``client_context``: the cluster's CA, and a
-        client certificate where bookies ask for one). ``protocol``: how bookies are
+        context for https bookies and for START_TLS on BookKeeper-protocol ones (api/tls.py
+        ``client_context``: the cluster's CA, and a client certificate where bookies ask
+        for one; transport.py PT1). ``protocol``: how bookies are
         reached, "auto" (default: HTTP where a bookie's registration names it, else
         BookKeeper's protocol), "bk" or "http" (api/client/bkport/transport.py)."""
         if tls is None:  # BOOKIE_TLS_TRUST_FILE and friends (docs/operations.md §6)

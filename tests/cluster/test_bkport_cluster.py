@@ -6,6 +6,7 @@ HTTP; and ``protocol="auto"`` choosing per bookie from its registration (PT1-PT2
 from __future__ import annotations
 
 import re
+import ssl
 import urllib.request
 
 import pytest
@@ -19,10 +20,12 @@ from api.client.metadata_format import BookieServiceInfoFormat
 from api.client.zookeeper import ZkMetadataStore, parse_uri
 from api.server.metrics_bk import HTTP_OPS
 from bookie.errors import Fenced
+from tests.cluster.conftest import QUIET_FLAGS
+from tests.support.tls import pki_under
 
 
-def metrics(daemon) -> str:
-    with urllib.request.urlopen(daemon.url + "/metrics", timeout=10) as reply:
+def metrics(daemon, tls=None) -> str:
+    with urllib.request.urlopen(daemon.url + "/metrics", timeout=10, context=tls) as reply:
         return reply.read().decode()
 
 
@@ -106,10 +109,53 @@ async def test_auto_takes_http_where_registered_and_bk_where_only_bookie_rpc_is(
         assert await bk_client.ready()
         await bk_client.close()
         assert not ProtocolTransport(store, protocol="http").uses_bk(theirs)
-        with pytest.raises(ValueError, match="START_TLS"):  # PT1
-            ProtocolTransport(store, tls=object(), protocol="bk")
-        tls_auto = ProtocolTransport(store, tls=object())
-        await tls_auto.learn([theirs])
-        assert not tls_auto.uses_bk(theirs)
+        # PT1: with TLS, "auto" still takes HTTPS for ours and BookKeeper's protocol (with
+        # START_TLS, given the context) for theirs; "bk" takes it for both.
+        tls = ssl.create_default_context()
+        tls_auto = ProtocolTransport(store, tls=tls)
+        await tls_auto.learn([ours, theirs])
+        assert not tls_auto.uses_bk(ours) and tls_auto.uses_bk(theirs)
+        assert tls_auto.client(theirs).connection.tls is tls
+        tls_bk = ProtocolTransport(store, tls=tls, protocol="bk")
+        await tls_bk.learn([ours])
+        assert tls_bk.uses_bk(ours) and tls_bk.client(ours).connection.tls is tls
     finally:
         await store.close()
+
+
+async def test_a_3_2_2_ledger_over_start_tls_on_mutual_tls_bookies(tmp_path, zk_uri):
+    """PT1 and connection.py KC6: protocol="bk" with a TLS context on bookies whose
+    bookie_port asks for client certificates (and refuses plain requests EUA, bk_tls.py
+    TS4): every ledger call goes over BookKeeper's protocol, through START_TLS, none over
+    HTTPS, none refused."""
+    pki = pki_under(str(tmp_path))
+    daemons = [pki.daemon(str(tmp_path / f"t{i}" / "data"), f"bookie{i}", *QUIET_FLAGS,
+                          "--bookie-port", "0", "--metadata-service-uri", zk_uri)
+               for i in range(3)]
+    try:
+        for daemon in daemons:
+            daemon.start()
+        payloads = [f"tls entry {i} ".encode() * (i % 5 + 1) for i in range(40)]
+        async with await BookKeeper.connect(zk_uri, tls=pki.client_context(),
+                                            protocol="bk") as bk:
+            writer = await bk.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2,
+                                            password=b"pw")
+            assert await writer.append_many(payloads) == range(0, 40)
+            assert await writer.close() == 39
+            for bookie_id in (await bk.store.read(writer.ledger_id)).ensembles[0][1]:
+                client = bk.client(bookie_id)
+                assert isinstance(client, BkBookieClient)
+                assert client.connection.tls is not None
+        async with await BookKeeper.connect(zk_uri, tls=pki.client_context(),
+                                            protocol="bk") as other:
+            reader = await other.open_ledger(writer.ledger_id, b"pw")
+            assert [e.payload for e in await reader.read_range(0, 39)] == payloads
+        texts = [metrics(d, pki.client_context()) for d in daemons]
+        assert [http_ledger_calls(t) for t in texts] == [0, 0, 0]
+        assert sum(bk_port_calls(t, "ADD_ENTRY") for t in texts) >= 2 * 40
+        assert not any(re.search(r"^bookie_bk_requests_refused_total\{", t, re.M)
+                       for t in texts)
+    finally:
+        for daemon in daemons:
+            if daemon.proc is not None and daemon.proc.poll() is None:
+                daemon.terminate()

@@ -8,7 +8,8 @@ second request, named at each method.
 Invariants:
     BC1. Errors are the ones HTTP raises (api/client/bkport/errors.py): a v3 status as the
          bookie error it names; a lost connection or a timeout as an OSError /
-         asyncio.TimeoutError (a bookie failure, api/client/bookies.py BOOKIE_FAILURES).
+         asyncio.TimeoutError (a bookie failure, api/client/bookies.py BOOKIE_FAILURES);
+         a START_TLS refused or a failed handshake as StartTlsFailed, an OSError too.
     BC2. A batch of adds is sent whole before any answer is awaited (pipelined on the one
          connection); its error is the most telling one: Fenced before any other bookie
          error, a bookie error before a transport failure. Entries other than the one
@@ -30,6 +31,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
 
 from api import wire
@@ -75,15 +77,19 @@ class BkBookieClient:
     loop; share one client among that loop's tasks (they share its one connection)."""
 
     def __init__(self, address: str, connect_timeout_s: float | None = None,
-                 request_timeout_s: float | None = None) -> None:
+                 request_timeout_s: float | None = None,
+                 tls: ssl.SSLContext | None = None) -> None:
+        """``tls``: a client context (api/tls.py ``client_context``): every connection
+        starts TLS with BookKeeper's START_TLS before any request (connection.py KC6)."""
         host, port = _split(address)
         timeouts = {k: v for k, v in (("connect_timeout_s", connect_timeout_s),
                                       ("request_timeout_s", request_timeout_s)) if v}
         self.address = address
-        self.connection = BkConnection(host, port, **timeouts)
-        #: BC5: catch-up reads of every id in a row go as v2 batch reads (BP-62).
-        self.batches = V2BatchReader(host, port, self.connection.connect_timeout_s,
-                                     self.connection.request_timeout_s)
+        self.connection = BkConnection(host, port, tls=tls, **timeouts)
+        #: BC5: catch-up reads of every id in a row go as v2 batch reads (BP-62); not
+        #: with TLS: v2 has no START_TLS, and BookKeeper's client batches over v2 only.
+        self.batches = None if tls is not None else V2BatchReader(
+            host, port, self.connection.connect_timeout_s, self.connection.request_timeout_s)
 
     async def __aenter__(self) -> "BkBookieClient":
         return self

@@ -21,16 +21,34 @@ Invariants:
     KC5. Answers are read and matched in one place, the protocol's ``data_received``;
          txnIds come from one counter per client and are never reused, across
          reconnections too, so an answer matches at most the request it answers.
+    KC6. With a TLS context the connect (KC1, under its timeout) sends a v3 START_TLS first
+         and nothing else, takes only its EOK, then turns that TCP connection into TLS
+         (``loop.start_tls``, the client starting the handshake, as BookKeeper's
+         ``PerChannelBookieClient``), then asks GET_BOOKIE_INFO over TLS; only once that is
+         answered is the connection handed to requests. That one round trip is there
+         because under TLS 1.3 a bookie asking for client certificates refuses this
+         client's only after the client's side of the handshake ended (it closes the
+         connection): the connect reports it, where the first add would fail as
+         ConnectionLost, "may or may not be stored" (KC3). The bookie's certificate is
+         checked against the context's CA with the bookie's host as the name (an IP
+         address is matched against the certificate's IP addresses, as the HTTPS client
+         does). Any other START_TLS answer, a failed handshake, a connection closed after
+         it or the time running out closes the connection and fails the connect:
+         ``StartTlsFailed`` (an OSError, a bookie failure), ``Unauthorized`` for EUA;
+         never a plain connection where TLS was asked.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import ssl
 import struct
 
 from api.bkproto import v3
 from api.bkproto.v2 import ProtocolError
+from api.client.bkport.errors import OK, status_error
+from bookie.errors import Unauthorized
 
 CONNECT_TIMEOUT_S = 10.0
 REQUEST_TIMEOUT_S = 30.0
@@ -45,6 +63,13 @@ class ConnectionLost(ConnectionResetError):
     """The connection ended with this request unanswered (KC3): it may or may not have
     been applied. A ConnectionResetError, so an OSError: a bookie failure to the writer
     and the reader (api/client/bookies.py BOOKIE_FAILURES)."""
+
+
+class StartTlsFailed(ConnectionError):
+    """KC6: the bookie refused START_TLS (EBADREQ: no TLS on its BookKeeper port), or the
+    TLS handshake failed; the connection was closed, nothing was sent in the clear. A
+    ConnectionError, so an OSError: a bookie failure (api/client/bookies.py
+    BOOKIE_FAILURES)."""
 
 
 class _Wire(asyncio.Protocol):
@@ -116,8 +141,11 @@ class BkConnection:
     """The connection to ``host:port``; one event loop, shared by its tasks."""
 
     def __init__(self, host: str, port: int, connect_timeout_s: float = CONNECT_TIMEOUT_S,
-                 request_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+                 request_timeout_s: float = REQUEST_TIMEOUT_S,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.host, self.port = host, port
+        #: KC6: START_TLS with this context on every connection; None: plain.
+        self.tls = tls
         self.address = f"{host}:{port}"
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
@@ -148,13 +176,68 @@ class BkConnection:
                 self._connecting = None
 
     async def _connect(self) -> _Wire:
-        loop = asyncio.get_running_loop()
-        _, wire = await asyncio.wait_for(
-            loop.create_connection(lambda: _Wire(self), self.host, self.port),
-            self.connect_timeout_s)
+        wire = await asyncio.wait_for(self._open(), self.connect_timeout_s)  # KC1, KC6
         self._wire = wire
         self.connections_made += 1
         return wire
+
+    async def _open(self) -> _Wire:
+        loop = asyncio.get_running_loop()
+        _, wire = await loop.create_connection(lambda: _Wire(self), self.host, self.port)
+        if self.tls is None:
+            return wire
+        try:
+            await self._start_tls(loop, wire)
+        except BaseException:  # KC6: refused, failed or timed out: nothing goes on in plain
+            wire.transport.close()
+            raise
+        return wire
+
+    async def _ask(self, loop, wire: _Wire, request, lost: str):
+        """KC6: ``request``'s answer on a connection not yet handed to requests;
+        StartTlsFailed saying ``lost`` when the connection ends first."""
+        txn = request.header.txnId
+        future = wire.pending[txn] = loop.create_future()
+        if wire.lost is None:
+            wire.transport.write(v3.frame(request))
+        else:
+            future.set_exception(wire.lost)
+        try:
+            return await future
+        except ConnectionLost as exc:
+            raise StartTlsFailed(f"bookie {self.address} {lost} ({exc})") from None
+        finally:
+            wire.pending.pop(txn, None)
+
+    async def _start_tls(self, loop, wire: _Wire) -> None:
+        """KC6: START_TLS, its EOK, the handshake on the same connection, one answer."""
+        answer = await self._ask(loop, wire, self.request("START_TLS"),
+                                 "closed the connection before answering START_TLS")
+        if answer.status != OK:
+            error = status_error(answer.status, f"START_TLS on {self.address}")
+            if isinstance(error, Unauthorized):
+                raise error
+            raise StartTlsFailed(f"bookie {self.address} refused START_TLS ({error}): it "
+                                 f"has no TLS on this port; TLS was asked, so no plain "
+                                 f"connection is made")
+        if wire.buffer:  # the bookie's TLS starts only after our ClientHello (TS1)
+            raise StartTlsFailed(f"bookie {self.address} sent bytes after its START_TLS "
+                                 f"answer, before the TLS handshake")
+        try:
+            wire.transport = await loop.start_tls(
+                wire.transport, wire, self.tls, server_hostname=self.host,
+                ssl_handshake_timeout=self.connect_timeout_s)
+        except (ssl.SSLError, OSError) as exc:
+            raise StartTlsFailed(f"TLS handshake with bookie {self.address} failed: "
+                                 f"{exc}") from exc
+        answer = await self._ask(
+            loop, wire, self.request("GET_BOOKIE_INFO"),
+            "closed the TLS connection right after the handshake: it refused this client's "
+            "certificate (a bookie asking for client certificates of its CA: none shown, "
+            "or one it does not trust), or it failed")
+        if answer.status == v3.STATUS["EUA"]:
+            raise status_error(answer.status, f"bookie {self.address} over TLS (this "
+                                              f"client's certificate is not authorized)")
 
     def request(self, operation: str):
         """A v3 Request of ``operation`` with its header filled in (the txnId too) and its

@@ -14,9 +14,11 @@ bookkeeper-protocol.md §2) or forced for all (docs/ledger_client.md, "Transport
     protocol="http"  HTTP(S) for every bookie: HttpTransport as it was.
 
 Invariants:
-    PT1. TLS is HTTPS only until START_TLS is in the client: with a TLS context, "auto"
-         takes HTTP(S) for every bookie and "bk" is refused when the transport is made,
-         never a plain connection where the caller asked for TLS.
+    PT1. With a TLS context every bookie is reached over TLS, never in the clear: HTTPS
+         for a bookie registered with an http(s) endpoint under "auto" (and under "http"),
+         BookKeeper's protocol with START_TLS (connection.py KC6) for the others under
+         "auto" and for every bookie under "bk". A bookie that refuses START_TLS or whose
+         handshake fails is a failed bookie, not one asked in plain.
     PT2. A bookie keeps the transport it was first given while its client lives (the
          front door caches clients, api/client/ensemble.py); its registration is read once
          (HttpTransport.learn's rule), so a bookie is never switched mid-request.
@@ -44,21 +46,15 @@ class ProtocolTransport(HttpTransport):
         self._read: set[str] = set()    # bookie ids whose registration was read
 
     @staticmethod
-    def check(protocol: str, tls) -> None:
-        """ValueError for a protocol this transport cannot give (PT1)."""
+    def check(protocol: str, tls=None) -> None:
+        """ValueError for a protocol this transport does not know."""
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol {protocol!r} is not one of {', '.join(PROTOCOLS)}")
-        if protocol == "bk" and tls is not None:  # PT1
-            raise ValueError("protocol='bk' with TLS settings (tls=, or BOOKIE_TLS_* in the "
-                             "environment): this client has no START_TLS yet; use "
-                             "protocol='auto' or 'http' (HTTPS), or no TLS")
 
     def uses_bk(self, bookie_id: str) -> bool:
         """Whether ``bookie_id`` is reached over BookKeeper's protocol (see the module)."""
         if self.protocol != "auto":
             return self.protocol == "bk"
-        if self.tls is not None:  # PT1
-            return False
         return bookie_id in self._read and bookie_id not in self._schemes
 
     def bk_address(self, bookie_id: str) -> str:
@@ -66,7 +62,7 @@ class ProtocolTransport(HttpTransport):
 
     def client(self, bookie_id: str):
         if self.uses_bk(bookie_id):
-            return BkBookieClient(self.bk_address(bookie_id))
+            return BkBookieClient(self.bk_address(bookie_id), tls=self.tls)  # PT1
         return super().client(bookie_id)
 
     async def learn(self, bookie_ids) -> None:
