@@ -99,7 +99,8 @@ class BkBookieClient:
 
     async def close(self) -> None:
         self.connection.close()
-        self.batches.close()
+        if self.batches is not None:
+            self.batches.close()
 
     async def _call(self, operation: str, timeout_s: float | None = None, **fields):
         """The operation's response body, EOK; else the status's error (BC1)."""
