@@ -75,8 +75,15 @@ async def drive(uri: str, ids: list[str]) -> None:
         check(await client.write_lac(tailed.ledger_id, key, tailed.codec.lac_body(2)) == 2,
               "WRITE_LAC then READ_LAC: 2")
         check(await client.force(tailed.ledger_id, key) == 2, "FORCE_LEDGER: last entry 2")
-        check(await client.entry_id_ranges(tailed.ledger_id) == [[0, 2]],
-              "GET_LIST_OF_ENTRIES_OF_LEDGER: [[0, 2]]")
+        # DbLedgerStorage does not serve the entry list: its getListOfEntriesOfLedger throws
+        # UnsupportedOperationException and the bookie never answers, so BookKeeper's own
+        # client times out there too. Ours must fail it as a timeout and go on.
+        try:
+            await asyncio.wait_for(client.entry_id_ranges(tailed.ledger_id), 5)
+            raise Failed("DbLedgerStorage answered GET_LIST_OF_ENTRIES_OF_LEDGER")
+        except asyncio.TimeoutError:
+            check(True, "GET_LIST_OF_ENTRIES_OF_LEDGER: no answer from DbLedgerStorage "
+                        "(unsupported there), a timeout")
         check(await client.fence(tailed.ledger_id, key) == {"lac": 2, "lastEntryId": 2},
               "a fencing read of entry -1, then READ_LAC: lac 2, last entry 2")
         info = await client.info()
