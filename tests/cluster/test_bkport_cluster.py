@@ -16,10 +16,10 @@ from api.client.bkport.transport import ProtocolTransport
 from api.client.bookie_client import BookieClient
 from api.client.ensemble import BookKeeper
 from api.client.metadata import MetadataState
-from api.client.metadata_format import BookieServiceInfoFormat
-from api.client.zookeeper import ZkMetadataStore, parse_uri
+from api.client.zookeeper import ZkMetadataStore
 from api.server.metrics_bk import HTTP_OPS
 from bookie.errors import Fenced
+from tests.support.bk_registration import register_as_bookkeeper
 from tests.cluster.conftest import QUIET_FLAGS
 from tests.support.tls import pki_under
 
@@ -89,14 +89,7 @@ async def test_auto_takes_http_where_registered_and_bk_where_only_bookie_rpc_is(
         start_bookies, zk_uri, zk):
     (daemon,) = start_bookies(1, "--bookie-port", "0")
     ours = daemon.url.rsplit("/", 1)[-1]
-    # A registration as Apache BookKeeper's bookie writes it (no http endpoint), here in
-    # front of our bookie's BookKeeper port under an id of its own.
-    _, root = parse_uri(zk_uri)
-    theirs = f"127.0.0.1:{daemon.bk_port}"
-    info = BookieServiceInfoFormat()
-    info.endpoints.add(id="bookie", host="127.0.0.1", port=daemon.bk_port,
-                       protocol="bookie-rpc")
-    zk.create(f"{root}/available/{theirs}", info.SerializeToString(), ephemeral=True)
+    theirs = register_as_bookkeeper(zk, zk_uri, daemon)
     store = ZkMetadataStore(zk_uri)
     store.start()
     try:

@@ -14,20 +14,9 @@ import sys
 import aiohttp
 
 from api.client.ensemble import BookKeeper
-from api.client.metadata_format import BookieServiceInfoFormat
-from api.client.zookeeper import parse_uri
 from tests.support.bk_admin import call
+from tests.support.bk_registration import register_as_bookkeeper
 from tests.support.servers import ROOT
-
-
-def register_as_bookkeeper(zk, zk_uri: str, daemon) -> str:
-    _, root = parse_uri(zk_uri)
-    theirs = f"127.0.0.1:{daemon.bk_port}"
-    info = BookieServiceInfoFormat()
-    info.endpoints.add(id="bookie", host="127.0.0.1", port=daemon.bk_port,
-                       protocol="bookie-rpc")
-    zk.create(f"{root}/available/{theirs}", info.SerializeToString(), ephemeral=True)
-    return theirs
 
 
 def bookie(*args: str) -> subprocess.CompletedProcess:

@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import struct
 
 from api.bkproto import v2
-from api.client.bkport.connection import FRAME_MAX, ConnectionLost
+from api.client.bkport.connection import ConnectionLost, _Wire
 from bookie import errors
 
-_I32 = struct.Struct(">i")
 #: The bound a batch asks for: BookKeeper's client asks for its frame size by default;
 #: 4 MiB keeps one batch well inside our bookie's connection buffer (PB2/PB7).
 BATCH_BYTES_MAX = 4 << 20
@@ -45,54 +43,18 @@ def _rc_error(rc: int, what: str) -> errors.BookieError:
     return kinds.get(rc, errors.IOFailure)(f"{what}: v2 rc {rc}")
 
 
-class _V2Wire(asyncio.Protocol):
-    def __init__(self, address: str) -> None:
-        self.address = address
-        self.transport: asyncio.Transport | None = None
-        self.pending: dict[int, asyncio.Future] = {}
-        self.buffer = bytearray()
-        self.lost: BaseException | None = None
-        self.answered = 0   # BV3: a loss before any answer says "not offered"
+class _V2Wire(_Wire):
+    """BV2: v2 answers, matched by the batch's request id."""
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
+    KIND = "v2 batch"
 
-    def data_received(self, data: bytes) -> None:  # BV2
-        buffer = self.buffer
-        buffer += data
-        at = 0
-        try:
-            while len(buffer) - at >= 4:
-                (length,) = _I32.unpack_from(buffer, at)
-                if not 0 < length <= FRAME_MAX:
-                    raise v2.ProtocolError(f"answer frame of {length} bytes")
-                if len(buffer) - at - 4 < length:
-                    break
-                answer = v2.decode_response(bytes(buffer[at + 4:at + 4 + length]))
-                at += 4 + length
-                self.answered += 1
-                future = self.pending.pop(answer.request_id, None)
-                if future is not None and not future.done():
-                    future.set_result(answer)
-        except v2.ProtocolError as exc:
-            self.fail(ConnectionLost(f"bookie {self.address} sent what is not a v2 batch "
-                                     f"answer: {exc}"))
-        finally:
-            del buffer[:at]
+    @staticmethod
+    def decode_answer(packet: bytes):
+        return v2.decode_response(packet)
 
-    def connection_lost(self, exc) -> None:
-        self.fail(ConnectionLost(f"v2 connection to bookie {self.address} lost "
-                                 f"({exc or 'closed by the bookie'})"))
-
-    def fail(self, error: BaseException) -> None:
-        if self.lost is None:
-            self.lost = error
-        pending, self.pending = self.pending, {}
-        for future in pending.values():
-            if not future.done():
-                future.set_exception(error)
-        if self.transport is not None:
-            self.transport.close()
+    @staticmethod
+    def answer_key(answer) -> int:
+        return answer.request_id
 
 
 class V2BatchReader:
@@ -124,10 +86,14 @@ class V2BatchReader:
     async def _connect(self) -> _V2Wire:
         loop = asyncio.get_running_loop()
         _, wire = await asyncio.wait_for(
-            loop.create_connection(lambda: _V2Wire(self.address), self.host, self.port),
+            loop.create_connection(lambda: _V2Wire(self), self.host, self.port),
             self.connect_timeout_s)
         self._wire = wire
         return wire
+
+    def forget(self, wire: _V2Wire) -> None:
+        if self._wire is wire:
+            self._wire = None
 
     async def read(self, ledger_id: int, first: int, max_count: int) -> list[bytes]:
         """The entries ``first, first+1, ...`` the bookie holds in a row (BV1), at most

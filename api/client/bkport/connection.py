@@ -73,14 +73,29 @@ class StartTlsFailed(ConnectionError):
 
 
 class _Wire(asyncio.Protocol):
-    def __init__(self, owner: "BkConnection") -> None:
+    """A connection's answers matched to its pending requests (KC5). The owner has an
+    ``address`` and ``forget(wire)``; a subclass for another framing (batch_v2.py) says how
+    an answer is decoded and what it is matched by."""
+
+    KIND = "v3"
+
+    def __init__(self, owner) -> None:
         self.owner = owner
         self.transport: asyncio.Transport | None = None
         self.pending: dict[int, asyncio.Future] = {}
         self.buffer = bytearray()
         self.lost: BaseException | None = None
+        self.answered = 0
         self.can_write: asyncio.Event = asyncio.Event()
         self.can_write.set()
+
+    @staticmethod
+    def decode_answer(packet: bytes):
+        return v3.decode_response(packet)
+
+    @staticmethod
+    def answer_key(answer) -> int:
+        return answer.header.txnId
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -96,14 +111,15 @@ class _Wire(asyncio.Protocol):
                     raise ProtocolError(f"answer frame of {length} bytes")
                 if len(buffer) - at - 4 < length:
                     break
-                response = v3.decode_response(bytes(buffer[at + 4:at + 4 + length]))
+                response = self.decode_answer(bytes(buffer[at + 4:at + 4 + length]))
                 at += 4 + length
-                future = self.pending.pop(response.header.txnId, None)
+                self.answered += 1
+                future = self.pending.pop(self.answer_key(response), None)
                 if future is not None and not future.done():  # KC2: late ones dropped
                     future.set_result(response)
         except ProtocolError as exc:
-            self.fail(ConnectionLost(f"bookie {self.owner.address} sent what is not a v3 "
-                                     f"answer: {exc}"))
+            self.fail(ConnectionLost(f"bookie {self.owner.address} sent what is not a "
+                                     f"{self.KIND} answer: {exc}"))
             return
         finally:
             del buffer[:at]
