@@ -23,7 +23,7 @@ import asyncio
 import itertools
 
 from api.bkproto import v2
-from api.client.bkport.connection import ConnectionLost, _Wire
+from api.client.bkport.connection import BkConnection, ConnectionLost, _Wire
 from bookie import errors
 
 #: The bound a batch asks for: BookKeeper's client asks for its frame size by default;
@@ -57,43 +57,21 @@ class _V2Wire(_Wire):
         return answer.request_id
 
 
-class V2BatchReader:
-    """Batch reads of one bookie over a v2 connection of their own; one event loop."""
+class V2BatchReader(BkConnection):
+    """Batch reads of one bookie over a v2 connection of their own (plain: v2 has no
+    START_TLS); connecting, sharing one attempt and losing it as BkConnection does (KC1,
+    KC3, KC4). One event loop."""
 
     def __init__(self, host: str, port: int, connect_timeout_s: float,
                  request_timeout_s: float) -> None:
-        self.host, self.port = host, port
-        self.address = f"{host}:{port}"
-        self.connect_timeout_s, self.request_timeout_s = connect_timeout_s, request_timeout_s
+        super().__init__(host, port, connect_timeout_s, request_timeout_s)
         self.offered: bool | None = None   # BV3: None until a bookie answered or refused
-        self._ids = itertools.count(1)
-        self._wire: _V2Wire | None = None
-        self._connecting: asyncio.Future | None = None
+        self._ids = itertools.count(1)     # BV2
 
-    async def _connected(self) -> _V2Wire:
-        wire = self._wire
-        if wire is not None and wire.lost is None and not wire.transport.is_closing():
-            return wire
-        if self._connecting is None:
-            self._connecting = asyncio.ensure_future(self._connect())
-        connecting = self._connecting
-        try:
-            return await asyncio.shield(connecting)
-        finally:
-            if connecting.done() and self._connecting is connecting:
-                self._connecting = None
-
-    async def _connect(self) -> _V2Wire:
+    async def _open(self) -> _V2Wire:
         loop = asyncio.get_running_loop()
-        _, wire = await asyncio.wait_for(
-            loop.create_connection(lambda: _V2Wire(self), self.host, self.port),
-            self.connect_timeout_s)
-        self._wire = wire
+        _, wire = await loop.create_connection(lambda: _V2Wire(self), self.host, self.port)
         return wire
-
-    def forget(self, wire: _V2Wire) -> None:
-        if self._wire is wire:
-            self._wire = None
 
     async def read(self, ledger_id: int, first: int, max_count: int) -> list[bytes]:
         """The entries ``first, first+1, ...`` the bookie holds in a row (BV1), at most
@@ -108,8 +86,8 @@ class V2BatchReader:
         try:
             answer = await asyncio.wait_for(future, self.request_timeout_s)
         except ConnectionLost:
-            if not wire.answered:   # BV3: closed at our first batch: not offered
-                self.offered = False
+            if not wire.answered and self.offered is None:  # BV3: closed at our first
+                self.offered = False  # batch ever: not offered
                 raise BatchUnsupported(f"bookie {self.address} closed the connection at a "
                                        f"v2 batch read") from None
             raise
@@ -126,12 +104,3 @@ class V2BatchReader:
             raise error
         self.offered = True
         return list(answer.entries)
-
-    def close(self) -> None:
-        wire, self._wire = self._wire, None
-        if wire is not None:
-            wire.fail(ConnectionLost(f"v2 connection to bookie {self.address} closed by "
-                                     f"this client"))
-        if self._connecting is not None:
-            self._connecting.cancel()
-            self._connecting = None
