@@ -9,20 +9,14 @@ import asyncio
 import pytest
 
 from api.client import BeyondLastConfirmed, BookKeeper
-from tests.support.servers import Daemon
 
 FLAGS = ("--checkpoint-interval-ms", "3600000", "--journal-prealloc-bytes", "1MiB")
 WAIT_S = 60  # bounds a failure; never a synchronisation
 
 
 @pytest.fixture
-def bookies(tmp_path, zk_uri):
-    daemons = [Daemon(str(tmp_path / f"b{i}" / "data"), *FLAGS, "--metadata-service-uri",
-                      zk_uri).start() for i in range(3)]
-    yield daemons
-    for daemon in daemons:
-        if daemon.proc is not None and daemon.proc.poll() is None:
-            assert daemon.terminate() == 0
+def bookies(start_bookies):
+    return start_bookies(3, *FLAGS)
 
 
 async def test_read_handle_names_on_an_open_ledger(bookies, zk_uri):
