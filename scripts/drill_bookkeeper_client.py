@@ -8,8 +8,9 @@ The cluster: ZooKeeper and 4 DbLedgerStorage bookies of BookKeeper's ("all-bk"),
 theirs beside 2 of ours ("mixed"). Our client speaks BookKeeper's protocol to every bookie
 (``BookKeeper.connect(uri, protocol="bk")``). Each round, seeded:
 
-  1. **Ours writes, BookKeeper reads.** Our writer, a child process, writes 3/2/2 CRC32C
-     ledgers (custom metadata application=drill) of 1 KiB entries with ``--in-flight`` adds
+  1. **Ours writes, BookKeeper reads.** Our writer, a child process, writes 3/2/2 ledgers
+     (custom metadata application=drill; digest CRC32C, CRC32, MAC and DUMMY, one ledger
+     after another) of 1 KiB entries with ``--in-flight`` adds
      outstanding in all, recording each acknowledged add. A fault (none, kill -9 of one
      bookie, of two in turn, of all at once; each restarted on its data), then the writer is
      SIGKILLed with its adds in flight. Our recovery (``open_ledger``: fence, read past the
@@ -67,14 +68,21 @@ def payload(ledger: int, entry: int) -> bytes:
 
 # -- our writer, a child process SIGKILLed with adds in flight ----------------------------
 
+#: Our writer's digest types, ledger by ledger in turn: every one BookKeeper has. Its Java
+#: client (RecoveryDrill.java) opens each with the metadata's own (BookKeeper's
+#: enableDigestTypeAutodetection, on by default), so it checks every kind.
+DIGESTS = ("crc32c", "crc32", "mac", "dummy")
+
+
 async def _write_until_killed(uri: str, ledgers: int, in_flight: int, ack_path: str) -> None:
     from api.client import BookKeeper  # noqa: PLC0415
 
     bk = await BookKeeper.connect(uri, protocol="bk")
     acks = open(ack_path, "a")
     writers = []
-    for _ in range(ledgers):
-        writer = await bk.create_ledger(3, 2, 2, "crc32c", PASSWORD, custom_metadata=CUSTOM)
+    for number in range(ledgers):
+        writer = await bk.create_ledger(3, 2, 2, DIGESTS[number % len(DIGESTS)], PASSWORD,
+                                        custom_metadata=CUSTOM)
         acks.write(f"C {writer.ledger_id}\n")
         acks.flush()
         writers.append(writer)

@@ -12,7 +12,8 @@ list and GET_BOOKIE_INFO on one bookie. Then two of our bookies join (HTTP and b
 "auto" reaches ours over HTTP and theirs over BookKeeper's protocol, and 3/2/2 ledgers whose
 ensembles mix both kinds are written, read and recovered. Prints each check; exits 1 on
 the first failure.
-Every process it starts is stopped by PID at the end.
+``--tls``: every bookie with mutual TLS, BookKeeper's too; our client reaches theirs through
+START_TLS with its client certificate. Every process it starts is stopped by PID at the end.
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
+from bk_tls_peer import TlsPeer  # noqa: E402
 from interop_run import Failed, Interop, check, say  # noqa: E402
 
 from api.client.bkport.client import BkBookieClient  # noqa: E402
 from api.client.ensemble import BookKeeper  # noqa: E402
 from api.client.metadata import MetadataState  # noqa: E402
+from api.tls import TRUST_ENV  # noqa: E402
 from bookie.errors import Fenced  # noqa: E402
 
 
@@ -43,6 +46,10 @@ async def drive(uri: str, ids: list[str]) -> None:
               "protocol='auto' reaches every BookKeeper bookie over its protocol")
         await writer.append_many(payloads)
         check(await writer.close() == 199, "200 appends acknowledged at 3/2/2, closed at 199")
+        if os.environ.get(TRUST_ENV):  # --tls: each BookKeeper bookie was reached over TLS
+            wires = [bk.client(b).connection._wire for b in ids]
+            check(all(w is not None and w.transport.get_extra_info("ssl_object") is not None
+                      for w in wires), "START_TLS: every BookKeeper bookie's connection is TLS")
         reader = await bk.open_ledger(writer.ledger_id, b"pw", recover=False)
         check([e.payload for e in await reader.read_range(0, 199)] == payloads,
               "every entry reads back byte for byte")
@@ -123,10 +130,19 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--launcher", default=os.environ.get("BOOKKEEPER_LAUNCHER"))
     parser.add_argument("--dir", default=None, help="work dir (default: a new temp dir)")
+    parser.add_argument("--tls", action="store_true",
+                        help="every bookie with mutual TLS (BookKeeper's with its "
+                             "TLSContextFactory and role check); our client through "
+                             "START_TLS, with its certificate from BOOKIE_TLS_*")
     args = parser.parse_args(argv)
     if not args.launcher:
         parser.error("--launcher or $BOOKKEEPER_LAUNCHER: BookKeeper's bk or bin/bookkeeper")
-    run = Interop(args.launcher, args.dir or tempfile.mkdtemp(prefix="bkport-interop-"), 5)
+    workdir = args.dir or tempfile.mkdtemp(prefix="bkport-interop-")
+    tls = None
+    if args.tls:
+        tls = TlsPeer(os.path.join(workdir, "tls"))
+        os.environ.update(tls.our_client_env())  # BookKeeper.connect's context (api/tls.py)
+    run = Interop(args.launcher, workdir, 5, tls=tls)
     try:
         uri = run.start_zookeeper("zk")
         run.bk("shell", "-conf", run.shell_conf(uri), "initnewcluster")
