@@ -337,6 +337,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="2 of BookKeeper's bookies beside 3 of ours (a lost bookie's "
                              "copies moved by the fault's autorecovery: ours for lost-ours "
                              "and return, BookKeeper's for lost-bk)")
+    parser.add_argument("--storage", choices=("sorted", "db"), default="sorted",
+                        help="with --mixed: BookKeeper's bookies' ledger storage "
+                             "(SortedLedgerStorage, as before, or DbLedgerStorage, which "
+                             "answers no entry list: our replica check copies what it "
+                             "cannot check)")
     parser.add_argument("--mixed-repair", choices=("ours", "bookkeeper"), default="ours",
                         help="with --mixed: whose autorecovery mends copies BookKeeper's "
                              "client left off a write set (default ours; before issue 55 "
@@ -363,7 +368,8 @@ def start_cluster(drill: Drill, args, workdir: str):
     drill.wait_registered(uri, [b["id"] for b in ours])
     if tls is not None:
         say(f"PASS plain client refused: {plain_client_refused(args.launcher, workdir, uri)}")
-    theirs = [drill.start_theirs(f"bk-{i}", uri) for i in range(2)] if args.mixed else []
+    theirs = [drill.start_theirs(f"bk-{i}", uri, storage=args.storage)
+              for i in range(2)] if args.mixed else []
     drill.wait_registered(uri, [b["id"] for b in ours + theirs])
     return uri, ours, tls
 
