@@ -27,10 +27,8 @@ one thread that calls them.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
-import re
 from typing import TYPE_CHECKING, Iterator
 
 from bookie.entry import IDS
@@ -39,6 +37,7 @@ from entrylog.format import (
     HEADER_SIZE, MAP_BATCH_LEN_MAX, MIN_ENTRY_SIZE, RECORD_HEAD, SIZE, LogHeader, Oversize,
     decode_header, decode_ledgers_map_batch, header_problem, parse_hex_id,
 )
+from entrylog.log_scan import LogScan, ScannedEntry
 
 if TYPE_CHECKING:
     from bookie.disk import Disk
@@ -49,20 +48,6 @@ DEFAULT_MAX_ENTRY_SIZE = 5 * 1024 * 1024
 SCAN_CHUNK_BYTES = 8 * 1024 * 1024
 #: One pread covers the size field and an entry of up to 4092 bytes (docs/design.md §3.3).
 READ_AHEAD_BYTES = 4096
-_NON_ZERO = re.compile(rb"[^\x00]")
-_CLEAN = "clean"
-
-
-@dataclasses.dataclass(slots=True)
-class ScannedEntry:
-    """One entry found by a scan. ``offset`` is the size field's, ``location`` = offset + 4."""
-
-    offset: int
-    size: int
-    ledger_id: int
-    entry_id: int
-    location: int
-    entry: bytes | None
 
 
 class EntryLogReader:
@@ -83,14 +68,7 @@ class EntryLogReader:
         self._header: LogHeader | None = None
         self._header_read = False
         self.map_problem: str | None = None
-        self._reset_scan_results()
-
-    def _reset_scan_results(self) -> None:
-        self.end: ScanEnd | None = None
-        self.corrupt = False
-        self.padding_bytes = 0
-        self.oversize_entries = 0
-        self._pad_start: int | None = None
+        self._scan = LogScan(self)  # results of the latest scan (none yet: clean, empty)
 
     def close(self) -> None:
         self._file.close()
@@ -233,144 +211,26 @@ class EntryLogReader:
 
         After the iteration ``end`` holds the ScanEnd: where the written region ends, the
         bytes cut after it and why; ``corrupt`` is True if it ended at a size of 1..15.
+        The walk is entrylog/log_scan.py's; its results stay readable here.
         """
-        if from_offset < HEADER_SIZE:
-            raise ValueError(f"a scan starts at {HEADER_SIZE} or later, not {from_offset}")
-        self._reset_scan_results()
-        self.header  # noqa: B018  (magic and version first: a foreign file is corruption)
-        file_size = self.file_size()
-        if file_size < HEADER_SIZE:
-            # Allocated, never written (or a torn header): no entries (§5.6 scan path 1).
-            reason = _CLEAN if file_size == 0 else "header cut short"
-            self.end = ScanEnd(0, file_size, reason)
-            return
-        yield from self._scan_records(from_offset, file_size, payload)
-        self._check_reached_map()
-        if self.padding_bytes:
-            log.warning("%s: skipped %d padding bytes (size <= 0)", self.path,
-                        self.padding_bytes)
+        self._scan = LogScan(self)
+        return self._scan.run(from_offset, payload)
 
-    def _scan_records(self, pos: int, file_size: int,
-                      payload: bool) -> Iterator[ScannedEntry]:
-        # The fast loop takes whole records inside the chunk; everything else (a record
-        # crossing the chunk's end, padding, the end of the log) is _next_step's business.
-        unpack = RECORD_HEAD.unpack_from
-        head_size = RECORD_HEAD.size
-        base = self.log_id << 32
-        max_size = self.max_entry_size
-        buf, buf_pos, p = b"", pos, 0
-        while True:
-            n = len(buf)
-            start_p = p
-            while p + head_size <= n:
-                size, ledger_id, entry_id = unpack(buf, p)
-                end = p + 4 + size
-                if size < MIN_ENTRY_SIZE or end > n:
-                    break
-                if ledger_id >= 0:  # ledgerId < 0: a ledgersMap batch, skipped
-                    offset = buf_pos + p
-                    if size > max_size:
-                        self._note_oversize(offset, size)
-                    yield ScannedEntry(offset, size, ledger_id, entry_id, base | (offset + 4),
-                                       buf[p + 4:end] if payload else None)
-                p = end
-            if p != start_p:
-                self._pad_start = None  # a record followed the padding run
-            step = self._next_step(buf, buf_pos, p, file_size)
-            if step is None:
-                return
-            if step > 0:
-                p += step  # padding
-            else:
-                buf_pos += p
-                want = max(self.scan_chunk_bytes, -step)
-                buf, p = self._read(buf_pos, want), 0
-                if len(buf) < min(want, file_size - buf_pos):
-                    file_size = buf_pos + len(buf)  # truncated under the scan: stop there
+    @property
+    def end(self) -> ScanEnd | None:
+        return self._scan.end
 
-    def _next_step(self, buf: bytes, buf_pos: int, p: int, file_size: int) -> int | None:
-        """At a spot the fast loop cannot take: None = the scan ended (``end`` is set),
-        k > 0 = skip k padding bytes, -k = read a chunk of at least k bytes at ``p``."""
-        n = len(buf)
-        offset = buf_pos + p
-        at_eof = buf_pos + n >= file_size
-        if n - p < SIZE.size:
-            if not at_eof:
-                return -RECORD_HEAD.size
-            self._end_at_eof(offset, n - p, file_size, "size field cut short")
-            return None
-        size = SIZE.unpack_from(buf, p)[0]
-        if size <= 0:
-            return self._skip_padding(buf, p, offset)
-        if size < MIN_ENTRY_SIZE:  # E3
-            self.corrupt = True
-            self.end = ScanEnd(offset, file_size - offset, f"corrupt: entry size {size} < 16")
-            log.error("%s: corrupt entry size %d at %d; the scan of this log stops",
-                      self.path, size, offset)
-            return None
-        if offset + SIZE.size + size <= file_size:
-            return -(SIZE.size + max(size, RECORD_HEAD.size))
-        damage = self._damage_not_tail(offset, size)
-        if damage is not None:  # E5
-            self.corrupt = True
-            self.end = ScanEnd(offset, file_size - offset, f"corrupt: {damage}")
-            log.error("%s: %s at %d; the scan of this log stops", self.path, damage, offset)
-            return None
-        self._end_at_eof(offset, file_size - offset, file_size,
-                         f"record of size {size} cut short")
-        return None
+    @property
+    def corrupt(self) -> bool:
+        return self._scan.corrupt
 
-    def _damage_not_tail(self, offset: int, size: int) -> str | None:
-        """Why a record that runs past the end of the file is damage rather than a torn tail
-        (E5), or None. A writer never wrote a size above the maximum entry size, and never
-        wrote a record past a finalized log's ledgersMap (``_check_reached_map``)."""
-        if size > self.max_entry_size:
-            return f"entry size {size} above the maximum {self.max_entry_size}"
-        return None
+    @property
+    def padding_bytes(self) -> int:
+        return self._scan.padding_bytes
 
-    def _check_reached_map(self) -> None:
-        """E5: a finalized log was fsynced whole before its header named the ledgersMap
-        (E1), so a scan that ends before the map has met damage, not a torn tail."""
-        map_offset = self.header.map_offset
-        end = self.end
-        if map_offset and end.offset < map_offset and not self.corrupt:
-            self.corrupt = True
-            self.end = ScanEnd(end.offset, end.cut_bytes,
-                               f"corrupt: the log ends at {end.offset}, before its ledgersMap "
-                               f"at {map_offset} ({end.reason})")
-            log.error("%s: %s", self.path, self.end.reason)
-
-    def _skip_padding(self, buf: bytes, p: int, offset: int) -> int:
-        # size <= 0: BookKeeper advances one byte. Over a run of zeros every position up to
-        # 3 bytes before the next non-zero byte also reads size 0, so jump there at once.
-        if self._pad_start is None:
-            self._pad_start = offset
-        step = 1
-        if buf[p] == 0:
-            found = _NON_ZERO.search(buf, p)
-            limit = found.start() if found is not None else len(buf)
-            step = max(1, limit - 3 - p)
-        self.padding_bytes += step
-        return step
-
-    def _end_at_eof(self, offset: int, left: int, file_size: int, torn_reason: str) -> None:
-        if self._pad_start is not None:
-            # E2: the writer stopped where the padding (zeros after a crash, A1) began.
-            start = self._pad_start
-            self.end = ScanEnd(start, file_size - start, "padding tail")
-        elif left == 0:
-            self.end = ScanEnd(offset, 0, _CLEAN)
-        else:
-            self.end = ScanEnd(offset, left, torn_reason)
-        if not self.end.clean:
-            log.warning("%s: scan ended at %d, %d bytes cut: %s", self.path, self.end.offset,
-                        self.end.cut_bytes, self.end.reason)
-
-    def _note_oversize(self, offset: int, size: int) -> None:
-        if not self.oversize_entries:
-            log.warning("%s: entry at %d has size %d above the maximum %d", self.path,
-                        offset, size, self.max_entry_size)
-        self.oversize_entries += 1
+    @property
+    def oversize_entries(self) -> int:
+        return self._scan.oversize_entries
 
 
 def _log_id_of(path: str) -> int:
