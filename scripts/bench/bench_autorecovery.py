@@ -2,7 +2,7 @@
 """Autorecovery figures (issue 17): how fast a lost bookie's data is copied back, what that
 does to foreground adds, and how fast the replica check goes.
 
-    .venv/bin/python scripts/bench_autorecovery.py [--mib 32] [--rate-mib 0] [--check-ledgers 1000]
+    .venv/bin/python scripts/bench/bench_autorecovery.py [--mib 32] [--rate-mib 0] [--check-ledgers 1000]
 
 A real ZooKeeper and 4 bookie daemons on 127.0.0.1 with autorecovery inside them
 (lostBookieRecoveryDelay 0). For each entry size (1 KiB, 64 KiB): closed 3/2/2 ledgers
@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 from api.client.codec import LedgerCodec  # noqa: E402

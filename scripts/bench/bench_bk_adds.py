@@ -5,7 +5,7 @@ over real TCP on 127.0.0.1 with a bounded number outstanding. Prints adds/s and 
 process's CPU microseconds per add (loop and journal threads together), the number a
 change to the hot path moves even when the disk's fsync bounds the rate.
 
-    .venv/bin/python scripts/bench_bk_adds.py [--seconds 10] [--outstanding 1000] [--runs 3]
+    .venv/bin/python scripts/bench/bench_bk_adds.py [--seconds 10] [--outstanding 1000] [--runs 3]
 
 Needs no Java: the client is a plain socket writing frames built with api/bkproto. The
 journal lives in a temp dir (its fdatasync is the file system's), deleted at the end.
@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 _I32 = struct.Struct(">i")

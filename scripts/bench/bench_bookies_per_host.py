@@ -2,7 +2,7 @@
 """Several bookies on one host as a way to use a machine (docs/operations.md §5.9): 1, 2 and 4
 bookie daemons on the cores left after the client, against the same offered load.
 
-    .venv/bin/python scripts/bench_bookies_per_host.py [--counts 1,2,4] [--seconds 15]
+    .venv/bin/python scripts/bench/bench_bookies_per_host.py [--counts 1,2,4] [--seconds 15]
         [--runs 3] [--outstanding 2000] [--ledgers 24] [--bookie-cores 0] [--client-core 1]
 
 Per point: N bookie daemons (``bookie serve`` with ``bookie_port``, each its own process,
@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 from tests.support.zookeeper import free_port  # noqa: E402

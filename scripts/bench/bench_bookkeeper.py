@@ -7,24 +7,24 @@ all. Runs interleave the bookies. Prints entries/s, p95/p99, how busy the bookie
 the client's were (near 100%, that side is the limit; well below on both, something else is:
 the disk's sync, say) and the ratio ours / the fastest BookKeeper side. BookKeeper's bookies
 run over the launcher's Netty; a side's flags (bench_bookkeeper_reads.SIDE_FLAGS) add epoll
-(``db-epoll``: ``BOOKKEEPER_NETTY_JARS``, scripts/bk_netty.py), a journal that flushes
+(``db-epoll``: ``BOOKKEEPER_NETTY_JARS``, scripts/interop/bk_netty.py), a journal that flushes
 when its queue empties (``-flush``) or one that never syncs (``-nosync``: a diagnosis of
 whether the disk's sync limits BookKeeper's bookie; it is never taken as the peer). The
 report says which transport each side ran. ``--floor`` measures the disk's sync rate in the
-same run (scripts/disk_floor.py). ``--raw`` writes with a client that outruns every bookie
-on its one core (scripts/bench_bookies_per_host.py's v2 adds) instead of
+same run (scripts/bench/disk_floor.py). ``--raw`` writes with a client that outruns every bookie
+on its one core (scripts/bench/bench_bookies_per_host.py's v2 adds) instead of
 BenchThroughputLatency, whose JVM on one core can be the limit of every side.
 
-    BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/bench_bookkeeper.py \\
+    BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/bench/bench_bookkeeper.py \\
         [--seconds 20] [--throttle 1000] [--runs 1] [--storages sorted,db] [--tls] [--floor]
 
-``--tls``: each bookie also once with mutual TLS (ours: scripts/bk_tls_peer.py's flags;
+``--tls``: each bookie also once with mutual TLS (ours: scripts/interop/bk_tls_peer.py's flags;
 BookKeeper's: TLSContextFactory with tlsClientAuthentication and BookieAuthZFactory), the
 benchmark given the client keys as system properties (START_TLS on every connection):
 plain and TLS measured in the same run, with the same pinning and throttle.
 
 Each bookie gets a ZooKeeper and data dirs of its own under a temp dir; every process is
-stopped by PID at the end. Our HTTP single-add rate comes from scripts/bench_http.py.
+stopped by PID at the end. Our HTTP single-add rate comes from scripts/bench/bench_http.py.
 """
 
 from __future__ import annotations
@@ -38,15 +38,15 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-from scripts import bk_netty  # noqa: E402
-from scripts.bk_tls_peer import TLS_CONNECTED, TlsPeer  # noqa: E402
-from scripts.bench_bookies_per_host import WARMUP_S, busy, cpu_times  # noqa: E402
-from scripts.bench_bookkeeper_reads import is_peer, parse_side, side_conf  # noqa: E402
-from scripts.disk_floor import say_sync_floor, sync_floor  # noqa: E402
-from scripts.interop_run import BENCH_CLASS, Interop  # noqa: E402
+from scripts.interop import bk_netty  # noqa: E402
+from scripts.interop.bk_tls_peer import TLS_CONNECTED, TlsPeer  # noqa: E402
+from scripts.bench.bench_bookies_per_host import WARMUP_S, busy, cpu_times  # noqa: E402
+from scripts.bench.bench_bookkeeper_reads import is_peer, parse_side, side_conf  # noqa: E402
+from scripts.bench.disk_floor import say_sync_floor, sync_floor  # noqa: E402
+from scripts.interop.interop_run import BENCH_CLASS, Interop  # noqa: E402
 
 
 #: BookKeeper's storages. Both storages' bookies run in the JVM bkenv.sh ships
@@ -85,14 +85,14 @@ def run_bench(run: Interop, uri: str, seconds: int, throttle: int, v2: bool = Fa
 
 def run_raw(port: int, seconds: int, outstanding: int, entry_size: int = 1024,
             connections: int = 1, ledgers: int = 24) -> dict:
-    """The raw client of scripts/bench_bookies_per_host.py on core 1: v2 adds of
+    """The raw client of scripts/bench/bench_bookies_per_host.py on core 1: v2 adds of
     ``entry_size`` bytes, as fast as answers come, ``outstanding`` in flight over
     ``ledgers`` ledgers and ``connections`` connections. Python writing packed frames costs
     ~1.3 us an add, so one core outruns either bookie where BenchThroughputLatency's JVM
     does not (issue 41: on this VM its core was the limit of every side's writes, each
     bookie's half idle). Adds answered other than EOK are counted (``refused``)."""
     out = subprocess.run(
-        pinned(1, [sys.executable, os.path.join(ROOT, "scripts", "bench_bookies_per_host.py"),
+        pinned(1, [sys.executable, os.path.join(ROOT, "scripts", "bench", "bench_bookies_per_host.py"),
                    "--client", str(port), "--seconds", str(seconds + WARMUP_S),
                    "--outstanding", str(outstanding), "--ledgers", str(ledgers),
                    "--bookie-cores", "0", "--entry-size", str(entry_size),
@@ -173,12 +173,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--storages", default="sorted",
                         help="BookKeeper's sides to run, of sorted (SortedLedgerStorage) "
                         "and db (DbLedgerStorage, its default), with -epoll (over epoll: "
-                        "BOOKKEEPER_NETTY_JARS, scripts/bk_netty.py), -flush "
+                        "BOOKKEEPER_NETTY_JARS, scripts/interop/bk_netty.py), -flush "
                         "(journalFlushWhenQueueEmpty=true) and/or -nosync "
                         "(journalSyncData=false, a diagnosis), e.g. db-epoll-nosync; "
                         "--tls runs the first of them with TLS")
     parser.add_argument("--raw", action="store_true",
-                        help="write with scripts/bench_bookies_per_host.py's raw v2 client "
+                        help="write with scripts/bench/bench_bookies_per_host.py's raw v2 client "
                         "(--throttle adds in flight), which outruns either bookie on one "
                         "core, instead of BenchThroughputLatency")
     parser.add_argument("--entry-size", type=int, default=1024,
@@ -192,7 +192,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "10,000 each), not raised to 100,000 (the raw client counts "
                         "refusals in every run)")
     parser.add_argument("--floor", action="store_true",
-                        help="measure the disk's sync rate too (scripts/disk_floor.py)")
+                        help="measure the disk's sync rate too (scripts/bench/disk_floor.py)")
     parser.add_argument("--tls", action="store_true",
                         help="also each bookie with mutual TLS, the benchmark through START_TLS")
     args = parser.parse_args(argv)

@@ -1,9 +1,9 @@
 """Latency side by side, in one run (issue 41): one add's round trip, a tailing reader's delay,
 and a writer's latency while a catch-up reader reads, against one of OUR bookies and
 BookKeeper's with DbLedgerStorage and with SortedLedgerStorage. Bookie on core 0, the
-clients on core 1 (BookKeeper's own: BenchBookie and scripts/java/ReadBench.java).
+clients on core 1 (BookKeeper's own: BenchBookie and scripts/interop/java/ReadBench.java).
 
-    BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/bench_bookkeeper_latency.py \\
+    BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/bench/bench_bookkeeper_latency.py \\
         [--rounds 3] [--tail-rates 1000,10000] [--pace-rate 40000] [--backlog-mb 1024]
 
 Per round, per storage (rounds interleave the storages), a fresh ZooKeeper and bookie:
@@ -17,7 +17,7 @@ Per round, per storage (rounds interleave the storages), a fresh ZooKeeper and b
    backlog (batch reads, v2). Prints both rates and the writer's p99 beside its p99 alone.
 Prints medians of the rounds with their spread, and ours / the better BookKeeper storage.
 BookKeeper's bookies run over the launcher's Netty; the sides ``db-epoll`` and ``sorted-epoll``
-over epoll (``BOOKKEEPER_NETTY_JARS``, scripts/bk_netty.py). The report says which. A side
+over epoll (``BOOKKEEPER_NETTY_JARS``, scripts/interop/bk_netty.py). The report says which. A side
 with ``-flush`` (``db-epoll-flush``) sets ``journalFlushWhenQueueEmpty=true``: BookKeeper's
 journal then syncs as soon as no add waits, as ours does, where by default it groups adds
 for up to ``journalMaxGroupWaitMSec`` (2 ms), which one add at a time waits out.
@@ -34,13 +34,12 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-import bk_netty  # noqa: E402
-from bench_bookkeeper_reads import ENTRY, Side, is_peer, parse_side  # noqa: E402
-from interop_run import Failed, say  # noqa: E402
+from scripts.interop import bk_netty  # noqa: E402
+from scripts.bench.bench_bookkeeper_reads import ENTRY, Side, is_peer, parse_side  # noqa: E402
+from scripts.interop.interop_run import Failed, say  # noqa: E402
 
 BENCH_BOOKIE = "org.apache.bookkeeper.benchmark.BenchBookie"
 #: One add at a time: as many as BenchBookie's own latency phase.

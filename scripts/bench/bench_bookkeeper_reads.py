@@ -1,10 +1,10 @@
 """Catch-up reads side by side, in one run (issue 41; docs/bookkeeper-protocol.md §6): one of
 OUR bookies, BookKeeper's with DbLedgerStorage (its default, Pulsar's) and BookKeeper's with
 SortedLedgerStorage, each holding a backlog written by BookKeeper's own client and read back
-by it (scripts/java/ReadBench.java: BenchReadThroughputLatency's read loop, with the client's
+by it (scripts/interop/java/ReadBench.java: BenchReadThroughputLatency's read loop, with the client's
 throttle and protocol as flags). Each bookie is pinned to core 0, the Java client to core 1.
 
-    sudo BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/bench_bookkeeper_reads.py \\
+    sudo BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/bench/bench_bookkeeper_reads.py \\
         [--backlog-mb 200,1024] [--rounds 3] [--quorum 1,1,1] [--cases batch-v2,single-v2,single-v3]
 
 Per round, per storage (rounds interleave the storages, so a drift of the machine hits each):
@@ -21,7 +21,7 @@ own sequential and 4 KiB random read rates in the same run, as entries/s of 1 Ki
 BookKeeper's bookies run as shipped (bkenv.sh: -Xms1g -Xmx1g -XX:MaxDirectMemorySize=2g),
 over the launcher's Netty (NIO for a build on Debian's 4.1.48, which has no native epoll);
 a side ``db-epoll`` or ``sorted-epoll`` runs them over epoll on the Netty 4.2 jars of
-``BOOKKEEPER_NETTY_JARS`` (scripts/bk_netty.py), ``-flush`` (``db-epoll-flush``) with
+``BOOKKEEPER_NETTY_JARS`` (scripts/interop/bk_netty.py), ``-flush`` (``db-epoll-flush``) with
 ``journalFlushWhenQueueEmpty=true``, ``-nosync`` with ``journalSyncData=false`` (a diagnosis
 only: SIDE_FLAGS). The report says which transport each side's
 bookies ran. ``--profile DIR``
@@ -39,16 +39,15 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-import bk_netty  # noqa: E402
-from bench_bookies_per_host import cpu_times  # noqa: E402
-from disk_floor import cold_caches_possible, disk_floor, drop_caches  # noqa: E402
-from interop_run import Failed, Interop, say  # noqa: E402
+from scripts.interop import bk_netty  # noqa: E402
+from scripts.bench.bench_bookies_per_host import cpu_times  # noqa: E402
+from scripts.bench.disk_floor import cold_caches_possible, disk_floor, drop_caches  # noqa: E402
+from scripts.interop.interop_run import Failed, Interop, say  # noqa: E402
 
-JAVA = os.path.join(ROOT, "scripts", "java", "ReadBench.java")
+JAVA = os.path.join(ROOT, "scripts", "interop", "java", "ReadBench.java")
 ENTRY = 1024
 STORAGES = {
     "ours": None,
@@ -63,7 +62,7 @@ BK_JAVA_OPTS = "-Xms1g -Xmx1g -XX:MaxDirectMemorySize=2g"
 #: What a side's name may add to its storage, "-" apart ("db-epoll-flush").
 SIDE_FLAGS = {
     "epoll": "its bookies over epoll, on the Netty 4.2 jars of BOOKKEEPER_NETTY_JARS "
-             "(scripts/bk_netty.py)",
+             "(scripts/interop/bk_netty.py)",
     "flush": "journalFlushWhenQueueEmpty=true: its journal syncs as soon as no add waits, as "
              "ours does, not after grouping adds for up to journalMaxGroupWaitMSec (2 ms)",
     "nosync": "journalSyncData=false: its journal never syncs, so an add is acknowledged "
@@ -264,7 +263,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--storages", default="ours,db,sorted",
                         help="sides, of ours, db (DbLedgerStorage), sorted "
                         "(SortedLedgerStorage); BookKeeper's with -epoll (over epoll: "
-                        "BOOKKEEPER_NETTY_JARS, scripts/bk_netty.py) and/or -flush "
+                        "BOOKKEEPER_NETTY_JARS, scripts/interop/bk_netty.py) and/or -flush "
                         "(journalFlushWhenQueueEmpty=true), e.g. db-epoll-flush")
     parser.add_argument("--cases", default=",".join(CASES),
                         help="batch-v2 (BP-62 batch reads of 1,000), single-v2, single-v3")

@@ -1,6 +1,6 @@
 """Benchmark one pipelined LedgerWriter beside the raw HTTP batch path, in the same run.
 
-    .venv/bin/python scripts/bench_client.py [--seconds 2] [--rounds 3] [--sizes 1024,65536]
+    .venv/bin/python scripts/bench/bench_client.py [--seconds 2] [--rounds 3] [--sizes 1024,65536]
         [--no-pin]
 
 Starts its own bookie (``python -m bookie serve --data-dir <tmp> --port 0`` on 127.0.0.1,
@@ -40,13 +40,13 @@ import time
 import urllib.error
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from api.client import BookieClient, LedgerWriter, WriterOptions  # noqa: E402
 from bookie.entry import frame_entry, master_key  # noqa: E402
 from bookie.errors import Unavailable  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RAW_BATCH = 100
 LATENCY_SAMPLE = 8
 PASSWORD = b"bench"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The replicated path at the bookies' speed: the cluster client beside a raw bookie, same run.
 
-    .venv/bin/python scripts/bench_cluster.py --runs 3
+    .venv/bin/python scripts/bench/bench_cluster.py --runs 3
         [--entries 20000] [--in-flight 256] [--baseline-seconds 2] [--latency-appends 2000]
         [--beyond-lac 20000] [--rerep-mib 192] [--rerep-limit-mib 16]
         [--rows raw,floor,appends,latency,read,tail,recovery,rerep] [--rerep-kib 1,64]
@@ -13,7 +13,7 @@ sides never share a core; ZooKeeper (metadata only) may use both. Everything is 
 by PID at the end and the temp dirs removed. All entries are 1 KiB framed (988-byte
 payload + 36 bytes of header and CRC32C) unless a row says otherwise. Rows:
 
-  raw bookie        one of those same daemons driven by scripts/bench_http.py's raw-socket
+  raw bookie        one of those same daemons driven by scripts/bench/bench_http.py's raw-socket
                     load generator: batches of 256 (the writer's POST batch), 8 connections
                     (twice its batches in flight per bookie): the most this bookie adds per
                     second.
@@ -68,12 +68,10 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPTS = os.path.join(ROOT, "scripts")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, SCRIPTS)
 
-import bench_http  # noqa: E402  (the raw-socket load generator of the baseline)
+from scripts.bench import bench_http  # noqa: E402  (the raw-socket load generator of the baseline)
 
 from api.client.codec import LedgerCodec  # noqa: E402
 from api.client.distribution import write_set  # noqa: E402

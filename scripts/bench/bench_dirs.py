@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Several journal and ledger dirs against one, each dir on its own device (docs/design.md §3.8).
 
-    sudo .venv/bin/python scripts/bench_dirs.py [--backend loop|tmpfs|dir] [--seconds 10]
+    sudo .venv/bin/python scripts/bench/bench_dirs.py [--backend loop|tmpfs|dir] [--seconds 10]
         [--runs 3] [--outstanding 2000] [--ledgers 24] [--layouts one,split,many]
 
 Layouts, measured in the same run on the same kind of device:
@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 _I32 = struct.Struct(">i")

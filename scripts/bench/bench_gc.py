@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compaction speed, throttled and not, and what it costs adds, in one run.
 
-    .venv/bin/python scripts/bench_gc.py [--data-mib 96] [--throttle-mib 32] [--clients 4]
+    .venv/bin/python scripts/bench/bench_gc.py [--data-mib 96] [--throttle-mib 32] [--clients 4]
 
 1. Prepares a data dir with a bookie daemon (`python -m bookie serve`, 127.0.0.1 only):
    three ledgers interleaved in 4 MiB entry logs (a checkpoint after every round), then two
@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 import aiohttp  # noqa: E402

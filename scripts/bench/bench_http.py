@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Durable 1 KiB adds over HTTP, beside a bare aiohttp POST endpoint measured in the same run.
 
-    .venv/bin/python scripts/bench_http.py [--seconds 5] [--clients 1,16,64] [--batches 1,100]
+    .venv/bin/python scripts/bench/bench_http.py [--seconds 5] [--clients 1,16,64] [--batches 1,100]
         [--loop uvloop|asyncio] [--server-cpus 0|0,1] [--tls]
 
 Starts (on 127.0.0.1 only, each stopped by PID at the end):
@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 from bookie.entry import frame_entry, master_key  # noqa: E402

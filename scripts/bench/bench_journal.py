@@ -1,6 +1,6 @@
 """Benchmark the journal alone: durable 1 KiB adds/s and latency against raw fdatasync loops.
 
-    .venv/bin/python scripts/bench_journal.py [--seconds 3] [--writers 1,16,64,256] [--dir D]
+    .venv/bin/python scripts/bench/bench_journal.py [--seconds 3] [--writers 1,16,64,256] [--dir D]
         [--loop uvloop|asyncio]
 
 Writers are asyncio tasks awaiting a future that the journal's complete_group resolves with
@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from bookie.cli import run_event_loop  # noqa: E402
 from bookie.disk import OsDisk  # noqa: E402

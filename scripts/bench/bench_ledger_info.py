@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`GET /v1/ledgers/{L}` latency by ledger size, beside `GET /health` in the same run.
 
-    .venv/bin/python scripts/bench_ledger_info.py [--sizes 1000,60000] [--calls 200]
+    .venv/bin/python scripts/bench/bench_ledger_info.py [--sizes 1000,60000] [--calls 200]
 
 Starts a real bookie daemon on 127.0.0.1 with a temp data dir (stopped by PID at the end),
 writes one ledger per size in batches of 1000 1 KiB entries, checkpoints, then prints p50/p99
@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 import aiohttp  # noqa: E402

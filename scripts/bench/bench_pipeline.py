@@ -1,6 +1,6 @@
 """Benchmark the Spark pipeline against the plain Python reader, in the same run.
 
-    .venv/bin/python scripts/bench_pipeline.py [--gib 2] [--log-mib 512] [--entry-bytes 1024]
+    .venv/bin/python scripts/bench/bench_pipeline.py [--gib 2] [--log-mib 512] [--entry-bytes 1024]
         [--cores N] [--repeat 3] [--dir D] [--keep]
 
 Generates ``--gib`` GiB of finalized entry logs of ``--log-mib`` MiB each (1 KiB entries,
@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import crc32c  # noqa: E402
 import pyarrow as pa  # noqa: E402

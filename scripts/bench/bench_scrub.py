@@ -1,6 +1,6 @@
 """Scrub throughput beside a plain sequential read of the same entry logs, in one run.
 
-    .venv/bin/python scripts/bench_scrub.py [--gib 1.0] [--entry-bytes 1024] [--dir /tmp]
+    .venv/bin/python scripts/bench/bench_scrub.py [--gib 1.0] [--entry-bytes 1024] [--dir /tmp]
 
 Writes >= ``--gib`` GiB of entry logs of 1 KiB CRC32C entries (several ledgers, written in
 checkpoint-sized sorted batches as the bookie does) with their ``locations`` and ``ledgers``
@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 

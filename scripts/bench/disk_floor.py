@@ -4,7 +4,7 @@ page cache, one request at a time, as a bookie's single-entry miss costs). As 1 
 a sequential read returns ~1,000 entries a MiB, a random read one entry. And the journal's
 floor (``sync_floor``): how many small and large writes a second the disk syncs.
 
-    sudo .venv/bin/python scripts/disk_floor.py [--dir DIR] [--mb 1024] [--seconds 5]
+    sudo .venv/bin/python scripts/bench/disk_floor.py [--dir DIR] [--mb 1024] [--seconds 5]
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 # Every pipeline job through spark-submit against a Spark standalone master and worker on
 # 127.0.0.1, checked like the tests check them (tests/pipeline/cluster_check.py).
 #
-#   bash scripts/spark_cluster_demo.sh [--local-venv]
+#   bash scripts/demo/spark_cluster_demo.sh [--local-venv]
 #
 # 1. generates a small data dir with known damage, a live-ledger list and an index export
 #    with two planted mismatches (python -m tests.pipeline.datagen);
@@ -22,7 +22,7 @@ if [[ -z "${DEMO_UNDER_TIMEOUT:-}" ]]; then
     # The whole run is bounded; TERM at the deadline reaches the trap below.
     DEMO_UNDER_TIMEOUT=1 exec timeout --kill-after=60 "$DEMO_TIMEOUT_S" bash "$0" "$@"
 fi
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT=$PWD
 PY=${PY:-$ROOT/.venv/bin/python}
 USE_VENV_PACK=1

@@ -1,7 +1,7 @@
 """Our Python client on Apache BookKeeper's bookies, both ways (issue 55 items 3 and 4): a
 real run, not in CI (it needs BookKeeper's launcher), as the other BookKeeper drills.
 
-    BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/drill_bookkeeper_client.py \
+    BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/drill/drill_bookkeeper_client.py \
         --rounds 4 --seed 1 [--cluster all-bk|mixed|both]
 
 The cluster: ZooKeeper and 4 DbLedgerStorage bookies of BookKeeper's ("all-bk"), or 2 of
@@ -15,7 +15,7 @@ theirs beside 2 of ours ("mixed"). Our client speaks BookKeeper's protocol to ev
      bookie, of two in turn, of all at once; each restarted on its data), then the writer is
      SIGKILLed with its adds in flight. Our recovery (``open_ledger``: fence, read past the
      LAC, write back, close) closes each ledger; then BookKeeper's Java client
-     (scripts/java/RecoveryDrill.java ``recover``) opens each and reads every entry back,
+     (scripts/interop/java/RecoveryDrill.java ``recover``) opens each and reads every entry back,
      checking each payload byte for byte, and ``held`` asks every bookie of each write set
      for its copy.
   2. **BookKeeper writes, ours reads.** BookKeeper's Java client writes the same way
@@ -45,12 +45,11 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from drill_bookkeeper_recovery import JAVA, Drill, read_acks, wait_for_acks  # noqa: E402
-from interop_run import Failed, say  # noqa: E402
+from scripts.drill.drill_bookkeeper_recovery import JAVA, Drill, read_acks, wait_for_acks  # noqa: E402
+from scripts.interop.interop_run import Failed, say  # noqa: E402
 
 PASSWORD = b"drill"  # RecoveryDrill.java's
 ENTRY_SIZE = 1024

@@ -2,12 +2,12 @@
 by ours one by one with BookKeeper's own ``decommissionbookie`` and autorecovery while
 BookKeeper's client writes and tails, then the same in reverse. A real run, not in CI.
 
-    BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/drill_bookkeeper_migration.py \
+    BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/drill/drill_bookkeeper_migration.py \
         [--rate 300] [--streams 3] [--entries-per-ledger 3000]
 
   1. 3 of BookKeeper's bookies on a new cluster (``initnewcluster``), BookKeeper's
      autorecovery (auditor and worker) running throughout.
-  2. BookKeeper's Java client (scripts/java/MigrationDrill.java) writes ``--streams`` chains
+  2. BookKeeper's Java client (scripts/interop/java/MigrationDrill.java) writes ``--streams`` chains
      of 3/2/2 ledgers of 1 KiB entries, each rolled after ``--entries-per-ledger`` adds as a
      Pulsar topic rolls its ledgers, at ``--rate`` adds a second a stream; another of its
      clients tails each chain as a consumer does, ledger after ledger.
@@ -32,16 +32,15 @@ import sys
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from drill_bookkeeper_recovery import Drill, held_on_write_sets, repair  # noqa: E402
-from interop_run import Failed, check, say  # noqa: E402
-from interop_bookkeeper_operator import (cookie_ids, naming, run_checked, shell,  # noqa: E402
+from scripts.drill.drill_bookkeeper_recovery import Drill, held_on_write_sets, repair  # noqa: E402
+from scripts.interop.interop_run import Failed, check, say  # noqa: E402
+from scripts.interop.interop_bookkeeper_operator import (cookie_ids, naming, run_checked, shell,  # noqa: E402
                                          wait_for)
 
-JAVA = os.path.join(ROOT, "scripts", "java", "MigrationDrill.java")
+JAVA = os.path.join(ROOT, "scripts", "interop", "java", "MigrationDrill.java")
 
 
 class AckWatch:

@@ -1,11 +1,11 @@
 """BookKeeper's own client recovers its ledgers on our bookies (issue 35): a real run, not in
-CI, as scripts/interop_bookkeeper.py is.
+CI, as scripts/interop/interop_bookkeeper.py is.
 
-    BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/drill_bookkeeper_recovery.py \
+    BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/drill/drill_bookkeeper_recovery.py \
         --rounds 10 --seed 1 [--mixed | --tls]
 
 Each round, seeded:
-  1. BookKeeper's Java client (scripts/java/RecoveryDrill.java, compiled at run time by
+  1. BookKeeper's Java client (scripts/interop/java/RecoveryDrill.java, compiled at run time by
      Java's source launcher against the launcher's classpath) writes 3/2/2 CRC32C ledgers of
      1 KiB entries with ``--in-flight`` adds outstanding per ledger (1,000 by default),
      recording every add it saw acknowledged.
@@ -34,7 +34,7 @@ bookies beside 3 of ours, so every ensemble of 3 mixes both kinds; a loss is mov
 fault's autorecovery (ours reads and writes BookKeeper's bookies over their protocol since
 issue 55; before, every mixed loss and repair was BookKeeper's), and copies are mended by
 ``--mixed-repair`` (ours by default). ``--tls``: our
-bookies with mutual TLS on both ports (scripts/bk_tls_peer.py); BookKeeper's client does
+bookies with mutual TLS on both ports (scripts/interop/bk_tls_peer.py); BookKeeper's client does
 START_TLS, and a client without TLS keys must get BKUnauthorizedAccessException.
 
 Prints one line a round and a summary; exit 0 only if every check held. Every process it
@@ -54,15 +54,14 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from bk_tls_peer import TlsPeer, connected_over_tls, plain_client_refused  # noqa: E402
-from interop_run import Failed, Interop, say  # noqa: E402
+from scripts.interop.bk_tls_peer import TlsPeer, connected_over_tls, plain_client_refused  # noqa: E402
+from scripts.interop.interop_run import Failed, Interop, say  # noqa: E402
 
 
-JAVA = os.path.join(ROOT, "scripts", "java", "RecoveryDrill.java")
+JAVA = os.path.join(ROOT, "scripts", "interop", "java", "RecoveryDrill.java")
 FAULTS = ("writer", "kill1", "kill2", "killall", "zk", "lost-ours", "lost-bk", "return")
 #: Faults that take one of our bookies away until autorecovery (ours or BookKeeper's) has
 #: moved every copy it held: "lost" ones never come back, "return" comes back with its old id

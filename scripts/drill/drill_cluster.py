@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cluster drill (docs/cluster.md §5): break bookies, writers, recoveries and ZooKeeper; check S1-S6.
 
-    .venv/bin/python scripts/drill_cluster.py [--rounds 200] [--seconds 1800] [--seed N]
+    .venv/bin/python scripts/drill/drill_cluster.py [--rounds 200] [--seconds 1800] [--seed N]
                                               [--no-partitions] [--zk-acl] [--tls]
 
 With ``--zk-acl`` every process of the drill authenticates to ZooKeeper with credentials made
@@ -93,7 +93,7 @@ import tempfile
 import time
 import urllib.parse
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 from api.client import zk_auth  # noqa: E402
@@ -138,7 +138,7 @@ CHILD_WRITER = """
 import asyncio, sys
 sys.path.insert(0, sys.argv[3])
 from api.client.ensemble import BookKeeper
-from scripts.drill_cluster import payload_of
+from scripts.drill.drill_cluster import payload_of
 
 async def main(uri, count):
     async with await BookKeeper.connect(uri, add_timeout_s=2.0, read_timeout_s=2.0) as bk:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Kill -9 drill (crash model "kill -9", docs/design.md §2.2): SIGKILL a loaded daemon, restart, check.
 
-    .venv/bin/python scripts/drill_kill9.py [--rounds 1000] [--seconds 1800] [--seed N] [--dirs 3,2]
+    .venv/bin/python scripts/drill/drill_kill9.py [--rounds 1000] [--seconds 1800] [--seed N] [--dirs 3,2]
 
 Each round restarts the real daemon (`python -m bookie serve`, a subprocess on 127.0.0.1 with
 small journal, entry-log and checkpoint intervals so rolls and checkpoints happen all the
@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 import aiohttp  # noqa: E402

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Power-loss sweep (crash model "power loss", docs/design.md §2.2), wide: many seeds, every point.
 
-    .venv/bin/python scripts/drill_power_loss.py [--seeds 200] [--first-seed 1] [--ops 40]
+    .venv/bin/python scripts/drill/drill_power_loss.py [--seeds 200] [--first-seed 1] [--ops 40]
                                                  [--fates 2] [--fate garbage] [--seconds 1800]
-    .venv/bin/python scripts/drill_power_loss.py --seed 17 [--crash-at 57]    # re-run one
-    .venv/bin/python scripts/drill_power_loss.py --dirs 3,2 ...   # 3 ledger dirs, 2 journals
+    .venv/bin/python scripts/drill/drill_power_loss.py --seed 17 [--crash-at 57]    # re-run one
+    .venv/bin/python scripts/drill/drill_power_loss.py --dirs 3,2 ...   # 3 ledger dirs, 2 journals
 
 For each seed, tests/support/power_loss.py runs the seed's workload (adds, batch adds,
 deferred-sync adds + force, explicit LACs, fences, deletes, checkpoints, adds racing a
@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 from tests.support.dir_layout import parse_dirs  # noqa: E402
@@ -43,7 +43,7 @@ def _report_failure(run, args: argparse.Namespace) -> None:
     for violation in run.violations:
         print(f"    {violation}", flush=True)
     forced = f" --fate {args.fate}" if args.fate else ""
-    print(f"    re-run: .venv/bin/python scripts/drill_power_loss.py --seed {run.seed} "
+    print(f"    re-run: .venv/bin/python scripts/drill/drill_power_loss.py --seed {run.seed} "
           f"--crash-at {run.crash_at} --ops {args.ops} --fates {args.fates}{forced}"
           + (f" --dirs {args.dirs[0]},{args.dirs[1]}" if args.dirs else ""),
           flush=True)

@@ -3,7 +3,7 @@
 while writers write, and check that no acknowledged entry is lost and that autorecovery
 restores both the copies and the placement policy.
 
-    .venv/bin/python scripts/drill_topology.py [--rounds 4] [--policy rack|zone|host]
+    .venv/bin/python scripts/drill/drill_topology.py [--rounds 4] [--policy rack|zone|host]
                                                [--ledgers 6] [--entries 300] [--seed N]
 
 A real ZooKeeper and 9 bookie daemons on 127.0.0.1: bookie i on host-(i mod 3), which stands
@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 from api.client.codec import LedgerCodec  # noqa: E402
@@ -46,7 +46,7 @@ from api.client.placement import FAIL, Placement, PlacementCounts, PlacementRule
 from api.cluster.local_zookeeper import ZooKeeperServer, free_port  # noqa: E402
 from api.cluster.underreplication import Underreplication  # noqa: E402
 from bookie.errors import BookieError  # noqa: E402
-from scripts.drill_cluster import payload_of  # noqa: E402
+from scripts.drill.drill_cluster import payload_of  # noqa: E402
 from tests.support.servers import Daemon  # noqa: E402
 
 PASSWORD = b"topology"

@@ -21,8 +21,8 @@ The daemon runs with a small budget (api/server/bk_budget.py, docs/bookkeeper-pr
 plus ``--slack-mib`` (Python's allocator keeps freed memory). Prints one line a round and
 the peak; exit 1 on any failure.
 
-    scripts/fuzz_bookie_port.py --seeds 1-20 --seconds 3
-    scripts/fuzz_bookie_port.py --repo /path/to/an/older/checkout   # the same fuzz, old code
+    scripts/drill/fuzz_bookie_port.py --seeds 1-20 --seconds 3
+    scripts/drill/fuzz_bookie_port.py --repo /path/to/an/older/checkout   # the same fuzz, old code
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 from api.bkproto import v2, v3  # noqa: E402

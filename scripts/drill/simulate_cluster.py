@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Deterministic simulation of the replication protocol (tests/support/simulation/).
 
-    .venv/bin/python scripts/simulate_cluster.py --seeds 10000 --first-seed 0 [--shrink]
+    .venv/bin/python scripts/drill/simulate_cluster.py --seeds 10000 --first-seed 0 [--shrink]
                                                  [--verbose] [--topology]
 
 Each seed builds a plan (quorums, a writer killed mid-stream, faults before, during and
@@ -24,7 +24,7 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 from tests.support.simulation.scenario import run_seed, run_topology_seed  # noqa: E402

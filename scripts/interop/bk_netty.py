@@ -9,7 +9,7 @@ wheel carries such jars (``pyspark/jars/netty-*-4.2.13.Final*.jar``, the linux-x
 library among them):
 
     BOOKKEEPER_NETTY_JARS=.venv/lib/python3.11/site-packages/pyspark/jars \\
-        BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/bench_bookkeeper.py ...
+        BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/bench/bench_bookkeeper.py ...
 
 A side named ``db-epoll`` or ``sorted-epoll`` (``--storages``) runs its BookKeeper bookies on
 the jars of ``BOOKKEEPER_NETTY_JARS``, and each is checked to serve over epoll (a bookie that

@@ -3,7 +3,7 @@ made on the spot (api/cluster/certs.py), the flags that give our bookies TLS on 
 with mutual TLS (bookie_port through BookKeeper's START_TLS, docs/bookkeeper-protocol.md §9),
 and the keys BookKeeper's Java client takes for it.
 
-BookKeeper's tools without a ``-conf`` (``bk bench``, scripts/java/*.java's
+BookKeeper's tools without a ``-conf`` (``bk bench``, scripts/interop/java/*.java's
 ``new ClientConfiguration()``) read the keys as Java system properties once
 ``-Dorg.apache.bookkeeper.conf.readsystemproperties=true`` is set: they go in JAVA_OPTS,
 which BookKeeper's launchers pass to the JVM. Our own HTTP clients (read-backs, our

@@ -1,7 +1,7 @@
 """Our replicated client on Apache BookKeeper's own bookies, over BookKeeper's protocol
 (api/client/bkport/, docs/ledger_client.md "Transports"): a real run, not in CI.
 
-    BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/interop_bkport_client.py
+    BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/interop/interop_bkport_client.py
 
 Three BookKeeper bookies (DbLedgerStorage, its default and Pulsar's) on one ZooKeeper;
 ``BookKeeper.connect`` with the default ``protocol="auto"`` must pick BookKeeper's protocol for each (their
@@ -24,12 +24,11 @@ import os
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from bk_tls_peer import TlsPeer  # noqa: E402
-from interop_run import Failed, Interop, check, say  # noqa: E402
+from scripts.interop.bk_tls_peer import TlsPeer  # noqa: E402
+from scripts.interop.interop_run import Failed, Interop, check, say  # noqa: E402
 
 from api.client.bkport.client import BkBookieClient  # noqa: E402
 from api.client.ensemble import BookKeeper  # noqa: E402

@@ -1,5 +1,5 @@
 """Apache BookKeeper's own tools against this project's bookies (docs/bookkeeper-protocol.md §6):
-a real run, not in CI. Run it through scripts/interop_bookkeeper.sh.
+a real run, not in CI. Run it through scripts/interop/interop_bookkeeper.sh.
 
 BookKeeper is a test peer here, as ZooKeeper is: its launcher comes from ``--launcher`` or
 $BOOKKEEPER_LAUNCHER (a ``bk`` wrapper whose ``bk class NAME`` runs a class, or a BookKeeper distribution's own
@@ -12,7 +12,7 @@ Steps (each prints what it checked and ends "ok" or "FAILED: why"):
      every stored entry sound.
   2. BookKeeper's shell on the same cluster: listbookies, whatisinstanceid, ledgermetadata,
      readledger, bookiesanity (on each of our bookies).
-  3. A mixed cluster on one ZooKeeper (scripts/interop_bookkeeper_mixed.py), 2 BookKeeper
+  3. A mixed cluster on one ZooKeeper (scripts/interop/interop_bookkeeper_mixed.py), 2 BookKeeper
      bookies and 2 of ours: BookKeeper's client writes 3/2/2 ledgers (every ensemble of 3
      out of 2+2 mixes both kinds); one is left open by a killed writer and recovered by
      BookKeeper's `readledger -r` (fencing on our bookies); then one of our bookies is
@@ -20,7 +20,7 @@ Steps (each prints what it checked and ends "ok" or "FAILED: why"):
      BookKeeper's bookies and ours.
 
 ``--tls``: our bookies with TLS and mutual TLS on both listeners (HTTPS, and bookie_port
-through BookKeeper's START_TLS) and the role check (scripts/bk_tls_peer.py); BookKeeper's
+through BookKeeper's START_TLS) and the role check (scripts/interop/bk_tls_peer.py); BookKeeper's
 bookies in step 3 the same (TLSContextFactory, tlsClientAuthentication, BookieAuthZFactory).
 BookKeeper's benchmark gets the client keys as system properties (it has no -conf), its
 shell and autorecovery in their -conf files; every BookKeeper client must log its TLS
@@ -40,12 +40,12 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-from bk_tls_peer import TlsPeer, plain_client_refused  # noqa: E402
-from interop_bookkeeper_mixed import step_mixed  # noqa: E402
-from interop_run import Failed, Interop, check, say  # noqa: E402
+from scripts.interop.bk_tls_peer import TlsPeer, plain_client_refused  # noqa: E402
+from scripts.interop.interop_bookkeeper_mixed import step_mixed  # noqa: E402
+from scripts.interop.interop_run import Failed, Interop, check, say  # noqa: E402
 from tests.support.dir_layout import parse_dirs  # noqa: E402
 
 

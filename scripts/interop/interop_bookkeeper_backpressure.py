@@ -18,7 +18,7 @@ check is: one ensemble per ledger, and 0 refusals on ours.
 that this check fails there. The launcher comes from ``--launcher`` or
 $BOOKKEEPER_LAUNCHER; every process it starts is stopped by PID at the end.
 
-    BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/interop_bookkeeper_backpressure.py
+    BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/interop/interop_bookkeeper_backpressure.py
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ import sys
 import tempfile
 import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-from interop_run import BENCH_CLASS, Failed, Interop, check, say  # noqa: E402
+from scripts.interop.interop_run import BENCH_CLASS, Failed, Interop, check, say  # noqa: E402
 
 DB_STORAGE = "ledgerStorageClass=org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage\n"
 # As Pulsar's chart runs it: room for the burst, the write cache at BookKeeper's default.

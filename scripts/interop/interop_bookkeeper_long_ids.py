@@ -1,7 +1,7 @@
 """BookKeeper's own shell and client on ledgers past 2^31 (docs/bookkeeper-protocol.md §6): a real
 run, not in CI (CI has no BookKeeper).
 
-    BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/interop_bookkeeper_long_ids.py
+    BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/interop/interop_bookkeeper_long_ids.py
 
 On one ZooKeeper with 3 of our bookies:
   1. Our client creates a ledger (a 31-bit id), then the cluster is moved past 2^31 as a
@@ -26,12 +26,11 @@ import os
 import re
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from interop_bookkeeper_operator import run_checked, shell  # noqa: E402
-from interop_run import check, say  # noqa: E402
+from scripts.interop.interop_bookkeeper_operator import run_checked, shell  # noqa: E402
+from scripts.interop.interop_run import check, say  # noqa: E402
 
 from api.client.ensemble import BookKeeper  # noqa: E402
 from api.client.zookeeper import zk_call  # noqa: E402

@@ -1,4 +1,4 @@
-"""Step 3 of scripts/interop_bookkeeper.py (its docstring): a mixed cluster on one ZooKeeper,
+"""Step 3 of scripts/interop/interop_bookkeeper.py (its docstring): a mixed cluster on one ZooKeeper,
 2 of BookKeeper's bookies and 2 of ours. BookKeeper's client writes 3/2/2 ledgers whose
 ensembles mix both kinds; a ledger left open by a killed writer is recovered by BookKeeper's
 ``readledger -r`` (fencing on our bookies); one of our bookies is killed and BookKeeper's own
@@ -13,10 +13,14 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 import urllib.request
 
-from interop_run import BENCH_CLASS, Failed, Interop, check, say
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+from scripts.interop.interop_run import BENCH_CLASS, Failed, Interop, check, say  # noqa: E402
 
 
 def step_mixed(run: Interop) -> None:

@@ -1,14 +1,14 @@
 """BookKeeper's operator commands on our clusters (docs/bookkeeper-protocol.md §6): a real run,
-not in CI, as scripts/interop_bookkeeper.py is.
+not in CI, as scripts/interop/interop_bookkeeper.py is.
 
-    BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/interop_bookkeeper_operator.py \
+    BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/interop/interop_bookkeeper_operator.py \
         [--clusters ours,mixed]
 
 For each cluster (``ours``: 5 of our bookies; ``mixed``: 3 of ours beside 2 of BookKeeper's,
 on one ZooKeeper), BookKeeper's own shell does what an operator does, and each result is
 checked, not just the exit code:
   1. ``simpletest -e 3 -w 2 -a 2``: a ledger written and read back by the shell.
-  2. BookKeeper's Java client (scripts/java/RecoveryDrill.java) writes 3/2/2 ledgers with
+  2. BookKeeper's Java client (scripts/interop/java/RecoveryDrill.java) writes 3/2/2 ledgers with
      1,000 adds in flight and is SIGKILLed; ``readledger -r`` recovers one of them (closed at
      or above its last acknowledged entry), ``openLedger`` the others; every copy on its
      write set, byte for byte.
@@ -41,13 +41,12 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from drill_bookkeeper_recovery import (JAVA, Drill, held_on_write_sets, read_acks,  # noqa: E402
+from scripts.drill.drill_bookkeeper_recovery import (JAVA, Drill, held_on_write_sets, read_acks,  # noqa: E402
                                        repair, wait_for_acks)
-from interop_run import Failed, check, say  # noqa: E402
+from scripts.interop.interop_run import Failed, check, say  # noqa: E402
 
 from api.cluster.local_zookeeper import free_port  # noqa: E402
 

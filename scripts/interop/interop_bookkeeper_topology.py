@@ -4,7 +4,7 @@ own client, placing by its RackawareEnsemblePlacementPolicy with ScriptBasedMapp
 script ``bookie cluster topology --script`` writes, and our client, placing by the places our
 bookies publish, grade each other's ensembles the same way.
 
-    sudo BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/interop_bookkeeper_topology.py
+    sudo BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/interop/interop_bookkeeper_topology.py
 
 BookKeeper resolves a bookie's rack by its address, so the bookies need addresses of their
 own: three network namespaces of the script's own on a bridge (tests/support/netns.py; root
@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 from api.client.ensemble import BookKeeper  # noqa: E402
@@ -38,7 +38,7 @@ from api.cluster.local_zookeeper import ZooKeeperServer, free_port  # noqa: E402
 from tests.support import netns  # noqa: E402
 from tests.support.servers import Daemon  # noqa: E402
 
-JAVA = os.path.join(ROOT, "scripts", "java", "TopologyCheck.java")
+JAVA = os.path.join(ROOT, "scripts", "interop", "java", "TopologyCheck.java")
 HOSTS = 3
 FLAGS = ("--checkpoint-interval-ms", "2000", "--journal-prealloc-bytes", "1MiB",
          "--autorecovery-daemon-enabled", "false")

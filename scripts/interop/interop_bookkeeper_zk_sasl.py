@@ -1,8 +1,8 @@
 """BookKeeper's own tools on our cluster behind a SASL-secured ZooKeeper
 (docs/operations.md §7.1): a real run, not in CI (CI has no BookKeeper), as
-scripts/interop_bookkeeper.py is.
+scripts/interop/interop_bookkeeper.py is.
 
-    BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/interop_bookkeeper_zk_sasl.py
+    BOOKKEEPER_LAUNCHER=/path/to/bk .venv/bin/python scripts/interop/interop_bookkeeper_zk_sasl.py
 
 A ZooKeeper whose JAAS ``Server`` section lists one DIGEST-MD5 user
 (api/cluster/local_zookeeper.py's SASL mode), three of our bookies logging in as that user
@@ -37,12 +37,11 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from drill_bookkeeper_recovery import Drill  # noqa: E402
-from interop_run import Failed, say  # noqa: E402
+from scripts.drill.drill_bookkeeper_recovery import Drill  # noqa: E402
+from scripts.interop.interop_run import Failed, say  # noqa: E402
 
 from api.client import zk_auth  # noqa: E402
 from api.client.zookeeper import ZkMetadataStore, parse_uri, zk_read, zk_start  # noqa: E402
@@ -120,7 +119,7 @@ async def read_metadata(uri: str, ledger_id: int):
 
 
 def java_ledger(run: Run, uri: str, env: dict) -> int:
-    """A ledger BookKeeper's Java client (scripts/java/RecoveryDrill.java ``write``, logged
+    """A ledger BookKeeper's Java client (scripts/interop/java/RecoveryDrill.java ``write``, logged
     in with SASL) creates on our bookies: its id, once some adds were acknowledged. The
     writer is then killed, so the ledger stays (open)."""
     drill = run.drill

@@ -1,4 +1,4 @@
-"""The runner the interop scripts share (scripts/interop_bookkeeper.py and its steps, and
+"""The runner the interop scripts share (scripts/interop/interop_bookkeeper.py and its steps, and
 the drills and interop scripts built on it): our bookies and BookKeeper's processes on one
 work dir, stopped by PID; ``check`` prints what it checked or raises ``Failed``."""
 
@@ -12,11 +12,11 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 from api.cluster.local_zookeeper import ZooKeeperServer, free_port  # noqa: E402
-from bk_tls_peer import TLS_CONNECTED, TlsPeer  # noqa: E402
+from scripts.interop.bk_tls_peer import TLS_CONNECTED, TlsPeer  # noqa: E402
 from tests.support.dir_layout import dir_lists  # noqa: E402
 
 BENCH_CLASS = "org.apache.bookkeeper.benchmark.BenchThroughputLatency"

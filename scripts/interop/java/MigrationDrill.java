@@ -1,5 +1,5 @@
-// BookKeeper's own Java client for scripts/drill_bookkeeper_migration.py (issue 35): run
-// through the BookKeeper launcher as `bk class scripts/java/MigrationDrill.java ...` (Java's
+// BookKeeper's own Java client for scripts/drill/drill_bookkeeper_migration.py (issue 35): run
+// through the BookKeeper launcher as `bk class scripts/interop/java/MigrationDrill.java ...` (Java's
 // source launcher compiles it at run time against the launcher's classpath).
 //
 //   write ZK_URI STREAMS IN_FLIGHT ENTRIES_PER_LEDGER RATE ACK_FILE STOP_FILE

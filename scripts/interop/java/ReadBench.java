@@ -1,5 +1,5 @@
-// BookKeeper's own Java client for scripts/bench_bookkeeper_reads.py (issue 41): run through
-// the BookKeeper launcher as `bk class scripts/java/ReadBench.java ...`, so Java's source
+// BookKeeper's own Java client for scripts/bench/bench_bookkeeper_reads.py (issue 41): run through
+// the BookKeeper launcher as `bk class scripts/interop/java/ReadBench.java ...`, so Java's source
 // launcher compiles it at run time against the launcher's classpath; nothing of BookKeeper
 // is shipped or built here. The same client measures our bookie and BookKeeper's.
 //

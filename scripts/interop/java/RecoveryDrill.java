@@ -1,5 +1,5 @@
-// BookKeeper's own Java client for scripts/drill_bookkeeper_recovery.py (issue 35): run
-// through the BookKeeper launcher as `bk class scripts/java/RecoveryDrill.java ...`, so
+// BookKeeper's own Java client for scripts/drill/drill_bookkeeper_recovery.py (issue 35): run
+// through the BookKeeper launcher as `bk class scripts/interop/java/RecoveryDrill.java ...`, so
 // Java's source launcher compiles it at run time against the launcher's classpath; nothing
 // of BookKeeper is shipped or built here.
 //
@@ -50,7 +50,7 @@ import org.apache.bookkeeper.proto.BookieProtocol;
 public class RecoveryDrill {
     static final byte[] PASSWORD = "drill".getBytes(StandardCharsets.UTF_8);
     static final int ENTRY_SIZE = 1024;
-    // Custom metadata as Pulsar's managed ledgers set it; scripts/drill_bookkeeper_client.py
+    // Custom metadata as Pulsar's managed ledgers set it; scripts/drill/drill_bookkeeper_client.py
     // writes the same from our client and compares the two ledgers' metadata.
     static final Map<String, byte[]> CUSTOM =
             Map.of("application", "drill".getBytes(StandardCharsets.UTF_8));

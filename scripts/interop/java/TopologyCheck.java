@@ -1,5 +1,5 @@
-// BookKeeper's own Java client for scripts/interop_bookkeeper_topology.py (issue 39): run
-// through the BookKeeper launcher as `bk class scripts/java/TopologyCheck.java ...`, so Java's
+// BookKeeper's own Java client for scripts/interop/interop_bookkeeper_topology.py (issue 39): run
+// through the BookKeeper launcher as `bk class scripts/interop/java/TopologyCheck.java ...`, so Java's
 // source launcher compiles it at run time against the launcher's classpath.
 //
 // The client places by BookKeeper's RackawareEnsemblePlacementPolicy, resolving each bookie's
