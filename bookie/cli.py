@@ -328,7 +328,7 @@ def run_event_loop(main_coroutine, event_loop: str = "uvloop"):
     else on asyncio's own loop.
 
     uvloop cut the server's CPU per single add by 5-19% (docs/operations.md §2.1,
-    scripts/bench_http.py --loop); asyncio stays the fallback, and nothing in the bookie
+    scripts/bench/bench_http.py --loop); asyncio stays the fallback, and nothing in the bookie
     depends on which runs."""
     if event_loop == "uvloop":
         try:

@@ -1,6 +1,6 @@
 """A minimal HTTP/1.1 client for the writer's hot path: POST a batch, read the answer.
 
-aiohttp's client costs ~120 us of CPU per request (measured with scripts/bench_http.py's
+aiohttp's client costs ~120 us of CPU per request (measured with scripts/bench/bench_http.py's
 raw-socket load generator beside it); a writer sends thousands of batches a second, so the
 batch adds (``BookieClient.add_batch_body``) go through this one instead (~15 us). Every
 other request keeps aiohttp. What it speaks is the subset the bookie's server answers a

@@ -80,7 +80,7 @@ class Limits:
     max_in_progress: int = 1_000        # bookie_max_reads_in_progress
     #: BL1's "the client is not reading": answers buffered past this. asyncio's 64 KiB
     #: default paused reading whenever a busy Java client fell a few thousand answers
-    #: behind (each ~35 bytes), which cost v3 runs ~10% (scripts/bench_bookkeeper.py).
+    #: behind (each ~35 bytes), which cost v3 runs ~10% (scripts/bench/bench_bookkeeper.py).
     connection_buffer: int = 4 << 20    # bookie_connection_buffer_bytes
     answers_max: int = 256 << 20        # bookie_answer_bytes_max
     requests_max: int = 256 << 20       # bookie_request_bytes_max

@@ -23,7 +23,7 @@ from api.client.ensemble import BookKeeper
 from api.client.fragments import referenced_bookies
 from api.client.metadata import MetadataState
 from api.cluster.underreplication import Underreplication
-from scripts.drill_cluster import CHILD_WRITER, payload_of
+from scripts.drill.drill_cluster import CHILD_WRITER, payload_of
 from tests.support.servers import ROOT, Daemon
 
 FLAGS = ("--checkpoint-interval-ms", "2000", "--journal-prealloc-bytes", "1MiB",

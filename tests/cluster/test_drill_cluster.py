@@ -1,4 +1,4 @@
-"""The cluster drill's CI version (scripts/drill_cluster.py): ten rounds of bookie kills,
+"""The cluster drill's CI version (scripts/drill/drill_cluster.py): ten rounds of bookie kills,
 pauses, partitions, ZooKeeper restarts, dead writers, racing recoveries, faults during
 recovery, a bookie returning with its old id and appends racing close, with GC on; S1-S6
 checked every round (S3 on every replica); rounds 4 and 8 (at least) lose a bookie for good,
@@ -21,7 +21,7 @@ from tests.support.servers import ROOT
 @pytest.mark.timeout(600)  # 10 rounds take 60-120 s alone; a busy machine doubles it
 def test_cluster_drill_10_rounds_lose_nothing_and_violate_nothing(seed):
     done = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "scripts", "drill_cluster.py"), "--rounds", "10",
+        [sys.executable, os.path.join(ROOT, "scripts", "drill", "drill_cluster.py"), "--rounds", "10",
          "--seconds", "360", "--seed", str(seed), "--entries", "60",
          "--lose-every", "4", *(["--no-partitions"] if netns.unavailable() else [])],
         cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True,

@@ -1,4 +1,4 @@
-"""scripts/drill_topology.py, short (docs/performance.md's figures come from its long runs): a
+"""scripts/drill/drill_topology.py, short (docs/performance.md's figures come from its long runs): a
 rack lost for good under writers loses no acknowledged entry, and autorecovery restores the
 copies and the placement once a new rack comes up."""
 
@@ -11,7 +11,7 @@ from tests.support.servers import ROOT
 
 
 def test_a_short_topology_drill_loses_nothing_and_restores_placement():
-    done = subprocess.run([sys.executable, "scripts/drill_topology.py", "--rounds", "2",
+    done = subprocess.run([sys.executable, "scripts/drill/drill_topology.py", "--rounds", "2",
                            "--ledgers", "3", "--entries", "90", "--seed", "39"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""

@@ -21,7 +21,7 @@ from api.client.placement import (MEETS_STRICT, Placement, PlacementCounts, Plac
                                   PlacementRules)
 from api.client.topology import Location, encode_rack_map
 from api.cluster.zookeeper import write_rack_map
-from scripts.drill_cluster import payload_of
+from scripts.drill.drill_cluster import payload_of
 from tests.cluster.test_autorecovery import (FLAGS, PASSWORD, bookie_id, cleanup,  # noqa: F401
                                              fully_replicated, wait_until)
 from tests.support.servers import Daemon

@@ -1,6 +1,6 @@
 """Crash model kill -9 (docs/design.md §2.2): the drill, short, and the regressions it found.
 
-``scripts/drill_kill9.py`` SIGKILLs a real daemon under concurrent load (adds, batch adds,
+``scripts/drill/drill_kill9.py`` SIGKILLs a real daemon under concurrent load (adds, batch adds,
 deferred-sync adds + force, fences, explicit LACs, deletes, checkpoints, GC), by timer or at
 the k-th journal, entry-log, lastMark or ledger-dir sync, restarts it and checks every
 invariant after each restart. CI runs 20 rounds; the long run is by hand (docs/drills.md).
@@ -26,9 +26,9 @@ KEY = master_key(b"lac")
 
 
 def _drill(tmp_path, seed, rounds: int, *extra: str) -> tuple[str, list[int]]:
-    """Run scripts/drill_kill9.py; (stdout, its summary's numbers: rounds, acked, lost,
+    """Run scripts/drill/drill_kill9.py; (stdout, its summary's numbers: rounds, acked, lost,
     phantom, violations, then bk_protocol_ok when the drill prints it)."""
-    drill = os.path.join(ROOT, "scripts", "drill_kill9.py")
+    drill = os.path.join(ROOT, "scripts", "drill", "drill_kill9.py")
     run = subprocess.run([sys.executable, drill, "--rounds", str(rounds), "--seconds", "180",
                           "--seed", str(seed), "--data-dir", str(tmp_path), *extra],
                          capture_output=True, text=True, timeout=230, cwd=ROOT)

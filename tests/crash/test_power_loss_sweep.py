@@ -2,7 +2,7 @@
 
 The sweep (tests/support/power_loss.py) loses power at every sync and rename of a seeded
 workload run through an in-process Bookie on a SimDisk and checks every invariant after the
-restart; ``scripts/drill_power_loss.py`` runs it wide. Re-run a failure with ``--seed``.
+restart; ``scripts/drill/drill_power_loss.py`` runs it wide. Re-run a failure with ``--seed``.
 RocksDB stays on a real dir and keeps its synced writes: see tests/support/power_loss.py.
 """
 
@@ -37,7 +37,7 @@ async def test_power_loss_with_3_ledger_dirs_and_2_journals_loses_nothing(tmp_pa
     dir's syncs are crash points, and a checkpoint's lastMark.<i> in every ledger dir."""
     result = await sweep_seed(seed, str(tmp_path), ops=30, fate=None, dirs=(3, 2))
     failures = [f"{run.line()}: {violation}" for run, violation in result.violations]
-    rerun = f"re-run: scripts/drill_power_loss.py --seed {seed} --ops 30 --fates 1 --dirs 3,2"
+    rerun = f"re-run: scripts/drill/drill_power_loss.py --seed {seed} --ops 30 --fates 1 --dirs 3,2"
     assert not failures, "\n".join(failures + [rerun])
     print(f"power-loss sweep, 3 ledger dirs + 2 journals, seed={seed}: {len(result.runs)} "
           f"crash points, 0 violations")
@@ -53,7 +53,7 @@ async def test_power_loss_at_every_sync_and_rename_loses_no_acknowledged_write(
     result = await sweep_seed(sweep, str(tmp_path), ops=30, fate=fate)
     failures = [f"{run.line()}: {violation}" for run, violation in result.violations]
     forced = f" --fate {fate}" if fate else ""
-    rerun = f"re-run: scripts/drill_power_loss.py --seed {sweep} --ops 30 --fates 1{forced}"
+    rerun = f"re-run: scripts/drill/drill_power_loss.py --seed {sweep} --ops 30 --fates 1{forced}"
     assert not failures, "\n".join(failures + [rerun])
     points = len(result.runs)
     torn = sum(run.torn_saved for run in result.runs)

@@ -1,4 +1,4 @@
-"""The seeded fuzz of bookie_port (scripts/fuzz_bookie_port.py): hostile clients of every kind
+"""The seeded fuzz of bookie_port (scripts/drill/fuzz_bookie_port.py): hostile clients of every kind
 (mutated v2 and v3 frames, half frames, unread answers, reset connections, long polls,
 pipelined reads of large entries read slowly) beside a checking client, against a real daemon
 with a small budget. Every well-formed request of the checking client is answered right, the
@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def test_the_port_holds_its_budget_and_answers_under_seeded_hostile_clients():
-    run = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "fuzz_bookie_port.py"),
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "drill", "fuzz_bookie_port.py"),
                           "--seeds", "1-4", "--seconds", "2"], capture_output=True, text=True,
                          timeout=240, cwd=ROOT)
     assert run.returncode == 0 and run.stdout.rstrip().endswith("PASS"), \

@@ -1,5 +1,5 @@
 """Checks a job's ``--json`` result against datagen's truth.json: the same claims as the
-pipeline tests, for runs outside pytest (scripts/spark_cluster_demo.sh). Not a test module.
+pipeline tests, for runs outside pytest (scripts/demo/spark_cluster_demo.sh). Not a test module.
 
     python -m tests.pipeline.cluster_check JOB DIR RESULT.json
 

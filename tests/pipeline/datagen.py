@@ -1,6 +1,6 @@
 """Small generated data dirs with known contents and known damage, for the pipeline.
 
-Not a test module. Used by tests/pipeline and scripts/spark_cluster_demo.sh (``python -m
+Not a test module. Used by tests/pipeline and scripts/demo/spark_cluster_demo.sh (``python -m
 tests.pipeline.datagen DIR``). Logs are written with the
 bookie's own writer (BufferedLogChannel) and journals with journal/format.py's encoders, so
 the pipeline reads exactly the bytes a bookie writes. Every fact a test asserts (locations,
@@ -200,7 +200,7 @@ LIVE_LEDGERS = (1, 2, 4, 5)  # ledger 3 counts as deleted: its bytes are garbage
 
 def write_demo_files(data: DataDir) -> dict:
     """truth.json, live.txt and index.jsonl (an export-index with two planted mismatches)
-    beside the data dir, for scripts/spark_cluster_demo.sh and tests/pipeline/cluster_check.py.
+    beside the data dir, for scripts/demo/spark_cluster_demo.sh and tests/pipeline/cluster_check.py.
     """
     parent = os.path.dirname(data.root.rstrip("/"))
     locations = data.locations()
@@ -231,7 +231,7 @@ def write_demo_files(data: DataDir) -> dict:
 
 def main(argv: list[str]) -> int:
     """``python -m tests.pipeline.datagen DIR``: generate DIR/data, truth.json, live.txt and
-    index.jsonl (scripts/spark_cluster_demo.sh)."""
+    index.jsonl (scripts/demo/spark_cluster_demo.sh)."""
     data = generate(os.path.join(argv[0], "data"))
     truth = write_demo_files(data)
     print(f"{data.root}: {len(truth['entries'])} entries in {len(data.logs)} logs, "

@@ -20,7 +20,7 @@ from tests.support.simulation.shrink import report
 
 #: 2000 before GC and returns were simulated (each seed now costs about 1.5 times as much:
 #: a GC process per bookie, the return phase, the final repair rounds); 1500 keeps the file
-#: near 25 s on a 2-core machine. scripts/simulate_cluster.py runs the 10000.
+#: near 25 s on a 2-core machine. scripts/drill/simulate_cluster.py runs the 10000.
 SEEDS = 1500
 
 
@@ -56,7 +56,7 @@ def test_thousands_of_seeds_hold_s1_to_s5():
     assert sum(o.plan.ack_quorum == 1 for o in outcomes) > SEEDS // 10
 
 
-#: Seed 1801 as scripts/simulate_cluster.py --shrink reduced it on commit 2f9ccf9 (two faults),
+#: Seed 1801 as scripts/drill/simulate_cluster.py --shrink reduced it on commit 2f9ccf9 (two faults),
 #: re-timed for the batched recovery (RC4), which is done before the old pause at 0.37 s, and
 #: for the batching writer (the writer is killed as the 11th is acknowledged, before its
 #: close, whatever its batches look like):

@@ -2,7 +2,7 @@
 back: for each, a seed that holds with the real rules (bookie/write_rules.py, which the
 simulator's bookie calls) and breaks the named property with the rule before babee57,
 monkeypatched into write_rules for the test only. Seeds found by scanning with
-scripts/simulate_cluster.py's run_seed under the old rule.
+scripts/drill/simulate_cluster.py's run_seed under the old rule.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import collections
 from tests.support.simulation.scenario import run_topology_seed
 from tests.support.simulation.shrink import report
 
-#: About 14 ms a seed on a 2-core machine; scripts/simulate_cluster.py --topology runs more.
+#: About 14 ms a seed on a 2-core machine; scripts/drill/simulate_cluster.py --topology runs more.
 SEEDS = 400
 
 

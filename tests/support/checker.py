@@ -1,6 +1,6 @@
 """What a drill sent and what the bookie acknowledged, and the invariants checked after a crash.
 
-Shared by ``scripts/drill_kill9.py`` (a real daemon over HTTP, crash model kill -9) and the
+Shared by ``scripts/drill/drill_kill9.py`` (a real daemon over HTTP, crash model kill -9) and the
 power-loss sweep (an in-process ``Bookie`` on ``SimDisk``): both talk to an *api* with
 ``BookieClient``'s method names, either a ``BookieClient`` or ``InProcessApi(bookie)``.
 

@@ -62,7 +62,7 @@ class Daemon:
         execs, so the PID stays the bookie's). ``client_ssl``: the client TLS context its
         readiness poll uses on an https bookie (api/tls.py)."""
         self.prefix = tuple(prefix)
-        self.cwd = cwd  # another checkout's (scripts/fuzz_bookie_port.py --repo)
+        self.cwd = cwd  # another checkout's (scripts/drill/fuzz_bookie_port.py --repo)
         self.client_ssl = client_ssl
         self.data_dir = data_dir
         self.crash_at = crash_at

@@ -10,8 +10,8 @@ between recoveries, a bookie back with its old id after a worker replaced it, a 
 late.py adds ZooKeeper faults (metadata.py), more ledgers and deletes (ledgers.py), a zombie
 writer (zombie.py), a wrong password (intruder.py), BookKeeper's recovery framing
 (network.py) and Qa=1; scenario.py runs it, endgame.py ends it, checker.py checks S1-S5 of
-docs/cluster.md §5, shrink.py reduces a failing plan's faults. Entry point: scripts/
-simulate_cluster.py; tests: tests/simulation/.
+docs/cluster.md §5, shrink.py reduces a failing plan's faults. Entry point:
+scripts/drill/simulate_cluster.py; tests: tests/simulation/.
 
 Module dependencies point one way: loop, trace, processes <- bookie <- network <- faults,
 metadata <- gc, checker, clients, plan <- late, ledgers, zombie, intruder, endgame <-

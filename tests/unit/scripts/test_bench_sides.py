@@ -1,5 +1,5 @@
-"""The benchmarks' sides (scripts/bench_bookkeeper_reads.py SIDE_FLAGS, shared by the three
-issue-41 scripts) and the disk's sync floor (scripts/disk_floor.py): a side's name gives
+"""The benchmarks' sides (scripts/bench/bench_bookkeeper_reads.py SIDE_FLAGS, shared by the three
+issue-41 scripts) and the disk's sync floor (scripts/bench/disk_floor.py): a side's name gives
 the bookie settings it runs with, a side that never syncs is never the peer ours is
 measured against, and the sync floor writes and syncs a real file on this filesystem."""
 
@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from scripts import bench_bookkeeper_reads as sides
-from scripts import disk_floor
+from scripts.bench import bench_bookkeeper_reads as sides
+from scripts.bench import disk_floor
 
 
 def test_a_sides_name_gives_its_storage_and_the_settings_of_its_flags():

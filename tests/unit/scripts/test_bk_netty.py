@@ -1,4 +1,4 @@
-"""scripts/bk_netty.py: which Netty jars a BookKeeper bookie is given for epoll, and how a
+"""scripts/interop/bk_netty.py: which Netty jars a BookKeeper bookie is given for epoll, and how a
 bookie's transport is told (issue 41, "the peer at its best"). The jars are PySpark's own
 (its wheel is a test dependency); the process whose maps are read is a real one that has
 Netty's epoll library loaded, as a JVM over epoll has."""
@@ -13,7 +13,7 @@ import zipfile
 import pyspark
 import pytest
 
-from scripts import bk_netty
+from scripts.interop import bk_netty
 
 JARS = os.path.join(os.path.dirname(pyspark.__file__), "jars")
 
