@@ -11,8 +11,9 @@ this answers the same commands with the same exit codes, so those scripts run un
     ZS2. A missing node, an existing node on ``create`` or a refused ACL is one line on
          stderr in ZooKeeperMain's words and exit 1: the chart's ``create ... && echo ... &&
          initnewcluster`` must not go on after a failed create.
-    ZS3. ZooKeeper unreachable: exit 1 after ``-timeout`` ms (ZooKeeperMain waits forever;
-         the chart wraps it in ``timeout 15`` and loops, which works with either).
+    ZS3. ZooKeeper unreachable: exit 1 once the connection or an answer has waited
+         ZK_ANSWER_S (api/client/zk_bound.py ZK5; ZooKeeperMain waits forever, and the chart
+         wraps it in ``timeout 15`` and loops, which works with either).
 
 It speaks with this process's ZooKeeper credentials (api/client/zk_auth.py), as the bookie.
 """
@@ -22,10 +23,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kazoo.exceptions import NoAuthError, NodeExistsError, NoNodeError
-from kazoo.handlers.threading import KazooTimeoutError
-
+from api.client.metadata import MetadataError
 from api.client.zk_auth import new_client
+from api.client.zookeeper import zk_start
+from api.cluster.zookeeper import ShellRefusal, shell_command
 
 COMMANDS = ("ls", "get", "create", "stat")
 
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="ZooKeeper connect string, host:port[,host:port...] (default "
                              "localhost:2181)")
     parser.add_argument("-timeout", dest="timeout_ms", type=int, default=10_000,
-                        help="connection and session timeout in ms (default 10000)")
+                        help="the ZooKeeper session timeout in ms (default 10000)")
     parser.add_argument("-r", dest="read_only", action="store_true",
                         help="read-only mode, as ZooKeeperMain's -r: accepted; this shell "
                              "only writes on 'create'")
@@ -51,45 +52,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    timeout = args.timeout_ms / 1000
-    client = new_client(args.server, timeout=timeout)
-    try:
-        client.start(timeout=timeout)
-    except KazooTimeoutError:
-        print(f"zookeeper-shell: cannot connect to {args.server} within {args.timeout_ms} ms",
-              file=sys.stderr)
+    if args.read_only and args.command == "create":
+        print("zookeeper-shell: -r (read-only) refuses 'create'", file=sys.stderr)
         return 1
+    client = new_client(args.server, timeout=args.timeout_ms / 1000)
     try:
-        return _command(client, args)
-    except NoNodeError:
-        print(f"Node does not exist: {args.path}", file=sys.stderr)  # ZS2
-    except NodeExistsError:
-        print(f"Node already exists: {args.path}", file=sys.stderr)
-    except NoAuthError:
-        print(f"Insufficient permission : {args.path}", file=sys.stderr)
+        zk_start(client)  # ZS3: bounded (ZK5), never ZooKeeperMain's wait forever
+        print(shell_command(client, args.command, args.path, args.data.encode("utf-8")))
+        return 0
+    except ShellRefusal as refusal:  # ZS2
+        print(refusal, file=sys.stderr)
+    except MetadataError as err:
+        print(f"zookeeper-shell: cannot connect or no answer: {err}", file=sys.stderr)
     finally:
         client.stop()
         client.close()
     return 1
-
-
-def _command(client, args: argparse.Namespace) -> int:
-    if args.command == "ls":
-        print("[" + ", ".join(sorted(client.get_children(args.path))) + "]")
-    elif args.command == "get":
-        data, _ = client.get(args.path)
-        print(data.decode("utf-8", "replace") if data else "null")
-    elif args.command == "stat":
-        _, stat = client.get(args.path)
-        print(f"version = {stat.version}\nnumChildren = {stat.numChildren}\n"
-              f"dataLength = {stat.dataLength}")
-    else:
-        if args.read_only:
-            print("zookeeper-shell: -r (read-only) refuses 'create'", file=sys.stderr)
-            return 1
-        client.create(args.path, args.data.encode("utf-8"))
-        print(f"Created {args.path}")
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -210,3 +210,30 @@ def write_rack_map(client: KazooClient, root: str, data: bytes) -> None:
         zk_call(client.set_async, path, data)
     except NoAuthError:
         raise refused("write", path) from None
+
+
+class ShellRefusal(Exception):
+    """A zookeeper-shell command ZooKeeper refused, in ZooKeeperMain's words
+    (api/cluster/zk_shell.py ZS2)."""
+
+
+def shell_command(client: KazooClient, command: str, path: str, data: bytes = b"") -> str:
+    """What ``pulsar zookeeper-shell COMMAND PATH`` prints (api/cluster/zk_shell.py ZS1),
+    each call bounded (ZK5); ShellRefusal for a missing or existing node or a refused ACL."""
+    try:
+        if command == "ls":
+            return "[" + ", ".join(sorted(zk_read(client.get_children_async, path))) + "]"
+        if command == "create":
+            zk_call(client.create_async, path, data)
+            return f"Created {path}"
+        value, stat = zk_read(client.get_async, path)
+        if command == "stat":
+            return (f"version = {stat.version}\nnumChildren = {stat.numChildren}\n"
+                    f"dataLength = {stat.dataLength}")
+        return value.decode("utf-8", "replace") if value else "null"
+    except NoNodeError:
+        raise ShellRefusal(f"Node does not exist: {path}") from None
+    except NodeExistsError:
+        raise ShellRefusal(f"Node already exists: {path}") from None
+    except NoAuthError:
+        raise ShellRefusal(f"Insufficient permission : {path}") from None

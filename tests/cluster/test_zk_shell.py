@@ -39,5 +39,5 @@ def test_unreachable_zookeeper_exits_1_within_its_timeout():
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    done = _run("-timeout", "1500", "-server", f"127.0.0.1:{port}", "ls", "/")
-    assert done.returncode == 1 and "cannot connect" in done.stderr  # ZS3
+    done = _run("-server", f"127.0.0.1:{port}", "ls", "/")
+    assert done.returncode == 1 and "cannot connect or no answer" in done.stderr  # ZS3
