@@ -37,14 +37,20 @@ Invariants:
          (``login_refused``), never a session that goes on unauthenticated: kazoo then
          fails the session (AUTH_FAILED) and every request queued or made on it with
          AuthFailedError, which api/client/zk_bound.py's bounded calls turn into that error.
+         kazoo then closes the session (state CLOSED) at once, and a request made after that
+         fails with ConnectionClosedError instead: so each client made here remembers a
+         refused login (``login_was_refused``), and the bounded calls check it before they
+         take a closed connection for an outage.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import weakref
 
 from kazoo.client import KazooClient
+from kazoo.protocol.states import KeeperState
 from kazoo.security import ACL, Id, Permissions, make_digest_acl
 
 from api.client.metadata import MetadataError
@@ -152,7 +158,26 @@ def new_client(hosts: str, timeout: float = 10.0, **kwargs) -> KazooClient:
     elif credentials is not None:
         kwargs["auth_data"] = [("digest", f"{credentials.user}:{credentials.password}")]
         kwargs["default_acl"] = acl(credentials)
-    return KazooClient(hosts=hosts, timeout=timeout, **kwargs)
+    client = KazooClient(hosts=hosts, timeout=timeout, **kwargs)
+    client.add_listener(lambda _state: _note_refusal(client))
+    return client
+
+
+#: ZA4: the clients whose login ZooKeeper refused (weak: a client's owner drops it freely).
+_REFUSED: weakref.WeakSet = weakref.WeakSet()
+
+
+def _note_refusal(client: KazooClient) -> None:
+    """A state listener (kazoo's thread): kazoo sets AUTH_FAILED just before it tells the
+    listeners the session is LOST, and CLOSED right after, so this is the one moment the
+    cause can be seen."""
+    if client.client_state == KeeperState.AUTH_FAILED:
+        _REFUSED.add(client)
+
+
+def login_was_refused(client: KazooClient) -> bool:
+    """ZA4: ZooKeeper refused this client's login (its session is closed for good)."""
+    return client in _REFUSED
 
 
 def login_refused(hosts: str) -> MetadataError:

@@ -26,7 +26,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
 from api.client.metadata import MetadataError
-from api.client.zk_auth import login_refused
+from api.client.zk_auth import login_refused, login_was_refused
 
 __all__ = ["ZK_ANSWER_S", "ZkUnavailable", "zk_call", "zk_read", "zk_start", "zk_watch"]
 
@@ -49,12 +49,26 @@ class ZkUnavailable(MetadataError):
         self.hosts = hosts
 
 
-def _hosts(owner) -> str:
-    """host:port,... of a kazoo client, or of the client of a method's owner (a client, or a
-    transaction for commit_async)."""
+def _client(owner):
+    """The kazoo client of a method's owner (a client, or a transaction for commit_async)."""
     owner = getattr(owner, "__self__", owner)
-    client = getattr(owner, "client", owner)
+    return getattr(owner, "client", owner)
+
+
+def _hosts(owner) -> str:
+    """host:port,... of a kazoo client, or of the client of a method's owner."""
+    client = _client(owner)
     return ",".join(f"{host}:{port}" for host, port in getattr(client, "hosts", None) or ())
+
+
+def _closed(async_method, exc: Exception) -> MetadataError:
+    """A lost or closed session: the refused login it followed (ZA4: kazoo closes the
+    session right after AUTH_FAILED, so a later request sees ConnectionClosedError), else
+    ZkUnavailable."""
+    if login_was_refused(_client(async_method)):
+        return login_refused(_hosts(async_method))
+    return ZkUnavailable(_hosts(async_method), f"lost the connection before it "
+                                               f"answered ({type(exc).__name__})")
 
 
 def _answer(async_method, args, kwargs, timeout_s: float):
@@ -74,8 +88,7 @@ def zk_call(async_method, *args, **kwargs):
     try:
         return _answer(async_method, args, kwargs, ZK_ANSWER_S)
     except (ConnectionLoss, SessionExpiredError) as exc:
-        raise ZkUnavailable(_hosts(async_method), f"lost the connection before it "
-                                                  f"answered ({type(exc).__name__})") from None
+        raise _closed(async_method, exc) from None
 
 
 def zk_read(async_method, *args, **kwargs):
@@ -87,7 +100,9 @@ def zk_read(async_method, *args, **kwargs):
     while True:
         try:
             return _answer(async_method, args, kwargs, deadline - time.monotonic())
-        except (ConnectionLoss, SessionExpiredError):
+        except (ConnectionLoss, SessionExpiredError) as exc:
+            if login_was_refused(_client(async_method)):  # ZA4: closed for good, at once
+                raise _closed(async_method, exc) from None
             if time.monotonic() + pause >= deadline:
                 raise ZkUnavailable(_hosts(async_method)) from None
             time.sleep(pause)  # a reconnect takes a moment: do not spin on a dead socket
@@ -107,4 +122,6 @@ def zk_start(client: KazooClient) -> None:
     client keeps trying in the background until its owner stops it."""
     if client.state != KazooState.CONNECTED and \
             not client.start_async().wait(timeout=ZK_ANSWER_S):
+        if login_was_refused(client):  # ZA4
+            raise login_refused(_hosts(client))
         raise ZkUnavailable(_hosts(client))
