@@ -1,0 +1,59 @@
+"""What the Pulsar helm chart gives a bookie pod, as environment variables: the keys of its
+bookkeeper configmap (apache/pulsar-helm-chart, charts/pulsar/templates/bookkeeper-configmap.
+yaml and _bookkeeper.tpl's ``pulsar.bookkeeper.config.common``, with values.yaml's
+``bookkeeper.configData`` defaults), for a chart with ZooKeeper, a separate autorecovery and
+persistent volumes. The pod's entrypoint runs ``bin/apply-config-from-env.py
+conf/bookkeeper.conf`` with these in its environment (deploy/pulsar/, tests/deploy/)."""
+
+from __future__ import annotations
+
+import pathlib
+
+PULSAR_CONF = pathlib.Path(__file__).resolve().parents[1] / "data" / "pulsar_bookkeeper.conf"
+
+
+def chart_environment(zk_hosts: str, prefix: str = "/pulsar", http_port: int = 8000,
+                      root: str = "/pulsar/data/bookkeeper",
+                      index_dir: str | None = None) -> dict[str, str]:
+    """The configmap's variables, with ZooKeeper, the metadata prefix, the http port and the
+    data volumes' mount points as parameters (a test points them at its own)."""
+    env = {
+        # pulsar.bookkeeper.config.common
+        "zkServers": "", "zkLedgersRootPath": "",
+        "metadataServiceUri": f"zk+hierarchical://{zk_hosts}{prefix}/ledgers",
+        "httpServerEnabled": "true", "httpServerPort": str(http_port),
+        "useHostNameAsBookieID": "true",
+        # the configmap's own keys
+        "autoRecoveryDaemonEnabled": "false", "journalMaxBackups": "0",
+        "journalDirectories": f"{root}/journal",
+        "PULSAR_PREFIX_journalDirectories": f"{root}/journal",
+        "ledgerDirectories": f"{root}/ledgers",
+        # values.yaml bookkeeper.configData
+        "PULSAR_MEM": "-Xms128m -Xmx256m -XX:MaxDirectMemorySize=256m",
+        "PULSAR_GC": "-XX:+UseZGC -XX:+ZGenerational -XX:+ExitOnOutOfMemoryError",
+        "minorCompactionThreshold": "0.2", "minorCompactionInterval": "360",
+        "majorCompactionThreshold": "0.8", "majorCompactionInterval": "10800",
+        "gcWaitTime": "300000", "isForceGCAllowWhenNoSpace": "true",
+        "PULSAR_PREFIX_entryLocationCompactionInterval": "86400",
+        "diskUsageLwmThreshold": "0.85", "diskUsageWarnThreshold": "0.9",
+        "diskUsageThreshold": "0.95", "diskCheckInterval": "1800",
+        # bookkeeper-statefulset.yaml exports these before it starts the bookie
+        "PULSAR_PREFIX_defaultRocksdbConf": "conf/non_existing_default_rocksdb.conf",
+        "PULSAR_PREFIX_entryLocationRocksdbConf":
+            "conf/non_existing_entry_location_rocksdb.conf",
+        "PULSAR_PREFIX_ledgerMetadataRocksdbConf":
+            "conf/non_existing_ledger_metadata_rocksdb.conf",
+        "PULSAR_PREFIX_dbStorage_rocksDB_format_version": "5",
+    }
+    if index_dir is not None:  # bookkeeper.volumes.index.enabled
+        env["indexDirectories"] = index_dir
+    return env
+
+
+def chart_tls_environment(cert: str, key: str, ca: str) -> dict[str, str]:
+    """pulsar.bookkeeper.config.tls, with tls.enabled and tls.bookie.enabled."""
+    return {"PULSAR_PREFIX_tlsProviderFactoryClass": "org.apache.bookkeeper.tls.TLSContextFactory",
+            "PULSAR_PREFIX_tlsCertificatePath": cert,
+            "PULSAR_PREFIX_tlsKeyStoreType": "PEM", "PULSAR_PREFIX_tlsKeyStore": key,
+            "PULSAR_PREFIX_tlsTrustStoreType": "PEM", "PULSAR_PREFIX_tlsTrustStore": ca,
+            "PULSAR_PREFIX_tlsCertFilesRefreshDurationSeconds": "300"}
