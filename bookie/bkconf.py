@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import ipaddress
 import logging
 import os
 from typing import Any, Mapping
 
-from bookie import bkconf_placement
+from bookie import bkconf_autorecovery, bkconf_identity, bkconf_placement
 from bookie.bkconf_toml import toml_signs
 from bookie.bkconf_keys import AS_OURS, IGNORED, MAPPED_BY_KEY, REFUSED, SPECIAL
 from bookie.config import BookieConfig, ConfigError, load_config
@@ -110,6 +109,8 @@ def read(path: str) -> BkConf:
             conf.note("unknown", key, "not a BookKeeper server key this bookie knows")
     _directories(conf)
     bkconf_placement.apply(conf)
+    bkconf_identity.apply(conf)
+    bkconf_autorecovery.apply(conf)
     _metadata(conf)
     _admin(conf)
     _tls(conf)
@@ -306,15 +307,6 @@ def _authorization(conf: BkConf) -> None:
                                                 "BookieAuthZFactory: BookKeeper ignores it too")
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def check(conf: BkConf, config: BookieConfig) -> None:
     """The keys that hold on the final config, whichever layer set the values (BC3)."""
     if _value(conf, "zkEnableSecurity").lower() == "true" and config.metadata_service_uri \
@@ -323,8 +315,10 @@ def check(conf: BkConf, config: BookieConfig) -> None:
         raise conf.fail("zkEnableSecurity", "give the ZooKeeper credentials as BOOKIE_ZK_SASL "
                         "or zk_sasl_file (or zk_digest): BookKeeper's JAAS file is not read, "
                         "and znodes open to everyone are not what this file asks for")
-    if _value(conf, "allowLoopback").lower() == "false" and _is_loopback(config.host):
-        raise conf.fail("allowLoopback", f"host {config.host} is a loopback address: set "
+    looped = bkconf_identity.loopback_identity(config.host, config.bookie_id) \
+        if _value(conf, "allowLoopback").lower() == "false" else None
+    if looped:
+        raise conf.fail("allowLoopback", f"{looped}: a loopback address: set "
                         "advertisedAddress (or host) to this machine's address, or "
                         "allowLoopback=true")
 

@@ -21,6 +21,7 @@ import dataclasses
 import math
 from typing import Any, Callable
 
+from bookie.bkconf_unmapped import IGNORED_GROUPS, REFUSED_GROUPS
 from bookie.settings import MiB
 
 #: Our BookKeeper listener's frame bound is max_entry_size plus this (api/server/
@@ -91,6 +92,7 @@ def _frame_to_entry(text: str) -> int:
 
 MAPPED: tuple[Mapped, ...] = (
     Mapped("bookiePort", "bookie_port", _int, "as is"),
+    Mapped("zkTimeout", "zk_session_timeout_ms", _int, "ms, as is"),
     Mapped("advertisedAddress", "host", str.strip,
            "as is: the address listened on and registered (ours has one for both)"),
     Mapped("journalMaxGroupWaitMSec", "group_max_wait_ms", _ratio, "ms, as is"),
@@ -122,8 +124,6 @@ MAPPED: tuple[Mapped, ...] = (
            _ms_to_s, "ms ÷ 1000, rounded up"),
     Mapped("replicationRateByBytes", "rereplication_rate_bytes", _unthrottled_below_1,
            "bytes/s; -1 (unthrottled) becomes 0"),
-    Mapped("auditorReplicasCheckInterval", "replicas_check_interval_s", _int,
-           "s, as is (0 = never, both)"),
     Mapped("ensemblePlacementPolicy", "placement_policy", _policy,
            "Rackaware: rack, Zoneaware: zone, Default: random; another class: exit 78"),
     Mapped("minNumRacksPerWriteQuorum", "placement_min_racks_per_write_quorum", _int,
@@ -179,7 +179,17 @@ SPECIAL: dict[str, str] = {
     "zkEnableSecurity": "true needs `zk_sasl`/`zk_sasl_file` (or `zk_digest`/"
                         "`zk_digest_file`) in the environment or TOML file, else exit 78: "
                         "BookKeeper's JAAS file is not read",
-    "allowLoopback": "false with a loopback `host`: exit 78, as BookKeeper refuses to start",
+    "allowLoopback": "false with a loopback `host`, or a `bookie_id` whose host resolves to "
+                     "one: exit 78, as BookKeeper refuses to start",
+    "useHostNameAsBookieID": "true: `bookie_id` = <this host's canonical name>:<bookiePort> "
+                             "(advertisedAddress wins, as in BookKeeper); false: ignored",
+    "useShortHostName": "with useHostNameAsBookieID: the name up to its first dot",
+    "bookieId": "`bookie_id`, as is (wins over the others, as in BookKeeper)",
+    "auditorReplicasCheckInterval": "`replicas_check_interval_s`, s (0 = never, both); "
+                                    "with auditorPeriodicCheckInterval, the shorter non-zero",
+    "auditorPeriodicCheckInterval": "`replicas_check_interval_s` too: the replica check "
+                                    "covers BookKeeper's check of all ledgers (every "
+                                    "closed fragment's entries on each of its bookies)",
     "enforceMinNumRacksPerWriteQuorum": "`placement_strict` when ensemblePlacementPolicy is "
                                         "Rackaware (default false), else ignored",
     "enforceStrictZoneawarePlacement": "`placement_strict` when ensemblePlacementPolicy is "
@@ -212,8 +222,6 @@ AS_OURS: dict[str, tuple[tuple[str, ...], str]] = {
     "isForceGCAllowWhenNoSpace": (("false",), "a full disk pauses compaction "
                                               "(docs/operations.md §5.1)"),
     "forceAllowCompaction": (("false",), "compaction is not forced on a full disk"),
-    "useHostNameAsBookieID": (("false",), "the bookieId is host:bookie_port as given"),
-    "useShortHostName": (("false",), "the bookieId is host:bookie_port as given"),
     "disableServerSocketBind": (("false",), "the bookie always listens"),
     "enableLocalTransport": (("false",), "no in-JVM transport"),
     "localConsistencyCheckOnStartup": (("false",), "scrubbing is offline: bookie shell "
@@ -221,7 +229,6 @@ AS_OURS: dict[str, tuple[tuple[str, ...], str]] = {
     "localScrubInterval": (("0",), "scrubbing is offline: bookie shell scrub"),
     "dataIntegrityChecking": (("false",), "no data-integrity cookie stamping"),
     "dataIntegrityStampMissingCookies": (("false",), "no data-integrity cookie stamping"),
-    "zkTimeout": (("10000",), "the ZooKeeper session timeout is 10 s"),
     "tlsCertFilesRefreshDurationSeconds": (("0",), "certificates are reloaded on SIGHUP, "
                                                    "not polled"),
     "maxAddsInProgressLimit": (("0",), "adds are bounded per connection "
@@ -233,128 +240,6 @@ AS_OURS: dict[str, tuple[tuple[str, ...], str]] = {
                                                   "compaction_rate_bytes, not by time"),
 }
 
-
-def _keys(text: str) -> tuple[str, ...]:
-    return tuple(text.split())
-
-
-#: why: keys. Settings these name take no effect here, whatever their value.
-IGNORED_GROUPS: dict[str, tuple[str, ...]] = {
-    "JVM, Netty and thread-pool tuning of BookKeeper's Java implementation": _keys(
-        "allocatorExitOnOutOfMemory allocatorLeakDetectionPolicy allocatorOutOfMemoryPolicy "
-        "allocatorPoolingConcurrency allocatorPoolingPolicy byteBufAllocatorSizeInitial "
-        "byteBufAllocatorSizeMax byteBufAllocatorSizeMin enableBusyWait serverNumIOThreads "
-        "serverNumAcceptorThreads numAddWorkerThreads numReadWorkerThreads "
-        "numHighPriorityWorkerThreads numLongPollWorkerThreads numJournalCallbackThreads "
-        "numOfMemtableFlushThreads readWorkerThreadsThrottlingEnabled "
-        "preserveMdcForTaskExecution enableTaskExecutionStats requestTimerNumTicks "
-        "requestTimerTickDurationMs serverSockKeepalive serverTcpKeepCnt serverTcpKeepIdle "
-        "serverTcpKeepIntvl serverTcpLinger serverTcpNoDelay serverWriteBufferHighWaterMark "
-        "serverWriteBufferLowWaterMark readBufferSizeBytes writeBufferSizeBytes "
-        "journalWriteBufferSizeKB journalChannelProvider journalRemoveFromPageCache "
-        "journalPageCacheFlushIntervalMSec journalAlignmentSize "
-        "org.apache.bookkeeper.conf.readsystemproperties"),
-    "metrics: GET /metrics on `port` always serves Prometheus text": _keys(
-        "statsProviderClass codahaleStatsCSVEndpoint codahaleStatsGraphiteEndpoint "
-        "codahaleStatsJmxEndpoint codahaleStatsOutputFrequencySeconds codahaleStatsPrefix "
-        "codahaleStatsSlf4jEndpoint prometheusStatsHttpAddress prometheusStatsHttpPort "
-        "prometheusStatsLatencyRolloverSeconds enableStatistics exposeDefaultJVMMetrics "
-        "limitStatsLogging sanityCheckMetricsEnabled"),
-    "a client's setting, not a bookie's": _keys(
-        "digestType passwd enableDigestTypeAutodetection "
-        "reppDnsResolverClass networkTopologyScriptFileName networkTopologyScriptNumberArgs "
-        "enforceMinNumFaultDomainsForWrite ignoreLocalNodeInPlacementPolicy "
-        "stickyReadSEnabled reorderReadSequenceEnabled "
-        "enableHealthCheck ledgerIdFormatterClass entryFormatterClass ledgerMetadataVersion "
-        "bookieAddressResolverEnabled storeSystemTimeAsLedgerCreationTime available"),
-    "stream storage and DistributedLog are not part of this bookie": _keys(
-        "dlog.bkcAckQuorumSize dlog.bkcEnsembleSize dlog.bkcWriteQuorumSize "
-        "storage.cluster.controller.schedule.interval.ms storage.range.store.dirs "
-        "storage.serve.readonly.tables storageserver.grpc.port"),
-    "the admin API listens on host, with the bookie's own TLS when tls_cert_file is "
-    "set; its own key stores and server class are not configurable (docs/admin-api.md)":
-    _keys(
-        "httpServerHost httpServerClass httpServerTlsEnable "
-        "httpServerKeyStorePath httpServerKeyStorePassword httpServerTrustStorePath "
-        "httpServerTrustStorePassword"),
-    "storage tuning of BookKeeper's other ledger storages (Sorted, Interleaved)": _keys(
-        "sortedLedgerStorageEnabled skipListArenaChunkSize skipListArenaMaxAllocSize "
-        "skipListSizeLimit fileInfoCacheInitialCapacity fileInfoMaxIdleTime "
-        "fileInfoFormatVersionToWrite pageSize pageLimit openFileLimit "
-        "maximumNumberOfActiveEntryLogs entryLogPerLedgerCounterLimitsMultFactor "
-        "entrylogMapAccessExpiryTimeInSeconds"),
-    "RocksDB tuning: the indexes' RocksDB options are fixed (ledgerindex/kv.py)": _keys(
-        "dbStorage_rocksDB_blockCacheSize dbStorage_rocksDB_blockSize "
-        "dbStorage_rocksDB_bloomFilterBitsPerKey dbStorage_rocksDB_checksum_type "
-        "dbStorage_rocksDB_format_version dbStorage_rocksDB_logPath "
-        "dbStorage_rocksDB_maxSizeInLevel1MB dbStorage_rocksDB_numFilesInLevel0 "
-        "dbStorage_rocksDB_numLevels dbStorage_rocksDB_sstSizeInMB "
-        "dbStorage_rocksDB_writeBufferSizeMB defaultRocksdbConf entryLocationRocksdbConf "
-        "ledgerMetadataRocksdbConf maxOperationNumbersInSingleRocksdbWriteBatch "
-        "entryLocationCompactionInterval"),
-    "no read-ahead cache or direct I/O: reads go to the write cache, then the page cache": _keys(
-        "dbStorage_readAheadCacheBatchBytesSize dbStorage_readAheadCacheBatchSize "
-        "dbStorage_readAheadCacheMaxSizeMb dbStorage_directIOEntryLoggerMaxFdCacheTimeSeconds "
-        "dbStorage_directIOEntryLoggerReadBufferSizeMB "
-        "dbStorage_directIOEntryLoggerTotalReadBufferSizeMB "
-        "dbStorage_directIOEntryLoggerTotalWriteBufferSizeMB"),
-    "GC and compaction internals: a GC run checks ZooKeeper (gc_metadata_grace_ms) and "
-    "compaction is throttled by compaction_rate_bytes": _keys(
-        "gcEntryLogMetadataCacheEnabled gcEntryLogMetadataCachePath gcMetadataOpRateLimit "
-        "gcOverreplicatedLedgerMaxConcurrentRequests gcOverreplicatedLedgerWaitTime "
-        "verifyMetadataOnGC compactionMaxOutstandingRequests useTargetEntryLogSizeForGc "
-        "useTransactionalCompaction flushEntrylogBytes entryLogFilePreallocationEnabled"),
-    "bounded otherwise here: by bytes (journal_queue_max_bytes, "
-    "bookie_connection_buffer_bytes) and per connection (bookie_max_reads_per_connection)": _keys(
-        "journalQueueSize maxPendingReadRequestsPerThread maxBatchReadSize "
-        "closeChannelOnResponseTimeout waitTimeoutOnResponseBackpressureMs"),
-    "free space is kept by disk_reserved_bytes": _keys(
-        "minUsableSizeForEntryLogCreation minUsableSizeForHighPriorityWrites "
-        "minUsableSizeForIndexFileCreation"),
-    "the number of journal and ledger dirs is fixed at creation: a change is refused at "
-    "start (docs/design.md §3.8)": _keys("allowStorageExpansion"),
-    "several dirs on one partition are allowed and not checked": _keys(
-        "allowMultipleDirsUnderSameDiskPartition"),
-    "read-only when every ledger dir or any journal dir is full; a full ledger dir takes no "
-    "new ledgers (docs/design.md §3.8)": _keys("readOnlyModeOnAnyDiskFullEnabled"),
-    "port 0 picks a free port here": _keys("allowEphemeralPorts"),
-    "Python's ssl module (OpenSSL) is the TLS provider": _keys("tlsProvider"),
-    "ZooKeeper retries and rates are the client library's": _keys(
-        "zkRetryBackoffMaxMs zkRetryBackoffMaxRetries zkRetryBackoffStartMs "
-        "zkRequestRateLimit"),
-    "no obsolete metastore, shaded classes or class checks": _keys(
-        "metastoreImplClass metastoreMaxEntriesPerScan shadedLedgerManagerFactoryClassPrefix "
-        "allowShadedLedgerManagerFactoryClass ledgerManagerFactoryDisableClassCheck"),
-    "the bookie process is watched by systemd (deploy/systemd), not by a death watch": _keys(
-        "bookieDeathWatchInterval"),
-}
-
-#: why: keys. Any value asks for what this bookie does not do: listed at WARN.
-REFUSED_GROUPS: dict[str, tuple[str, ...]] = {
-    "the auditor's schedule and batching are fixed here (docs/cluster.md §4); only "
-    "lostBookieRecoveryDelay, openLedgerRereplicationGracePeriod, replicationRateByBytes, "
-    "auditorReplicasCheckInterval and auditorPeriodicPlacementPolicyCheckInterval are "
-    "settings": _keys(
-        "auditorPeriodicCheckInterval auditorPeriodicBookieCheckInterval "
-        "auditorLedgerVerificationPercentage "
-        "auditorMaxNumberOfConcurrentOpenLedgerOperations "
-        "auditorAcquireConcurrentOpenLedgerOperationsTimeOutMSec "
-        "inFlightReadEntryNumInLedgerChecker repairedPlacementPolicyNotAdheringBookieEnabled "
-        "underreplicatedLedgerRecoveryGracePeriod lockReleaseOfFailedLedgerGracePeriod "
-        "rwRereplicateBackoffMs rereplicationEntryBatchSize zkReplicationTaskRateLimit "
-        "storeSystemTimeAsLedgerUnderreplicatedMarkTime localScrubRateLimit"),
-    "the bookieId is host:bookie_port; custom ids and interfaces are not supported": _keys(
-        "bookieId listeningInterface"),
-    "no extra server components or registration managers are loaded": _keys(
-        "extraServerComponents ignoreExtraServerComponentsStartupFailures "
-        "registrationManagerClass"),
-    "compaction is throttled by bytes only (compactionRateByBytes)": _keys(
-        "compactionRate compactionRateByEntries"),
-    "no start-up user check: run the bookie as its systemd unit's user": _keys(
-        "permittedStartupUsers"),
-    "OpenSSL's default cipher suites of tls_min_version and later are used": _keys(
-        "tlsEnabledCipherSuites"),
-}
 
 IGNORED = {key: why for why, keys in IGNORED_GROUPS.items() for key in keys}
 REFUSED = {key: why for why, keys in REFUSED_GROUPS.items() for key in keys}

@@ -91,6 +91,7 @@ def _load(args: argparse.Namespace) -> BookieConfig | None:
     if config.metadata_service_uri and args.command in ("serve", "autorecovery"):
         from api.client import zk_auth  # noqa: PLC0415 (a cluster bookie only)
 
+        zk_auth.use_session_timeout(config.zk_session_timeout_ms / 1000)
         try:  # every ZooKeeper session of this process authenticates with these
             zk_auth.use(zk_auth.resolve(config.zk_digest, config.zk_digest_file,
                                         config.zk_sasl, config.zk_sasl_file))
@@ -138,7 +139,8 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
                 bk_port = await _listen(listeners, _bk_listener(bookie, config, ssl_context),
                                         "bookie_port", config.host, config.bookie_port)
                 admin_port = await _listen(
-                    listeners, admin_listener(bookie, f"{config.host}:{port}", ssl_context),
+                    listeners, admin_listener(bookie, config.bookie_id or f"{config.host}:{port}",
+                                              ssl_context),
                     "admin_port", config.host, config.admin_port)
             except ListenRefused as exc:  # a port in use: one line, not a traceback
                 print(f"bookie: {exc}", file=sys.stderr, flush=True)
@@ -154,7 +156,8 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
             announce = functools.partial(_announce, ready_line, config.host, scheme, port,
                                          bk_port, admin_port)
             code = await _run_until_stopped(bookie, stop, notifier, before_ready,
-                                            f"{config.host}:{port}", before_start, announce)
+                                            config.bookie_id or f"{config.host}:{port}",
+                                            before_start, announce)
             if member is not None:  # before draining: clients stop choosing this bookie
                 await (member.stop() if code == 0 else member.close())
         if code == 0:

@@ -1,6 +1,6 @@
 """``apply-config-from-env``: BookKeeper keys from the environment, written into a
 properties file as Apache Pulsar's image applies them (its ``bin/apply-config-from-env.py``,
-run by the Pulsar helm chart before ``bin/pulsar bookie``; docs/operations.md §8.2).
+run by the Pulsar helm chart before ``bin/pulsar bookie``; docs/operations.md §8.1).
 
 Rules, as Pulsar's script has them:
 
@@ -16,8 +16,9 @@ Rules, as Pulsar's script has them:
 
 Beyond Pulsar's script:
 
-* CE4 The file is replaced atomically (a temporary file beside it, then rename): a kill mid-way
-  leaves the old file or the new, never half of one; its mode is kept.
+* CE4 The file is replaced atomically (bookie/disk.py's atomic_replace: ``<file>.tmp``
+  written and fsynced, then renamed over it): a kill mid-way leaves the old file or the new,
+  never half of one; its mode is kept.
 * CE5 A file that cannot be read or written is one line on stderr and exit 2, not a traceback;
   the files after it are not touched.
 """
@@ -27,8 +28,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from typing import Callable, Mapping
+
+from bookie.disk import OsDisk, atomic_replace
 
 PREFIX = "PULSAR_PREFIX_"
 #: Pulsar's script hides these values too (CE3).
@@ -91,21 +93,8 @@ def apply_file(path: str, environ: Mapping[str, str], prefix: str = PREFIX,
         text = handle.read()
     new = apply_text(text, environ, path, prefix, say)
     mode = os.stat(path).st_mode & 0o7777
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, temporary = tempfile.mkstemp(prefix=".apply-config-", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="latin-1") as out:
-            out.write(new)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except FileNotFoundError:
-            pass
-        raise
+    atomic_replace(OsDisk(), path, new.encode("latin-1"))  # <path>.tmp, fsync, rename
+    os.chmod(path, mode)
 
 
 def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None) -> int:

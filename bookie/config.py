@@ -111,6 +111,8 @@ class BookieConfig:
     zk_digest_file: str | None = None
     zk_sasl: str | None = None
     zk_sasl_file: str | None = None
+    zk_session_timeout_ms: int = 10_000
+    bookie_id: str | None = None
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     tls_key_password: str | None = None
@@ -240,6 +242,10 @@ def validated(config: BookieConfig) -> BookieConfig:
                           f"({config.max_entry_size + 4 * KiB})")
     _check_dirs(config)
     _check_placement(config)
+    if config.bookie_id is not None and (not re.fullmatch(r"[a-zA-Z0-9:._\-]+", config.bookie_id)
+                                         or config.bookie_id.lower() == "readonly"):
+        raise ConfigError(f"setting bookie_id {config.bookie_id!r}: letters, digits and :._- "
+                          f"only, and not 'readonly' (BookKeeper's rule for a bookie id)")
     if config.tls_authorized_roles is not None and not config.tls_ca_file:
         raise ConfigError("setting tls_authorized_roles needs tls_ca_file: a role is read "
                           "from the client certificate mutual TLS asks for")

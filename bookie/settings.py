@@ -211,6 +211,14 @@ SETTINGS: tuple[Setting, ...] = (
             "not with zk_digest; give it in the environment (BOOKIE_ZK_SASL) or the TOML "
             "file, not as a flag", secret=True),
     Setting("zk_sasl_file", str, None, "a file holding the ZooKeeper SASL user:password"),
+    Setting("zk_session_timeout_ms", int, 10_000,
+            "ZooKeeper session timeout: past it without ZooKeeper, the bookie's registration "
+            "(an ephemeral znode) is gone (BookKeeper's zkTimeout)", 1_000, 600_000),
+    Setting("bookie_id", str, None,
+            "the id this bookie registers, and keeps its cookie, under in its cluster "
+            "(BookKeeper's bookieId; with --conf, useHostNameAsBookieID gives "
+            "<hostname>:<bookiePort>); unset: host:port. Changing it makes another bookie "
+            "of the same disks: the cookie check refuses that"),
     Setting("tls_cert_file", str, None,
             "PEM certificate chain of the HTTPS listener; set with tls_key_file, the bookie "
             "serves HTTPS only (docs/operations.md, \"TLS\"); unset: plain HTTP"),

@@ -146,9 +146,21 @@ def acl(credentials: Credentials) -> list[ACL]:
     return [make_digest_acl(credentials.user, credentials.password, all=True)]
 
 
-def new_client(hosts: str, timeout: float = 10.0, **kwargs) -> KazooClient:
+#: The session timeout of this process's ZooKeeper sessions, in seconds (``use_session_
+#: timeout``: the daemon's zk_session_timeout_ms, BookKeeper's zkTimeout).
+_session_timeout_s = [10.0]
+
+
+def use_session_timeout(seconds: float) -> None:
+    """This process's ZooKeeper session timeout from now on (the daemon's setting)."""
+    _session_timeout_s[0] = seconds
+
+
+def new_client(hosts: str, timeout: float | None = None, **kwargs) -> KazooClient:
     """A kazoo client authenticated with this process's credentials (if any), creating
-    every znode with their ACL alone (ZA2: the root too, by ``ensure_path``)."""
+    every znode with their ACL alone (ZA2: the root too, by ``ensure_path``); its session
+    timeout ``timeout`` s, by default this process's (``use_session_timeout``)."""
+    timeout = _session_timeout_s[0] if timeout is None else timeout
     credentials = current()
     if credentials is not None and credentials.scheme == "sasl":
         kwargs["sasl_options"] = {"mechanism": SASL_MECHANISM,

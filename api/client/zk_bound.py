@@ -30,10 +30,12 @@ from api.client.zk_auth import login_refused, login_was_refused
 
 __all__ = ["ZK_ANSWER_S", "ZkUnavailable", "zk_call", "zk_read", "zk_start", "zk_watch"]
 
-#: ZK5's bound, in seconds. Longer than a session's timeout (10 s, zk_auth.new_client), so
-#: a ZooKeeper restart or failover the session survives is ridden out; short enough that a
-#: writer's close, a recovery or an operator's command reports an outage instead of
-#: hanging through it (kazoo queues a request while disconnected, for ever).
+#: ZK5's bound, in seconds. Longer than a session's default timeout (10 s, zk_auth.
+#: new_client), so a ZooKeeper restart or failover the session survives is ridden out;
+#: short enough that a writer's close, a recovery or an operator's command reports an
+#: outage instead of hanging through it (kazoo queues a request while disconnected, for
+#: ever). A longer session (zk_session_timeout_ms, BookKeeper's zkTimeout: Pulsar's 30 s)
+#: keeps the registration longer through an outage; a call still gives up after this.
 ZK_ANSWER_S = 15.0
 #: A read's pauses between attempts after a lost connection: from 0.1 s, doubling, to 2 s.
 READ_BACKOFF_S = (0.1, 2.0)

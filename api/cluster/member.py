@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 
 import os
 
@@ -52,6 +53,20 @@ COOKIE_FILE = "VERSION"  # BookKeeper's name for the cookie in current/
 UNDERREPLICATED_REFRESH_S = 2.0
 
 
+#: Listening on these means every interface: no address a client could connect to.
+WILDCARDS = ("", "0.0.0.0", "::")
+
+
+def advertised_host(host: str, bookie_id: str) -> str:
+    """The host a client connects to, in the registration's endpoints: the listened host,
+    or, listening on every interface (a Pulsar chart pod), the bookie id's host (its pod
+    DNS name with useHostNameAsBookieID), else this host's name."""
+    if host not in WILDCARDS:
+        return host
+    named = bookie_id.rsplit(":", 1)[0]
+    return named if named not in WILDCARDS else socket.getfqdn()
+
+
 class CookieMismatch(BookieError):
     """CK1, CK2: the data dirs are not what this bookie's cookie in ZooKeeper says, or
     belong to another cluster instance."""
@@ -63,9 +78,9 @@ class ClusterMember:
     def __init__(self, bookie: Bookie, uri: str, host: str, port: int,
                  rpc_port: int | None = None) -> None:
         self.bookie = bookie
-        self.bookie_id = f"{host}:{port}"
-        info = encode_service_info(host, port, bookie.config.tls, rpc_port,
-                                   published_place(bookie.config))
+        self.bookie_id = bookie.config.bookie_id or f"{host}:{port}"
+        info = encode_service_info(advertised_host(host, self.bookie_id), port,
+                                   bookie.config.tls, rpc_port, published_place(bookie.config))
         self.registration = ZkRegistration(uri, self.bookie_id, info,
                                            on_change=self._changed)
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -95,7 +95,7 @@ CONVERSIONS = [
     ("openLedgerRereplicationGracePeriod", "30500", "open_ledger_rereplication_grace_period_s",
      31),
     ("replicationRateByBytes", "-1", "rereplication_rate_bytes", 0),
-    ("auditorReplicasCheckInterval", "604800", "replicas_check_interval_s", 604_800),
+    ("zkTimeout", "30000", "zk_session_timeout_ms", 30_000),
     ("ensemblePlacementPolicy", "org.apache.bookkeeper.client.ZoneawareEnsemblePlacementPolicy",
      "placement_policy", "zone"),
     ("minNumRacksPerWriteQuorum", "3", "placement_min_racks_per_write_quorum", 3),
@@ -278,7 +278,10 @@ STARTS_REFUSED = [
      "SASLBookieAuthProviderFactory\n", "the clients this class would check"),
     ("zk security", "zkEnableSecurity=true\nzkServers=zk:2181\n",
      "zkEnableSecurity=true: give the ZooKeeper credentials"),
-    ("loopback", "allowLoopback=false\n", "allowLoopback=false: host 127.0.0.1 is a loopback"),
+    ("loopback", "allowLoopback=false\n", "allowLoopback=false: host 127.0.0.1: a loopback"),
+    ("loopback id", "allowLoopback=false\nbookieId=localhost:3181\n",
+     "allowLoopback=false: bookie id localhost:3181 \\(localhost is 127.0.0.1"),
+    ("bad id", "bookieId=readonly\n", "bookieId=readonly: not a bookie id"),
 ]
 
 
@@ -315,12 +318,12 @@ def test_precedence_defaults_conf_toml_env_flags(tmp_path):
 
 
 def test_config_show_names_the_file_line_of_each_value_and_lists_the_rest(tmp_path):
-    conf = _conf(tmp_path, "bookiePort=3181\nzkTimeout=5000\nhttpServerPort=8080\n")
+    conf = _conf(tmp_path, "bookiePort=3181\npermittedStartupUsers=root\nhttpServerPort=8080\n")
     result = subprocess.run([sys.executable, "-m", "bookie", "config", "show", "--conf", conf],
                             capture_output=True, cwd=ROOT, timeout=60, text=True)
     assert result.returncode == 0, result.stderr
     assert "bookie_port = 3181  # bk_server.conf:1" in result.stdout
-    assert "# bk_server.conf:2 zkTimeout=5000: refused: " in result.stdout
+    assert "# bk_server.conf:2 permittedStartupUsers=root: refused: " in result.stdout
     assert "# bk_server.conf:3 httpServerPort=8080: ignored: httpServerEnabled is not true" \
         in result.stdout
 
