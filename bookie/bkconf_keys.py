@@ -118,6 +118,7 @@ MAPPED: tuple[Mapped, ...] = (
     Mapped("majorCompactionThreshold", "major_compaction_threshold", _ratio, "fraction, as is"),
     Mapped("majorCompactionInterval", "major_compaction_interval_ms", _s_to_ms, "s × 1000"),
     Mapped("compactionRateByBytes", "compaction_rate_bytes", _int, "bytes/s, as is"),
+    Mapped("isForceGCAllowWhenNoSpace", "gc_force_when_full", _bool, "as is"),
     Mapped("autoRecoveryDaemonEnabled", "autorecovery_daemon_enabled", _bool, "as is"),
     Mapped("lostBookieRecoveryDelay", "lost_bookie_recovery_delay_s", _int, "s, as is"),
     Mapped("openLedgerRereplicationGracePeriod", "open_ledger_rereplication_grace_period_s",
@@ -219,9 +220,9 @@ AS_OURS: dict[str, tuple[tuple[str, ...], str]] = {
     "persistBookieStatusEnabled": (("false",), "read-only status is not kept over restarts"),
     "isThrottleByBytes": (("true",), "compaction is throttled by bytes "
                                      "(compactionRateByBytes)"),
-    "isForceGCAllowWhenNoSpace": (("false",), "a full disk pauses compaction "
-                                              "(docs/operations.md §5.1)"),
-    "forceAllowCompaction": (("false",), "compaction is not forced on a full disk"),
+    "forceAllowCompaction": (("true",), "a requested compaction (POST /v1/bookie/gc with "
+                                        "force, the admin API's gc) runs whenever its "
+                                        "threshold is above 0, whatever the intervals"),
     "disableServerSocketBind": (("false",), "the bookie always listens"),
     "enableLocalTransport": (("false",), "no in-JVM transport"),
     "localConsistencyCheckOnStartup": (("false",), "scrubbing is offline: bookie shell "

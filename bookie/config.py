@@ -93,6 +93,7 @@ class BookieConfig:
     minor_compaction_interval_ms: int = 3_600_000
     major_compaction_threshold: float = 0.8
     major_compaction_interval_ms: int = 86_400_000
+    gc_force_when_full: bool = False
     compaction_rate_bytes: int = 32 * MiB
     entrylog_cache_keep_bytes: int = 256 * MiB
     bookie_port: int | None = None

@@ -43,7 +43,10 @@ Invariants:
         its new locations are never range-deleted, and its new bytes count as live. Bytes of
         its old copy left in rolled logs count as live too until it is deleted again.
     G6. Compaction is suspended while a data dir is over the warn threshold, or by the
-        operator, unless forced: it needs room for the copy before the old log goes.
+        operator, unless forced: it needs room for the copy before the old log goes. With
+        gc_force_when_full (BookKeeper's isForceGCAllowWhenNoSpace) a dir over the warn
+        threshold forces a major compaction at every run instead (the operator's suspend
+        still holds): the copies may fill the disk first, the operator's chosen risk.
 
 Thread-safety: ``step`` on the checkpoint thread (the node submits each step there);
 ``begin`` by the one driver of runs (the node's loop, under its GC lock) while no step runs;
@@ -167,6 +170,8 @@ class GarbageCollector:
             return force, None
         if self.suspended:
             return None, "suspended by the operator"
+        if disk_warn and self.config.gc_force_when_full:
+            return MAJOR, None  # G6: BookKeeper's forced GC while a disk is (almost) full
         if disk_warn:
             return None, "a data dir is over the disk usage warn threshold"  # G6
         now = self.clock()

@@ -147,6 +147,11 @@ SETTINGS: tuple[Setting, ...] = (
             0.0, 1.0),
     Setting("major_compaction_interval_ms", int, 86_400_000,
             "least time between major compactions; 0 = only when forced", 0, 30 * 86_400_000),
+    Setting("gc_force_when_full", bool, False,
+            "while a ledger or journal dir is over disk_usage_warn_threshold, compact (major "
+            "threshold) at every GC run instead of pausing, and start a run as soon as it goes "
+            "over (BookKeeper's isForceGCAllowWhenNoSpace; the Pulsar chart sets it): space "
+            "comes back sooner, at the risk of filling the disk with the copies first"),
     Setting("compaction_rate_bytes", int, 32 * MiB,
             "bytes per second compaction may read plus write (compactionRateByBytes); "
             "0 = unthrottled", 0, 1 << 40),

@@ -35,6 +35,7 @@ class DiskWatch:
             return
         if self.disk_monitor.warn and not was_warn:
             log.warning("disk usage over the warn threshold: %s", self._usage_text())
+            self.force_gc_when_full()
         self._place_off_full(self.disk_monitor.full_ledger_dirs())
         if full != ("full" in self.readonly_reasons):
             log.warning("disk %s: %s", "full" if full else "usable again", self._usage_text())

@@ -43,6 +43,17 @@ class GcDriver:
         self.gc.suspended = on
         return self.gc_status()
 
+    def force_gc_when_full(self) -> None:
+        """G6 with gc_force_when_full: a dir just went over the warn threshold, so a run
+        that compacts starts now (BookKeeper's enableForceGC), unless one is going, GC is
+        suspended, or the bookie is not serving yet (its first periodic run comes)."""
+        if not self.config.gc_force_when_full or self.gc.suspended or self._gc_lock.locked() \
+                or self.checkpoints is None or "io" in self.readonly_reasons \
+                or self.state not in (BookieState.WRITABLE, BookieState.READ_ONLY):
+            return
+        log.warning("disk over the warn threshold with gc_force_when_full: compacting now")
+        self._spawn_gc(None, checkpoint_first=True)
+
     def _check_gc_possible(self) -> None:
         if self.checkpoints is None or "io" in self.readonly_reasons:
             raise ReadOnly("garbage collection is not running")

@@ -96,6 +96,7 @@ CONVERSIONS = [
      31),
     ("replicationRateByBytes", "-1", "rereplication_rate_bytes", 0),
     ("zkTimeout", "30000", "zk_session_timeout_ms", 30_000),
+    ("isForceGCAllowWhenNoSpace", "true", "gc_force_when_full", True),
     ("ensemblePlacementPolicy", "org.apache.bookkeeper.client.ZoneawareEnsemblePlacementPolicy",
      "placement_policy", "zone"),
     ("minNumRacksPerWriteQuorum", "3", "placement_min_racks_per_write_quorum", 3),
