@@ -120,6 +120,7 @@ class BookieConfig:
     tls_client_cert_file: str | None = None
     tls_client_key_file: str | None = None
     tls_min_version: str = "1.2"
+    tls_refresh_interval_s: int = 0
     log_format: str = "text"
     log_level: str = "info"
 

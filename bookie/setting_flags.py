@@ -41,7 +41,7 @@ TOPICS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("TLS", "HTTPS, START_TLS and mutual TLS (docs/operations.md, \"TLS\")",
      ("tls_cert_file", "tls_key_file", "tls_key_password", "tls_ca_file",
       "tls_authorized_roles", "tls_trust_file", "tls_client_cert_file", "tls_client_key_file",
-      "tls_min_version")),
+      "tls_min_version", "tls_refresh_interval_s")),
     ("disk", "disk usage: when the bookie goes read-only and back",
      ("disk_usage_threshold", "disk_usage_warn_threshold", "disk_usage_lwm_threshold",
       "disk_check_interval_ms", "disk_reserved_bytes")),

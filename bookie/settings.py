@@ -235,6 +235,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("tls_client_key_file", str, None, "PEM private key of tls_client_cert_file"),
     Setting("tls_min_version", str, "1.2", "oldest TLS version accepted",
             choices=("1.2", "1.3")),
+    Setting("tls_refresh_interval_s", int, 0,
+            "how often tls_cert_file and tls_key_file are read again: when their bytes "
+            "changed (a secret rotated in place, as cert-manager does), new handshakes of "
+            "every listener get the new chain, as on SIGHUP; one that does not load is "
+            "logged once and the old one stays (tlsCertFilesRefreshDurationSeconds); "
+            "0 = only on SIGHUP", 0, 30 * 86_400),
     Setting("log_format", str, "text", "log line format", choices=("text", "json")),
     Setting("log_level", str, "info", "log level",
             choices=("debug", "info", "warning", "error")),
