@@ -93,7 +93,9 @@ class BookieConfig:
     minor_compaction_interval_ms: int = 3_600_000
     major_compaction_threshold: float = 0.8
     major_compaction_interval_ms: int = 86_400_000
+    compaction_throttle: str = "bytes"
     compaction_rate_bytes: int = 32 * MiB
+    compaction_rate_entries: int = 1000
     entrylog_cache_keep_bytes: int = 256 * MiB
     bookie_port: int | None = None
     admin_port: int | None = None

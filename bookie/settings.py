@@ -147,9 +147,16 @@ SETTINGS: tuple[Setting, ...] = (
             0.0, 1.0),
     Setting("major_compaction_interval_ms", int, 86_400_000,
             "least time between major compactions; 0 = only when forced", 0, 30 * 86_400_000),
+    Setting("compaction_throttle", str, "bytes",
+            "what the compaction throttle counts: bytes (compaction_rate_bytes) or entries "
+            "re-added (compaction_rate_entries); BookKeeper's isThrottleByBytes, whose "
+            "default is entries", choices=("bytes", "entries")),
     Setting("compaction_rate_bytes", int, 32 * MiB,
-            "bytes per second compaction may read plus write (compactionRateByBytes); "
-            "0 = unthrottled", 0, 1 << 40),
+            "compaction_throttle bytes: bytes per second compaction may read plus write "
+            "(compactionRateByBytes); 0 = unthrottled", 0, 1 << 40),
+    Setting("compaction_rate_entries", int, 1000,
+            "compaction_throttle entries: entries per second compaction may re-add, "
+            "whatever their size (compactionRateByEntries); 0 = unthrottled", 0, (1 << 31) - 1),
     Setting("entrylog_cache_keep_bytes", int, 256 * MiB,
             "synced bytes of the active entry log kept in the page cache behind its end; "
             "older ones are dropped after each checkpoint (reads of them go to the disk)",
