@@ -74,7 +74,7 @@ class CertificateReloader:
                 raise chain
             reload_server_context(self.context, self.cert_file, self.key_file,
                                   self._password, chain)
-        except TlsSetupError as exc:
+        except (TlsSetupError, OSError) as exc:  # OSError: no memfd; the poll must go on
             log.error("%s: certificate not reloaded, the old one stays: %s", why, exc)
             return False
         log.info("%s: certificate %s reloaded; new connections use it", why, self.cert_file)
