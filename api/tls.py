@@ -43,15 +43,24 @@ def server_context(cert_file: str, key_file: str, ca_file: str | None = None,
 
 
 def reload_server_context(context: ssl.SSLContext, cert_file: str, key_file: str,
-                          key_password: str | None = None) -> None:
+                          key_password: str | None = None,
+                          chain: tuple[bytes, bytes] | None = None) -> None:
     """TL2: the new certificate chain for new handshakes. OpenSSL puts a certificate into
     the context before it checks the key against it, so a chain is first loaded into a
     context of its own; the live one is touched only once that worked, from the same bytes
-    (each file read once, held in memory: a file replaced meanwhile cannot slip in)."""
-    data = [_read(path, what) for what, path in (("certificate", cert_file), ("key", key_file))]
+    (each file read once, held in memory: a file replaced meanwhile cannot slip in).
+    ``chain``: the files' bytes as ``read_chain`` gave them (the refresh poll, api/
+    tls_refresh.py, loads what it compared); unset, they are read now."""
+    data = chain if chain is not None else read_chain(cert_file, key_file)
     with _in_memory(data[0]) as cert_copy, _in_memory(data[1]) as key_copy:
         for target in (ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), context):
             load_chain(target, cert_copy, key_copy, key_password, (cert_file, key_file))
+
+
+def read_chain(cert_file: str, key_file: str) -> tuple[bytes, bytes]:
+    """The bytes of the certificate and key files, each read once (TlsSetupError naming the
+    one that does not read)."""
+    return _read(cert_file, "certificate"), _read(key_file, "key")
 
 
 def _read(path: str, what: str) -> bytes:

@@ -10,10 +10,29 @@ from __future__ import annotations
 
 from bookie.bkconf_keys import _int
 
+#: BookKeeper's older name of compactionRateByEntries (its getCompactionRateByEntries falls
+#: back to it); not an auditor key, but as small a rule, so it lives here.
+OLD_RATE, RATE = "compactionRate", "compactionRateByEntries"
 KEYS = ("auditorPeriodicCheckInterval", "auditorReplicasCheckInterval")
 
 
+def apply_old_rate(conf) -> None:
+    if OLD_RATE not in conf.props:
+        return
+    if RATE in conf.props and conf.props[RATE].value.strip():
+        conf.note("ignored", OLD_RATE, f"{RATE} is set and wins, as in BookKeeper")
+    elif not conf.props[OLD_RATE].value.strip():
+        conf.note("ignored", OLD_RATE, "empty: BookKeeper reads it as unset")
+    else:
+        try:
+            conf.set("compaction_rate_entries", _int(conf.props[OLD_RATE].value), OLD_RATE)
+        except ValueError as exc:
+            raise conf.fail(OLD_RATE, f"not a value for compaction_rate_entries: {exc}") \
+                from None
+
+
 def apply(conf) -> None:
+    apply_old_rate(conf)
     given = {}
     for key in KEYS:
         if key not in conf.props:

@@ -86,6 +86,14 @@ def _no_limit_at_0(text: str) -> int:
     return 10_000_000 if value <= 0 else value  # BookKeeper's 0 = no limit: our maximum
 
 
+def _throttle(text: str) -> str:
+    return "bytes" if _bool(text) else "entries"
+
+
+def _zero_below_1(text: str) -> int:
+    return max(_int(text), 0)
+
+
 def _frame_to_entry(text: str) -> int:
     return _int(text) - FRAME_OVERHEAD
 
@@ -119,6 +127,12 @@ MAPPED: tuple[Mapped, ...] = (
     Mapped("majorCompactionInterval", "major_compaction_interval_ms", _s_to_ms, "s × 1000"),
     Mapped("compactionRateByBytes", "compaction_rate_bytes", _int, "bytes/s, as is"),
     Mapped("isForceGCAllowWhenNoSpace", "gc_force_when_full", _bool, "as is"),
+    Mapped("isThrottleByBytes", "compaction_throttle", _throttle,
+           "true: bytes, false: entries (absent: ours, bytes)"),
+    Mapped("compactionRateByEntries", "compaction_rate_entries", _int,
+           "entries/s, as is (0 = unthrottled)"),
+    Mapped("tlsCertFilesRefreshDurationSeconds", "tls_refresh_interval_s", _zero_below_1,
+           "s; 0 or less (off) becomes 0"),
     Mapped("autoRecoveryDaemonEnabled", "autorecovery_daemon_enabled", _bool, "as is"),
     Mapped("lostBookieRecoveryDelay", "lost_bookie_recovery_delay_s", _int, "s, as is"),
     Mapped("openLedgerRereplicationGracePeriod", "open_ledger_rereplication_grace_period_s",
@@ -186,6 +200,8 @@ SPECIAL: dict[str, str] = {
                              "(advertisedAddress wins, as in BookKeeper); false: ignored",
     "useShortHostName": "with useHostNameAsBookieID: the name up to its first dot",
     "bookieId": "`bookie_id`, as is (wins over the others, as in BookKeeper)",
+    "compactionRate": "`compaction_rate_entries` when compactionRateByEntries is not set "
+                      "(BookKeeper's older key), else ignored",
     "auditorReplicasCheckInterval": "`replicas_check_interval_s`, s (0 = never, both); "
                                     "with auditorPeriodicCheckInterval, the shorter non-zero",
     "auditorPeriodicCheckInterval": "`replicas_check_interval_s` too: the replica check "
@@ -218,8 +234,6 @@ AS_OURS: dict[str, tuple[tuple[str, ...], str]] = {
     "forceReadOnlyBookie": (("false",), "the bookie starts writable; the admin endpoint "
                                         "turns it read-only"),
     "persistBookieStatusEnabled": (("false",), "read-only status is not kept over restarts"),
-    "isThrottleByBytes": (("true",), "compaction is throttled by bytes "
-                                     "(compactionRateByBytes)"),
     "forceAllowCompaction": (("true",), "a requested compaction (POST /v1/bookie/gc with "
                                         "force, the admin API's gc) runs whenever its "
                                         "threshold is above 0, whatever the intervals"),
@@ -230,8 +244,6 @@ AS_OURS: dict[str, tuple[tuple[str, ...], str]] = {
     "localScrubInterval": (("0",), "scrubbing is offline: bookie shell scrub"),
     "dataIntegrityChecking": (("false",), "no data-integrity cookie stamping"),
     "dataIntegrityStampMissingCookies": (("false",), "no data-integrity cookie stamping"),
-    "tlsCertFilesRefreshDurationSeconds": (("0",), "certificates are reloaded on SIGHUP, "
-                                                   "not polled"),
     "maxAddsInProgressLimit": (("0",), "adds are bounded per connection "
                                        "(bookie_max_pending_adds: more wait) and by "
                                        "journal_queue_max_bytes"),

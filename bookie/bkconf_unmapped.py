@@ -125,8 +125,6 @@ REFUSED_GROUPS: dict[str, tuple[str, ...]] = {
     "no extra server components or registration managers are loaded": _keys(
         "extraServerComponents ignoreExtraServerComponentsStartupFailures "
         "registrationManagerClass"),
-    "compaction is throttled by bytes only (compactionRateByBytes)": _keys(
-        "compactionRate compactionRateByEntries"),
     "no start-up user check: run the bookie as its systemd unit's user": _keys(
         "permittedStartupUsers"),
     "OpenSSL's default cipher suites of tls_min_version and later are used": _keys(

@@ -115,10 +115,11 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
 
     started = time.monotonic()
     try:
-        ssl_context = _tls_context(config)  # before replay: a bad certificate refuses the start
+        certificates = _tls_context(config)  # before replay: a bad certificate refuses the start
     except ValueError as exc:  # api.tls.TlsSetupError, naming the file
         print(f"bookie: bad TLS configuration: {exc}", file=sys.stderr, flush=True)
         return EXIT_BAD_CONFIG
+    ssl_context = certificates.context
     bookie = Bookie(config, disk=disk)
     notifier = Notifier()
     stop = asyncio.Event()
@@ -126,8 +127,10 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     # SIGHUP reloads the certificate; without TLS it must not kill the bookie (its default).
-    loop.add_signal_handler(signal.SIGHUP, _reload_certificate, config, ssl_context)
+    loop.add_signal_handler(signal.SIGHUP, certificates.reload, "SIGHUP")
     watchdog = asyncio.create_task(_watchdog(notifier), name="sd-watchdog")
+    refresh = asyncio.create_task(certificates.watch(config.tls_refresh_interval_s),
+                                  name="tls-refresh")  # api/tls_refresh.py TR1-TR4
     member = None
     scheme = "https" if ssl_context is not None else "http"
     try:
@@ -166,6 +169,7 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
                      time.monotonic() - started)
     finally:
         watchdog.cancel()
+        refresh.cancel()
         notifier.close()
     return code
 
@@ -202,7 +206,8 @@ def _announce(ready_line, host: str, scheme: str, port: int, bk_port: int | None
 async def _bk_listener(bookie, config: BookieConfig, ssl_context=None):
     """BookKeeper's protocol on ``bookie_port`` when it is set (yields its bound port),
     else nothing (yields None). ``ssl_context`` is the HTTPS listener's own object, for
-    START_TLS: one SIGHUP reload serves both (api/server/bk_tls.py TS5)."""
+    START_TLS: one reload, SIGHUP's or the refresh poll's, serves both (api/server/bk_tls.py
+    TS5)."""
     if config.bookie_port is None:
         yield None
         return
@@ -214,33 +219,22 @@ async def _bk_listener(bookie, config: BookieConfig, ssl_context=None):
 
 
 def _tls_context(config: BookieConfig):
-    """The listener's TLS context (api/tls.py) from the tls_* settings, None for plain
-    HTTP. Raises TlsSetupError naming the file that does not load."""
+    """The listener's TLS context (api/tls.py) from the tls_* settings, in the reloader
+    of SIGHUP and tls_refresh_interval_s (api/tls_refresh.py); its context is None for
+    plain HTTP. Raises TlsSetupError naming the file that does not load."""
+    from api.tls_refresh import CertificateReloader  # noqa: PLC0415 (not on the hot path)
+
+    reloader = CertificateReloader(None, config.tls_cert_file, config.tls_key_file,
+                                   config.tls_key_password)
     if not config.tls:
-        return None
+        return reloader
     from api.tls import server_context  # noqa: PLC0415 (only a TLS bookie needs it)
 
-    return server_context(config.tls_cert_file, config.tls_key_file, config.tls_ca_file,
-                          config.tls_min_version, config.tls_key_password)
-
-
-def _reload_certificate(config: BookieConfig, context) -> None:
-    """SIGHUP: load tls_cert_file and tls_key_file again into the listener's context (TL2):
-    new handshakes get the new certificate, open connections and the listener stay. A
-    chain that does not load is logged and the old one kept."""
-    from api.tls import TlsSetupError, reload_server_context  # noqa: PLC0415
-
-    if context is None:
-        log.info("SIGHUP: no TLS configured, nothing to reload")
-        return
-    try:
-        reload_server_context(context, config.tls_cert_file, config.tls_key_file,
-                              config.tls_key_password)
-    except TlsSetupError as exc:
-        log.error("SIGHUP: certificate not reloaded, the old one stays: %s", exc)
-        return
-    log.info("SIGHUP: certificate %s reloaded; new connections use it",
-             config.tls_cert_file)
+    reloader.remember_current()  # TR2: before the load, so no change falls in between
+    reloader.context = server_context(config.tls_cert_file, config.tls_key_file,
+                                      config.tls_ca_file, config.tls_min_version,
+                                      config.tls_key_password)
+    return reloader
 
 
 async def _run_until_stopped(bookie, stop: asyncio.Event, notifier: Notifier,

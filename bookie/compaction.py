@@ -49,8 +49,11 @@ Invariants:
     CP3. Readers are never failed by the move: a read holding an old location either reads
         through a handle the unlink does not close (entry_logger G3) or retries through the
         index (storage R4).
-    CP4. Bytes read and bytes written both count against ``compaction_rate_bytes``; a step
-        stops when the budget is spent and the caller waits it off the checkpoint thread.
+    CP4. The throttle is spent as ``compaction_throttle`` says: "bytes", bytes read and
+        bytes written both count against ``compaction_rate_bytes``; "entries", each entry
+        copied counts one against ``compaction_rate_entries`` (BookKeeper's
+        isThrottleByBytes=false), entries scanned and dropped count nothing. A step stops
+        when the budget is spent and the caller waits it off the checkpoint thread.
 
 Thread-safety: a LogCompaction belongs to the checkpoint thread; ``abort`` may run on the
 closing thread once the checkpoint thread has been joined.
@@ -82,25 +85,47 @@ MIN_WAIT_S = 0.002
 
 
 class RateLimiter:
-    """Bytes per second, as a debt clock: ``consume`` adds n / rate seconds of debt.
+    """Compaction's throttle (CP4), as a debt clock: each unit moved adds 1 / rate seconds
+    of debt.
 
-    ``rate_bytes`` 0 never throttles. The clock is injectable for tests.
+    ``per_entry`` False: the units are bytes, read plus written (compaction_rate_bytes);
+    True: entries re-added, one each whatever its size, reads free (compaction_rate_entries,
+    BookKeeper's isThrottleByBytes=false: its Throttler takes one permit per entry added).
+    ``rate`` 0 never throttles. The clock is injectable for tests.
     """
 
-    def __init__(self, rate_bytes: int, clock: Callable[[], float] = time.monotonic) -> None:
-        assert rate_bytes >= 0
-        self.rate_bytes = rate_bytes
+    def __init__(self, rate: int, clock: Callable[[], float] = time.monotonic,
+                 per_entry: bool = False) -> None:
+        assert rate >= 0
+        self.rate = rate
+        self.per_entry = per_entry
         self.clock = clock
         self._free_at = clock()
 
-    def consume(self, size: int) -> None:
-        if self.rate_bytes:
+    @classmethod
+    def of(cls, config, clock: Callable[[], float] = time.monotonic) -> "RateLimiter":
+        """The throttle ``compaction_throttle`` chooses (BookieConfig)."""
+        if config.compaction_throttle == "entries":
+            return cls(config.compaction_rate_entries, clock, per_entry=True)
+        return cls(config.compaction_rate_bytes, clock)
+
+    def consume(self, units: int) -> None:
+        if self.rate:
             now = self.clock()
-            self._free_at = max(self._free_at, now - BURST_S) + size / self.rate_bytes
+            self._free_at = max(self._free_at, now - BURST_S) + units / self.rate
+
+    def read(self, size: int) -> None:
+        """``size`` bytes of the old log scanned."""
+        if not self.per_entry:
+            self.consume(size)
+
+    def copied(self, size: int) -> None:
+        """One entry of ``size`` bytes re-added to the new log."""
+        self.consume(1 if self.per_entry else size)
 
     def delay_s(self) -> float:
-        """Seconds to wait before more bytes may move (0 when within budget)."""
-        if not self.rate_bytes:
+        """Seconds to wait before more may move (0 when within budget)."""
+        if not self.rate:
             return 0.0
         return max(0.0, self._free_at - self.clock())
 
@@ -197,7 +222,7 @@ class LogCompaction:
     def _take(self, found) -> None:
         record_bytes = found.size + SIZE.size
         self.bytes_read += record_bytes
-        self.limiter.consume(record_bytes)
+        self.limiter.read(record_bytes)
         ledger_id, entry_id = found.ledger_id, found.entry_id
         self._ledgers_seen.add(ledger_id)
         if self.storage.locations.get(ledger_id, entry_id) != found.location:  # CP1
@@ -209,7 +234,7 @@ class LogCompaction:
         self._moves.append((ledger_id, entry_id, found.location, new_location))
         self.entries_copied += 1
         self.bytes_written += record_bytes
-        self.limiter.consume(record_bytes)
+        self.limiter.copied(record_bytes)
 
     def _end_of_scan(self) -> None:
         if self._reader.corrupt:

@@ -94,7 +94,9 @@ class BookieConfig:
     major_compaction_threshold: float = 0.8
     major_compaction_interval_ms: int = 86_400_000
     gc_force_when_full: bool = False
+    compaction_throttle: str = "bytes"
     compaction_rate_bytes: int = 32 * MiB
+    compaction_rate_entries: int = 1000
     entrylog_cache_keep_bytes: int = 256 * MiB
     bookie_port: int | None = None
     admin_port: int | None = None
@@ -123,6 +125,7 @@ class BookieConfig:
     tls_client_cert_file: str | None = None
     tls_client_key_file: str | None = None
     tls_min_version: str = "1.2"
+    tls_refresh_interval_s: int = 0
     log_format: str = "text"
     log_level: str = "info"
 

@@ -94,7 +94,7 @@ class GarbageCollector:
         self.suspended = False
         self.running: GcRun | None = None
         self.last_result: GcResult | None = None
-        self.limiter = RateLimiter(self.config.compaction_rate_bytes, clock)
+        self.limiter = RateLimiter.of(self.config, clock)  # CP4
         self._meta: dict[int, LogMeta] = {}
         #: Tombstoned ledgers whose locations phase 1 removed and compacted: the dead (G1).
         self._index_settled: set[int] = set()
@@ -363,4 +363,6 @@ class GarbageCollector:
                     "minorCompactionIntervalMs": self.config.minor_compaction_interval_ms,
                     "majorCompactionThreshold": self.config.major_compaction_threshold,
                     "majorCompactionIntervalMs": self.config.major_compaction_interval_ms,
-                    "compactionRateBytes": self.config.compaction_rate_bytes}}
+                    "compactionThrottle": self.config.compaction_throttle,
+                    "compactionRateBytes": self.config.compaction_rate_bytes,
+                    "compactionRateEntries": self.config.compaction_rate_entries}}

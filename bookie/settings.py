@@ -152,9 +152,16 @@ SETTINGS: tuple[Setting, ...] = (
             "threshold) at every GC run instead of pausing, and start a run as soon as it goes "
             "over (BookKeeper's isForceGCAllowWhenNoSpace; the Pulsar chart sets it): space "
             "comes back sooner, at the risk of filling the disk with the copies first"),
+    Setting("compaction_throttle", str, "bytes",
+            "what the compaction throttle counts: bytes (compaction_rate_bytes) or entries "
+            "re-added (compaction_rate_entries); BookKeeper's isThrottleByBytes, whose "
+            "default is entries", choices=("bytes", "entries")),
     Setting("compaction_rate_bytes", int, 32 * MiB,
-            "bytes per second compaction may read plus write (compactionRateByBytes); "
-            "0 = unthrottled", 0, 1 << 40),
+            "compaction_throttle bytes: bytes per second compaction may read plus write "
+            "(compactionRateByBytes); 0 = unthrottled", 0, 1 << 40),
+    Setting("compaction_rate_entries", int, 1000,
+            "compaction_throttle entries: entries per second compaction may re-add, "
+            "whatever their size (compactionRateByEntries); 0 = unthrottled", 0, (1 << 31) - 1),
     Setting("entrylog_cache_keep_bytes", int, 256 * MiB,
             "synced bytes of the active entry log kept in the page cache behind its end; "
             "older ones are dropped after each checkpoint (reads of them go to the disk)",
@@ -248,6 +255,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("tls_client_key_file", str, None, "PEM private key of tls_client_cert_file"),
     Setting("tls_min_version", str, "1.2", "oldest TLS version accepted",
             choices=("1.2", "1.3")),
+    Setting("tls_refresh_interval_s", int, 0,
+            "how often tls_cert_file and tls_key_file are read again: when their bytes "
+            "changed (a secret rotated in place, as cert-manager does), new handshakes of "
+            "every listener get the new chain, as on SIGHUP; one that does not load is "
+            "logged once and the old one stays (tlsCertFilesRefreshDurationSeconds); "
+            "0 = only on SIGHUP", 0, 30 * 86_400),
     Setting("log_format", str, "text", "log line format", choices=("text", "json")),
     Setting("log_level", str, "info", "log level",
             choices=("debug", "info", "warning", "error")),

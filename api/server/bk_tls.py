@@ -30,8 +30,9 @@ Invariants:
          every other request is EUA (v3 status, v2 code), does nothing and is a refusal.
          BookKeeper refuses so only with an authorization provider (BookieAuthZFactory);
          here mutual TLS alone does it (docs/bookkeeper-protocol.md, "TLS").
-    TS5. The context is the HTTPS listener's own object (bookie/cli.py): SIGHUP's reload
-         (api/tls.py TL2) reaches the new handshakes of both listeners at once.
+    TS5. The context is the HTTPS listener's own object (bookie/cli.py): a reload, on SIGHUP
+         or by the refresh poll (api/tls.py TL2, api/tls_refresh.py TR1), reaches the new
+         handshakes of both listeners at once.
     TS6. ``tls_authorized_roles`` set: after the handshake the client certificate's role
          (its first OU's ``0:`` part, first role, as BookKeeper's ``CertUtils``) must be
          one of them, else the connection stays refused as in TS4 and the refusal is

@@ -36,7 +36,8 @@ def register(commands, common: argparse.ArgumentParser) -> None:
         "are compacted (live entries copied to a new log, the old one deleted). Without "
         "--force nothing is compacted: this command has no record of when the bookie last "
         "compacted, so no compaction interval has elapsed, as on a bookie just started. "
-        "Thresholds, entry log size and compaction_rate_bytes (the throttle; 0 = none) come "
+        "Thresholds, entry log size and the throttle (compaction_throttle with "
+        "compaction_rate_bytes or compaction_rate_entries; 0 = none) come "
         "from --config and BOOKIE_* variables as for 'bookie serve'. The bookie must be "
         "stopped: a data dir a running bookie holds is refused. Prints what was removed "
         "(the JSON of POST /v1/bookie/gc with --json). Exit 0 done, 1 done but a log was "
@@ -93,7 +94,7 @@ def _collect(gc: GarbageCollector, force: str | None, progress: Progress) -> GcR
             progress.label = f"gc ({run.phase.value})"
             progress.update(done, done + left, unit="logs")
             if wait > 0:
-                time.sleep(wait)  # the compaction throttle (compaction_rate_bytes)
+                time.sleep(wait)  # the compaction throttle (compaction.py CP4)
     except BaseException:
         gc.abort()  # e.g. Ctrl-C between steps: drop a half-written compaction log now
         raise

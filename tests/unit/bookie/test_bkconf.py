@@ -97,6 +97,9 @@ CONVERSIONS = [
     ("replicationRateByBytes", "-1", "rereplication_rate_bytes", 0),
     ("zkTimeout", "30000", "zk_session_timeout_ms", 30_000),
     ("isForceGCAllowWhenNoSpace", "true", "gc_force_when_full", True),
+    ("isThrottleByBytes", "false", "compaction_throttle", "entries"),
+    ("compactionRateByEntries", "500", "compaction_rate_entries", 500),
+    ("tlsCertFilesRefreshDurationSeconds", "-1", "tls_refresh_interval_s", 0),
     ("ensemblePlacementPolicy", "org.apache.bookkeeper.client.ZoneawareEnsemblePlacementPolicy",
      "placement_policy", "zone"),
     ("minNumRacksPerWriteQuorum", "3", "placement_min_racks_per_write_quorum", 3),
@@ -291,6 +294,16 @@ def test_what_cannot_be_honoured_refuses_the_start_naming_the_keys(tmp_path, nam
                                                                    message):
     with pytest.raises(ConfigError, match=message):
         _load(tmp_path, text)
+
+
+def test_compaction_rate_is_compaction_rate_by_entries_unless_that_is_set(tmp_path):
+    """BookKeeper's getCompactionRateByEntries falls back to the older compactionRate."""
+    config, sources, _ = _load(tmp_path, "compactionRate=700\n")
+    assert config.compaction_rate_entries == 700 and sources["compaction_rate_entries"] == \
+        "bk_server.conf:1"
+    config, _, conf = _load(tmp_path, "compactionRate=700\ncompactionRateByEntries=900\n")
+    assert config.compaction_rate_entries == 900
+    assert ("ignored", "compactionRate") in {(n[0], n[1]) for n in conf.notes}
 
 
 def test_zk_security_is_honoured_with_credentials_from_the_environment(tmp_path):
