@@ -32,7 +32,7 @@ from kazoo.client import KazooClient
 
 from api.client.ensemble import BookKeeper
 from bookie.bkconf_identity import canonical_hostname
-from tests.support.pulsar_chart import chart_environment
+from tests.support.pulsar_chart import PULSAR_CONF, chart_environment
 from tests.support.servers import ROOT
 from tests.support.zookeeper import free_port
 
@@ -78,12 +78,16 @@ OPTS="${OPTS} -Dlog4j2.formatMsgNoLookups=true" exec bin/pulsar bookie;
 """
 
 
-@pytest.fixture
-def pod(tmp_path, zookeeper):
-    """The image's /pulsar (bin/, conf/, data/) and the pod's environment."""
+@pytest.fixture(params=["our conf", "Pulsar's conf"])
+def pod(request, tmp_path, zookeeper):
+    """The image's /pulsar (bin/, conf/, data/) and the pod's environment; its
+    conf/bookkeeper.conf ours (deploy/pulsar/conf) or Pulsar's shipped file, as an operator
+    who mounts Pulsar's own over it would have."""
     home = tmp_path / "pulsar"
     for part in ("bin", "conf"):
         shutil.copytree(os.path.join(DEPLOY, part), home / part)
+    if request.param == "Pulsar's conf":
+        shutil.copy(PULSAR_CONF, home / "conf" / "bookkeeper.conf")
     prefix = f"/pulsar-{uuid.uuid4().hex[:8]}"
     http_port, bookie_port = free_port(), free_port()
     env = {**os.environ, "PYTHONPATH": ROOT, "BK_PYTHON": sys.executable,
