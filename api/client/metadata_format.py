@@ -95,8 +95,10 @@ def _descriptor() -> descriptor_pb2.FileDescriptorProto:
     protodesc.field(marker, "ctime", 2, _F.TYPE_INT64)
     for name in ("LockDataFormat", "AuditorVoteFormat"):
         protodesc.field(file.message_type.add(name=name), "bookieId", 1, _F.TYPE_STRING)
-    check = file.message_type.add(name="ReplicasCheckFormat")
-    protodesc.field(check, "replicasCheckCTime", 1, _F.TYPE_INT64)
+    for name, field in (("ReplicasCheckFormat", "replicasCheckCTime"),
+                        ("CheckAllLedgersFormat", "checkAllLedgersCTime"),
+                        ("PlacementPolicyCheckFormat", "placementPolicyCheckCTime")):
+        protodesc.field(file.message_type.add(name=name), field, 1, _F.TYPE_INT64)
     return file
 
 
@@ -120,6 +122,11 @@ UnderreplicatedLedgerFormat = _text_message("UnderreplicatedLedgerFormat")
 LockDataFormat = _text_message("LockDataFormat")
 AuditorVoteFormat = _text_message("AuditorVoteFormat")
 ReplicasCheckFormat = _text_message("ReplicasCheckFormat")
+#: The auditor's last-run times (BookKeeper's znodes checkallledgersctime,
+#: placementpolicycheckctime, replicascheckctime under underreplication/): znode, message.
+CHECK_CTIMES = {"checkallledgersctime": _text_message("CheckAllLedgersFormat"),
+                "placementpolicycheckctime": _text_message("PlacementPolicyCheckFormat"),
+                "replicascheckctime": ReplicasCheckFormat}
 
 
 def to_text(message) -> bytes:

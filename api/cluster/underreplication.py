@@ -41,7 +41,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
 from api.client.metadata import MetadataError
-from api.client.metadata_format import (AuditorVoteFormat, LedgerRereplicationLayoutFormat,
+from api.client.metadata_format import (CHECK_CTIMES, AuditorVoteFormat,
+                                        LedgerRereplicationLayoutFormat,
                                         LockDataFormat, ReplicasCheckFormat,
                                         UnderreplicatedLedgerFormat, from_text, to_text)
 from api.client.zookeeper import ZkUnavailable, zk_call, zk_read
@@ -143,8 +144,13 @@ class Underreplication:
         return from_text(ReplicasCheckFormat, data).replicasCheckCTime
 
     def set_replicas_check_ctime_ms(self, ctime_ms: int) -> None:
-        data = to_text(ReplicasCheckFormat(replicasCheckCTime=ctime_ms))
-        path = f"{self.base}/replicascheckctime"
+        self.set_check_ctime_ms("replicascheckctime", ctime_ms)
+
+    def set_check_ctime_ms(self, znode: str, ctime_ms: int) -> None:
+        """One of BookKeeper's auditor last-run times (metadata_format.CHECK_CTIMES)."""
+        message = CHECK_CTIMES[znode]
+        data = to_text(message(**{message.DESCRIPTOR.fields[0].name: ctime_ms}))
+        path = f"{self.base}/{znode}"
         try:
             zk_call(self.client.set_async, path, data)
         except NoNodeError:
