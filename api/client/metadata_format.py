@@ -86,6 +86,7 @@ def _descriptor() -> descriptor_pb2.FileDescriptorProto:
     protodesc.field(cookie, "journalDir", 2, _F.TYPE_STRING, req)
     protodesc.field(cookie, "ledgerDirs", 3, _F.TYPE_STRING, req)
     protodesc.field(cookie, "instanceId", 4, _F.TYPE_STRING)
+    protodesc.field(cookie, "indexDirs", 5, _F.TYPE_STRING)
     # Autorecovery's znodes under underreplication/ (DataFormats.proto), all in text format.
     layout = file.message_type.add(name="LedgerRereplicationLayoutFormat")
     protodesc.field(layout, "type", 1, _F.TYPE_STRING, req)
@@ -147,13 +148,16 @@ COOKIE_VERSION = 5
 
 
 def encode_cookie(bookie_id: str, journal_dir: str, ledger_dirs: list[str],
-                  instance_id: str) -> bytes:
+                  instance_id: str | None, index_dirs: list[str] | None = None) -> bytes:
     """BookKeeper's cookie text (Cookie.toString): the layout version on its own line, then
-    CookieFormat in protobuf text format; ledgerDirs is "<count>\t<dir>\t..." as BookKeeper
-    encodes a dir list."""
+    CookieFormat in protobuf text format; ledgerDirs (and indexDirs, which only BookKeeper's
+    separate index dirs have) is "<count>\t<dir>\t..." as BookKeeper encodes a dir list."""
     cookie = CookieFormat(bookieHost=bookie_id, journalDir=journal_dir,
-                          ledgerDirs="\t".join([str(len(ledger_dirs)), *ledger_dirs]),
-                          instanceId=instance_id)
+                          ledgerDirs="\t".join([str(len(ledger_dirs)), *ledger_dirs]))
+    if instance_id:
+        cookie.instanceId = instance_id
+    if index_dirs:
+        cookie.indexDirs = "\t".join([str(len(index_dirs)), *index_dirs])
     return f"{COOKIE_VERSION}\n{text_format.MessageToString(cookie)}".encode()
 
 

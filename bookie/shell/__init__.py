@@ -24,6 +24,10 @@ the bookie's (``-conf bookkeeper.conf``...; bk_settings.py), as ``bookkeeper she
     whatisinstanceid, initnewcluster,
     forceauditchecks                        bk_cluster.py
     bookieformat, initbookie                bk_format.py
+    cookie_create|delete|get|update|generate
+                                            bk_cookie.py
+    updatecookie                            bk_updatecookie.py
+    endpointinfo, activeledgers             bk_info.py
 
 This is an entry point: nothing imports it but ``bookie.cli`` (docs/design.md §5).
 """
@@ -36,14 +40,15 @@ import sys
 
 from api.client.metadata import MetadataError
 from bookie.errors import IOFailure
-from bookie.shell import (autorecovery_cmd, bk_cluster, bk_format, check_index, cookie, export,
-                          gc, journals, logs, overview, rebuild, scrub_cmd)
+from bookie.shell import (autorecovery_cmd, bk_cluster, bk_cookie, bk_format, bk_info,
+                          bk_updatecookie, check_index, cookie, export, gc, journals, logs,
+                          overview, rebuild, scrub_cmd)
 from bookie.shell.bk_settings import EXIT_BK_FAILURE
 from bookie.shell.datadir import UsageError
 from bookie.shell.output import EXIT_ERROR, EXIT_OK, Output
 
 _MODULES = (journals, logs, overview, scrub_cmd, check_index, rebuild, export, gc, cookie,
-            autorecovery_cmd, bk_cluster, bk_format)
+            autorecovery_cmd, bk_cluster, bk_format, bk_cookie, bk_updatecookie, bk_info)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -24,12 +24,11 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 
 from api.client.zookeeper import alive_bookies
 from api.cluster.zookeeper import ZkCookies
-from bookie.shell.bk_settings import (EXIT_BK_FALSE, add, bookie_id, every_dir, failure,
-                                      metadata_uri, settings)
+from bookie.shell.bk_settings import (EXIT_BK_FALSE, add, bookie_id, confirm, every_dir,
+                                      failure, metadata_uri, settings)
 from bookie.shell.cookie import zookeeper
 from bookie.shell.datadir import DataDir
 from bookie.shell.output import EXIT_OK, Output
@@ -55,20 +54,6 @@ def register(commands, common: argparse.ArgumentParser) -> None:
         "id is registered and that ZooKeeper holds no cookie of it. Exit 1 if not.")
 
 
-def _confirm(prompt: str) -> bool:
-    """BookKeeper's IOUtils.confirmPrompt: Y or N, asked again until one is given."""
-    while True:
-        sys.stdout.write(f"{prompt} (Y or N) ")
-        sys.stdout.flush()
-        answer = sys.stdin.readline()
-        if not answer:
-            return False  # end of input: no confirmation
-        if answer.strip() in ("Y", "y"):
-            return True
-        if answer.strip() in ("N", "n"):
-            return False
-
-
 def _not_empty(directory: str) -> bool:
     return os.path.isdir(directory) and bool(os.listdir(directory))
 
@@ -91,7 +76,7 @@ def bookie_format(args: argparse.Namespace, out: Output) -> int:
     journals = [os.path.dirname(d) for d in config.journal_dirs_current]
     if any(_not_empty(d) for d in journals):  # BF1
         confirmed = args.force if args.non_interactive else \
-            _confirm("Are you sure to format Bookie data..?")
+            confirm("Are you sure to format Bookie data..?")
         if not confirmed:
             return failure("Bookie format aborted!! (the journal dir holds data: add -force "
                            "to delete it)", EXIT_BK_FALSE)

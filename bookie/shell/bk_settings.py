@@ -99,6 +99,20 @@ def every_dir(config: BookieConfig) -> list[str]:
     return [os.path.dirname(d) for d in config.journal_dirs_current + config.ledger_dirs_current]
 
 
+def confirm(prompt: str) -> bool:
+    """BookKeeper's IOUtils.confirmPrompt: Y or N, asked again until one is given."""
+    while True:
+        sys.stdout.write(f"{prompt} (Y or N) ")
+        sys.stdout.flush()
+        answer = sys.stdin.readline()
+        if not answer:
+            return False  # end of input: no confirmation
+        if answer.strip() in ("Y", "y"):
+            return True
+        if answer.strip() in ("N", "n"):
+            return False
+
+
 def failure(message: str, code: int = EXIT_BK_FAILURE) -> int:
     print(f"bookkeeper shell: {message}", file=sys.stderr, flush=True)
     return code

@@ -6,39 +6,11 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
-import sys
-import uuid
 
 from api.client.metadata_format import encode_cookie
-from tests.support.servers import ROOT, Daemon
+from tests.support.bk_shell import conf as _conf, hierarchical as _hierarchical, run as _run
+from tests.support.servers import Daemon
 from tests.support.zookeeper import free_port
-
-ENTRY = [sys.executable, "-m", "bookie.bk_entry"]
-
-
-def _run(*args: str, env: dict | None = None, cwd: str | None = None,
-         stdin: str | None = None) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("BOOKIE_")}
-    environ.update({"PYTHONPATH": ROOT, "BOOKIE_MEM": "-Xmx128M", **(env or {})})  # BE2
-    return subprocess.run([*ENTRY, *args], capture_output=True, text=True, timeout=90,
-                          env=environ, cwd=cwd or ROOT, input=stdin)
-
-
-def _conf(path, uri: str, data_dir=None) -> str:
-    """A Pulsar-style bookkeeper.conf: metadataServiceUri set, zkServers empty."""
-    lines = [f"metadataServiceUri={uri}", "zkServers=", "zkLedgersRootPath=/ledgers"]
-    if data_dir is not None:
-        lines += [f"journalDirectories={data_dir}/journal",
-                  f"ledgerDirectories={data_dir}/ledgers"]
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
-
-
-def _hierarchical(zookeeper) -> tuple[str, str]:
-    prefix = f"/p{uuid.uuid4().hex[:10]}"
-    return f"zk+hierarchical://{zookeeper.hosts}{prefix}/ledgers", f"{prefix}/ledgers"
-
 
 def test_whatisinstanceid_fails_until_initnewcluster(tmp_path, zookeeper, zk):
     uri, root = _hierarchical(zookeeper)
