@@ -29,7 +29,8 @@ the bookie's (``-conf bookkeeper.conf``...; bk_settings.py), as ``bookkeeper she
     updatecookie                            bk_updatecookie.py
     endpointinfo, activeledgers             bk_info.py
 
-This is an entry point: nothing imports it but ``bookie.cli`` (docs/design.md §5).
+This is an entry point: nothing imports it but ``bookie.cli`` and ``bookie.bk_entry``
+(docs/design.md §5).
 """
 
 from __future__ import annotations

@@ -5,9 +5,12 @@ conf/bookkeeper.conf), BookKeeper's single-dash flags, the exit codes its loops 
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
 
 from api.client.metadata_format import encode_cookie
+from tests.support.bk_shell import ENTRY, launcher_env
 from tests.support.bk_shell import conf as _conf, hierarchical as _hierarchical, run as _run
 from tests.support.servers import Daemon
 from tests.support.zookeeper import free_port
@@ -141,3 +144,31 @@ def test_bookkeeper_usage_errors_exit_as_bookkeeper(tmp_path):
     assert _run("shell", "bookieformat", "-bogus").returncode == 255
     assert _run("nosuchcommand").returncode == 1
     assert _run("shell", "-localbookie", "whatisinstanceid").returncode == 255
+
+
+def _first_line(*args: str, env: dict, cwd: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([*ENTRY, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=launcher_env(env), cwd=cwd, text=True)
+    return proc, proc.stdout.readline()  # the ready line (RL1), or "" if it exits first
+
+
+def test_bookkeeper_bookie_and_autorecovery_start_from_bookie_conf(tmp_path, zookeeper, zk):
+    uri, root = _hierarchical(zookeeper)
+    data, port = tmp_path / "bookie", free_port()
+    env = {"BOOKIE_CONF": _conf(tmp_path / "bookkeeper.conf", uri, data),
+           "BOOKIE_PORT": str(port)}
+    bookie, line = _first_line("bookie", env=env, cwd=str(tmp_path))
+    try:
+        assert line.strip() == f"bookie listening on http://127.0.0.1:{port}", \
+            bookie.stderr.read() if not line else line
+        assert zk.exists(f"{root}/available/127.0.0.1:{port}")  # registered from the conf
+        assert os.listdir(data / "journal" / "current")  # its dirs are the conf's
+        recovery, line = _first_line("autorecovery", env=env, cwd=str(tmp_path))
+        try:
+            assert line.startswith("autorecovery running as ") and uri in line, line
+        finally:
+            recovery.send_signal(signal.SIGTERM)
+            assert recovery.wait(60) == 0
+    finally:
+        bookie.send_signal(signal.SIGTERM)
+        assert bookie.wait(60) == 0

@@ -14,12 +14,17 @@ from tests.support.servers import ROOT
 ENTRY = [sys.executable, "-m", "bookie.bk_entry"]
 
 
+def launcher_env(env: dict | None = None) -> dict:
+    """This environment without BOOKIE_* settings, with the chart's BOOKIE_MEM (BE2)."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("BOOKIE_")}
+    environ.update({"PYTHONPATH": ROOT, "BOOKIE_MEM": "-Xmx128M", **(env or {})})
+    return environ
+
+
 def run(*args: str, env: dict | None = None, cwd: str | None = None,
         stdin: str | None = None) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("BOOKIE_")}
-    environ.update({"PYTHONPATH": ROOT, "BOOKIE_MEM": "-Xmx128M", **(env or {})})  # BE2
     return subprocess.run([*ENTRY, *args], capture_output=True, text=True, timeout=90,
-                          env=environ, cwd=cwd or ROOT, input=stdin)
+                          env=launcher_env(env), cwd=cwd or ROOT, input=stdin)
 
 
 def conf(path, uri: str, data_dir=None) -> str:
