@@ -130,6 +130,29 @@ CHECK_CTIMES = {"checkallledgersctime": _text_message("CheckAllLedgersFormat"),
                 "replicascheckctime": ReplicasCheckFormat}
 
 
+def encode_check_ctime(znode: str, ctime_ms: int) -> bytes:
+    """An auditor check's last run as BookKeeper's ZkLedgerUnderreplicationManager writes
+    it: the message in protobuf's binary form (``toByteArray``), unlike the other
+    underreplication znodes, which are text."""
+    message = CHECK_CTIMES[znode]
+    return message(**{message.DESCRIPTOR.fields[0].name: ctime_ms}).SerializeToString()
+
+
+def decode_check_ctime(znode: str, data: bytes) -> int | None:
+    """The ms of ``encode_check_ctime``'s bytes; also the text form this project wrote
+    before (a tree it made keeps working); None if the field is not set."""
+    message = CHECK_CTIMES[znode]
+    field = message.DESCRIPTOR.fields[0].name
+    found = message()
+    try:
+        found.ParseFromString(bytes(data))
+    except Exception:  # noqa: BLE001 - protobuf's DecodeError: not binary, try the text form
+        found = message()
+    if not found.HasField(field) and data:
+        found = from_text(message, data)
+    return getattr(found, field) if found.HasField(field) else None
+
+
 def to_text(message) -> bytes:
     """A message in protobuf text format, as BookKeeper's ``toTextFormat`` writes znodes."""
     return text_format.MessageToString(message).encode()
