@@ -86,6 +86,7 @@ def _descriptor() -> descriptor_pb2.FileDescriptorProto:
     protodesc.field(cookie, "journalDir", 2, _F.TYPE_STRING, req)
     protodesc.field(cookie, "ledgerDirs", 3, _F.TYPE_STRING, req)
     protodesc.field(cookie, "instanceId", 4, _F.TYPE_STRING)
+    protodesc.field(cookie, "indexDirs", 5, _F.TYPE_STRING)
     # Autorecovery's znodes under underreplication/ (DataFormats.proto), all in text format.
     layout = file.message_type.add(name="LedgerRereplicationLayoutFormat")
     protodesc.field(layout, "type", 1, _F.TYPE_STRING, req)
@@ -95,8 +96,10 @@ def _descriptor() -> descriptor_pb2.FileDescriptorProto:
     protodesc.field(marker, "ctime", 2, _F.TYPE_INT64)
     for name in ("LockDataFormat", "AuditorVoteFormat"):
         protodesc.field(file.message_type.add(name=name), "bookieId", 1, _F.TYPE_STRING)
-    check = file.message_type.add(name="ReplicasCheckFormat")
-    protodesc.field(check, "replicasCheckCTime", 1, _F.TYPE_INT64)
+    for name, field in (("ReplicasCheckFormat", "replicasCheckCTime"),
+                        ("CheckAllLedgersFormat", "checkAllLedgersCTime"),
+                        ("PlacementPolicyCheckFormat", "placementPolicyCheckCTime")):
+        protodesc.field(file.message_type.add(name=name), field, 1, _F.TYPE_INT64)
     return file
 
 
@@ -120,6 +123,34 @@ UnderreplicatedLedgerFormat = _text_message("UnderreplicatedLedgerFormat")
 LockDataFormat = _text_message("LockDataFormat")
 AuditorVoteFormat = _text_message("AuditorVoteFormat")
 ReplicasCheckFormat = _text_message("ReplicasCheckFormat")
+#: The auditor's last-run times (BookKeeper's znodes checkallledgersctime,
+#: placementpolicycheckctime, replicascheckctime under underreplication/): znode, message.
+CHECK_CTIMES = {"checkallledgersctime": _text_message("CheckAllLedgersFormat"),
+                "placementpolicycheckctime": _text_message("PlacementPolicyCheckFormat"),
+                "replicascheckctime": ReplicasCheckFormat}
+
+
+def encode_check_ctime(znode: str, ctime_ms: int) -> bytes:
+    """An auditor check's last run as BookKeeper's ZkLedgerUnderreplicationManager writes
+    it: the message in protobuf's binary form (``toByteArray``), unlike the other
+    underreplication znodes, which are text."""
+    message = CHECK_CTIMES[znode]
+    return message(**{message.DESCRIPTOR.fields[0].name: ctime_ms}).SerializeToString()
+
+
+def decode_check_ctime(znode: str, data: bytes) -> int | None:
+    """The ms of ``encode_check_ctime``'s bytes; also the text form this project wrote
+    before (a tree it made keeps working); None if the field is not set."""
+    message = CHECK_CTIMES[znode]
+    field = message.DESCRIPTOR.fields[0].name
+    found = message()
+    try:
+        found.ParseFromString(bytes(data))
+    except Exception:  # noqa: BLE001 - protobuf's DecodeError: not binary, try the text form
+        found = message()
+    if not found.HasField(field) and data:
+        found = from_text(message, data)
+    return getattr(found, field) if found.HasField(field) else None
 
 
 def to_text(message) -> bytes:
@@ -140,13 +171,16 @@ COOKIE_VERSION = 5
 
 
 def encode_cookie(bookie_id: str, journal_dir: str, ledger_dirs: list[str],
-                  instance_id: str) -> bytes:
+                  instance_id: str | None, index_dirs: list[str] | None = None) -> bytes:
     """BookKeeper's cookie text (Cookie.toString): the layout version on its own line, then
-    CookieFormat in protobuf text format; ledgerDirs is "<count>\t<dir>\t..." as BookKeeper
-    encodes a dir list."""
+    CookieFormat in protobuf text format; ledgerDirs (and indexDirs, which only BookKeeper's
+    separate index dirs have) is "<count>\t<dir>\t..." as BookKeeper encodes a dir list."""
     cookie = CookieFormat(bookieHost=bookie_id, journalDir=journal_dir,
-                          ledgerDirs="\t".join([str(len(ledger_dirs)), *ledger_dirs]),
-                          instanceId=instance_id)
+                          ledgerDirs="\t".join([str(len(ledger_dirs)), *ledger_dirs]))
+    if instance_id:
+        cookie.instanceId = instance_id
+    if index_dirs:
+        cookie.indexDirs = "\t".join([str(len(index_dirs)), *index_dirs])
     return f"{COOKIE_VERSION}\n{text_format.MessageToString(cookie)}".encode()
 
 

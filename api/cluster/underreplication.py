@@ -12,7 +12,10 @@
                                                      into auditorelection itself
     <root>/underreplication/disable                  exists while autorecovery is disabled
     <root>/underreplication/lostBookieRecoveryDelay  decimal seconds, as BookKeeper stores it
-    <root>/underreplication/replicascheckctime       ReplicasCheckFormat text: the last check
+    <root>/underreplication/replicascheckctime       ReplicasCheckFormat, binary as BookKeeper
+                                                     writes it (our old text still read): the
+                                                     last check (checkallledgersctime and
+                                                     placementpolicycheckctime alike)
     <root>/underreplication/decommissioning/<id>     this project's addition (BookKeeper's
                                                      readers ignore it): a live bookie whose
                                                      copies are being moved off
@@ -42,7 +45,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotE
 
 from api.client.metadata import MetadataError
 from api.client.metadata_format import (AuditorVoteFormat, LedgerRereplicationLayoutFormat,
-                                        LockDataFormat, ReplicasCheckFormat,
+                                        LockDataFormat, decode_check_ctime, encode_check_ctime,
                                         UnderreplicatedLedgerFormat, from_text, to_text)
 from api.client.zookeeper import ZkUnavailable, zk_call, zk_read
 
@@ -140,11 +143,14 @@ class Underreplication:
             data = zk_read(self.client.get_async, f"{self.base}/replicascheckctime")[0]
         except NoNodeError:
             return None
-        return from_text(ReplicasCheckFormat, data).replicasCheckCTime
+        return decode_check_ctime("replicascheckctime", data)
 
     def set_replicas_check_ctime_ms(self, ctime_ms: int) -> None:
-        data = to_text(ReplicasCheckFormat(replicasCheckCTime=ctime_ms))
-        path = f"{self.base}/replicascheckctime"
+        self.set_check_ctime_ms("replicascheckctime", ctime_ms)
+
+    def set_check_ctime_ms(self, znode: str, ctime_ms: int) -> None:
+        """One of BookKeeper's auditor last-run times (metadata_format.CHECK_CTIMES)."""
+        data, path = encode_check_ctime(znode, ctime_ms), f"{self.base}/{znode}"
         try:
             zk_call(self.client.set_async, path, data)
         except NoNodeError:

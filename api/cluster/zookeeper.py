@@ -182,6 +182,23 @@ def create_cluster_instance_id(client: KazooClient, root: str) -> tuple[str, boo
         raise refused("create", f"{root}/INSTANCEID") from None
 
 
+def tree_exists(client: KazooClient, root: str) -> bool:
+    """Whether the cluster's ledgers root znode exists (BookKeeper's "metadata exists")."""
+    return zk_read(client.exists_async, root) is not None
+
+
+def init_new_cluster(client: KazooClient, root: str) -> tuple[str, bool]:
+    """``initnewcluster`` (bookie/shell/bk_cluster.py): the root, ``available/readonly`` and
+    INSTANCEID (ZK4), as BookKeeper's ZKRegistrationManager.initNewCluster creates them;
+    (the instance id, whether this call created it). A tree that has a root but no
+    INSTANCEID gets one (BookKeeper refuses any existing root)."""
+    try:
+        zk_call(client.ensure_path_async, f"{root}/available/readonly")
+    except NoAuthError:
+        raise refused("create", f"{root}/available/readonly") from None
+    return create_cluster_instance_id(client, root)
+
+
 def count_underreplicated(client: KazooClient, root: str) -> int:
     """Ledgers marked under-replicated: ``urL<id>`` znodes below
     ``<root>/underreplication/ledgers`` (BookKeeper's ZkLedgerUnderreplicationManager layout,

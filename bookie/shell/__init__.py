@@ -18,7 +18,19 @@ Commands, one module each (or a few grouped):
     listunderreplicated, decommission,
     autorecovery                            autorecovery_cmd.py (ZooKeeper; api/cluster/autorecovery/)
 
-This is an entry point: nothing imports it but ``bookie.cli`` (docs/design.md §5).
+BookKeeper's own names and flags (``-nonInteractive``, ``-bookieId``...), their settings from
+the bookie's (``-conf bookkeeper.conf``...; bk_settings.py), as ``bookkeeper shell`` runs them
+(bookie/bk_entry.py):
+    whatisinstanceid, initnewcluster,
+    forceauditchecks                        bk_cluster.py
+    bookieformat, initbookie                bk_format.py
+    cookie_create|delete|get|update|generate
+                                            bk_cookie.py
+    updatecookie                            bk_updatecookie.py
+    endpointinfo, activeledgers             bk_info.py
+
+This is an entry point: nothing imports it but ``bookie.cli`` and ``bookie.bk_entry``
+(docs/design.md §5).
 """
 
 from __future__ import annotations
@@ -29,13 +41,15 @@ import sys
 
 from api.client.metadata import MetadataError
 from bookie.errors import IOFailure
-from bookie.shell import (autorecovery_cmd, check_index, cookie, export, gc, journals, logs,
+from bookie.shell import (autorecovery_cmd, bk_cluster, bk_cookie, bk_format, bk_info,
+                          bk_updatecookie, check_index, cookie, export, gc, journals, logs,
                           overview, rebuild, scrub_cmd)
+from bookie.shell.bk_settings import EXIT_BK_FAILURE
 from bookie.shell.datadir import UsageError
 from bookie.shell.output import EXIT_ERROR, EXIT_OK, Output
 
 _MODULES = (journals, logs, overview, scrub_cmd, check_index, rebuild, export, gc, cookie,
-            autorecovery_cmd)
+            autorecovery_cmd, bk_cluster, bk_format, bk_cookie, bk_updatecookie, bk_info)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,16 +82,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str]) -> int:
-    """Run one shell command; returns the exit code (never raises for expected failures)."""
+def _bk_named(parser: argparse.ArgumentParser, name: str | None) -> bool:
+    """Whether ``name`` is one of BookKeeper's commands (bk_settings.py BS2 exit codes)."""
+    for action in parser._subparsers._group_actions if parser._subparsers else ():
+        chosen = getattr(action, "choices", {}).get(name)
+        if chosen is not None:
+            return bool(chosen.get_default("bk_command"))
+    return False
+
+
+def main(argv: list[str], conf: str | None = None) -> int:
+    """Run one shell command; returns the exit code (never raises for expected failures).
+    ``conf``: the BookKeeper configuration file of BookKeeper-named commands given no -conf
+    (``bookkeeper shell``'s $BOOKIE_CONF, bookie/bk_entry.py BE1)."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # --help (0) or a usage error (2): argparse printed it
-        return EXIT_OK if exit_.code in (0, None) else EXIT_ERROR
+        if exit_.code in (0, None):
+            return EXIT_OK
+        return EXIT_BK_FAILURE if argv and _bk_named(parser, argv[0]) else EXIT_ERROR
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
         return EXIT_ERROR
+    if getattr(args, "bk_command", False) and args.conf is None:
+        args.conf = conf
     _setup_logging(args.verbose)
     out = Output(args.json)
     try:

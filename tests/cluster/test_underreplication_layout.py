@@ -72,9 +72,14 @@ def test_switches_and_the_delay_live_where_bookkeeper_keeps_them(zk, zk_uri):
     assert zk.get(f"{root}/underreplication/lostBookieRecoveryDelay")[0] == b"30"
     ur.set_lost_bookie_delay_s(0)
     assert ur.lost_bookie_delay_s() == 0
-    ur.set_replicas_check_ctime_ms(1234)
-    assert zk.get(f"{root}/underreplication/replicascheckctime")[0] == \
-        b"replicasCheckCTime: 1234\n"
+    # BookKeeper's shell (forceauditchecks -rc) wrote these bytes for this ms: binary, not
+    # text, as its ZkLedgerUnderreplicationManager reads them back (parseFrom)
+    bookkeepers = b"\x08\x9f\xc2\xf9\x80\x9d\x34"
+    ur.set_replicas_check_ctime_ms(1794493014303)
+    assert zk.get(f"{root}/underreplication/replicascheckctime")[0] == bookkeepers
+    assert ur.replicas_check_ctime_ms() == 1794493014303
+    zk.set(f"{root}/underreplication/replicascheckctime", b"replicasCheckCTime: 1234\n")
+    assert ur.replicas_check_ctime_ms() == 1234  # what this project wrote before
 
 
 def test_the_lowest_vote_is_the_auditor_and_the_next_is_told_when_it_goes(zk, zk_uri):
