@@ -55,20 +55,24 @@ class Transport(Protocol):
 
 class HttpTransport:
     """Bookies over HTTP or HTTPS, membership from ZooKeeper's ``available/``
-    (docs/cluster.md §1). A bookie id is the host:port of its endpoint; the scheme is the
-    one its registration's service info names (learned when membership is read), else
-    https when this client has a TLS context (``tls``, api/tls.py) and http when not."""
+    (docs/cluster.md §1). A bookie's address and scheme are those of the HTTP endpoint its
+    registration's service info names (learned when membership is read): its id is that
+    host:port unless the bookie was given one (bookie_id); without service info, the id is
+    taken as the address, https when this client has a TLS context (``tls``, api/tls.py)
+    and http when not."""
 
     def __init__(self, store: ZkMetadataStore, tls=None) -> None:
         self.store = store
         self.tls = tls
         self._schemes: dict[str, str] = {}
+        self._addresses: dict[str, str] = {}  # bookie id -> host:port of its HTTP endpoint
         self._properties: dict[str, dict[str, str]] = {}
         self._learned_at: dict[str, float] = {}  # when each bookie's properties were read
 
     def client(self, bookie_id: str) -> BookieClient:
         scheme = self._schemes.get(bookie_id) or ("https" if self.tls is not None else "http")
-        return BookieClient(f"{scheme}://{bookie_id}", ssl_context=self.tls)
+        address = self._addresses.get(bookie_id, bookie_id)
+        return BookieClient(f"{scheme}://{address}", ssl_context=self.tls)
 
     async def writable_bookies(self) -> list[str]:
         found = await asyncio.to_thread(writable_bookies, self.store.client, self.store.root)
@@ -86,10 +90,12 @@ class HttpTransport:
         registered; its place is read again by ``locations`` once LOCATION_TTL_S old)."""
         for bookie_id in bookie_ids:
             if bookie_id not in self._properties:
-                scheme, properties = await asyncio.to_thread(
+                scheme, properties, address = await asyncio.to_thread(
                     bookie_service_info, self.store.client, self.store.root, bookie_id)
                 if scheme is not None:
                     self._schemes[bookie_id] = scheme
+                if address is not None:
+                    self._addresses[bookie_id] = address
                 if properties is not None:
                     self._properties[bookie_id] = properties
                     self._learned_at[bookie_id] = time.monotonic()

@@ -282,15 +282,20 @@ def bookie_scheme(client: KazooClient, root: str, bookie_id: str) -> str | None:
     return bookie_service_info(client, root, bookie_id)[0]
 
 
-def bookie_service_info(client: KazooClient, root: str,
-                        bookie_id: str) -> tuple[str | None, dict[str, str] | None]:
-    """(scheme, properties) of a registered bookie's service info: the scheme as
+def bookie_service_info(client: KazooClient, root: str, bookie_id: str
+                        ) -> tuple[str | None, dict[str, str] | None, str | None]:
+    """(scheme, properties, address) of a registered bookie's service info: the scheme as
     ``bookie_scheme`` says; the properties (its place, api/client/topology.py), None if it
     is not registered, empty if its info is not ours to read (an Apache BookKeeper
-    bookie's)."""
+    bookie's); the host:port of its HTTP endpoint, which is its id unless the id was set
+    (bookie_id: a Pulsar chart pod's DNS name and bookiePort), None without one."""
     endpoints, properties = bookie_registration(client, root, bookie_id)
-    schemes = [protocol for _, _, _, protocol in endpoints or () if protocol in ("http", "https")]
-    return (schemes[0] if schemes else None), properties
+    http = [(protocol, host, port) for _, host, port, protocol in endpoints or ()
+            if protocol in ("http", "https")]
+    if not http:
+        return None, properties, None
+    protocol, host, port = http[0]
+    return protocol, properties, f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def bookie_registration(client: KazooClient, root: str, bookie_id: str

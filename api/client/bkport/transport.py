@@ -75,10 +75,14 @@ class ProtocolTransport(HttpTransport):
             if endpoints is None:
                 continue  # not registered: asked again when next seen
             self._read.add(bookie_id)
-            schemes = [protocol for _, _, _, protocol in endpoints
-                       if protocol in ("http", "https")]
-            if schemes:
-                self._schemes[bookie_id] = schemes[0]
+            http = [(protocol, host, port) for _, host, port, protocol in endpoints
+                    if protocol in ("http", "https")]
+            if http:
+                scheme, host, port = http[0]
+                self._schemes[bookie_id] = scheme
+                if host and port:  # its id is not its address when it was given one
+                    self._addresses[bookie_id] = f"[{host}]:{port}" if ":" in host \
+                        else f"{host}:{port}"
             rpc = [(host, port) for _, host, port, protocol in endpoints
                    if protocol == BK_ENDPOINT and host and port]
             if rpc:
