@@ -31,8 +31,7 @@ class Name:
 _DIR = "ledgerDir, indexDir"
 _JOURNAL = "journalIndex"
 _INTERLEAVED = "InterleavedLedgerStorage's; this bookie is DbLedgerStorage-shaped"
-_NO_READ_CACHE = ("no read-ahead cache: reads go to the entry log through the page cache "
-                  "(docs/design.md)")
+_NO_READ_CACHE = "no read-ahead cache: reads go to the entry log through the page cache"
 _NO_THREADS = "no request thread pools: one event loop and a read executor"
 _UNTIMED = "this stage is not timed on its own"
 _DIRECT = "no direct-I/O entry logger"
@@ -43,7 +42,7 @@ _ROWS = [
     Name("bookie_SERVER_STATUS", "gauge", "BookieStateManager", ours="bookie_writable, "
          "bookie_read_only, bookie_zk_registered"),
     Name("bookie_SERVER_SANITY", "gauge", "BookieStateManager",
-         reason="no periodic sanity check (POST /v1/bookie/sanity runs one on demand)"),
+         reason="no periodic sanity check (GET /v1/bookie/sanity runs one on demand)"),
     # BookieStats
     Name("bookie_WRITE_BYTES", "counter", "BookieStats"),
     Name("bookie_READ_BYTES", "counter", "BookieStats"),
@@ -275,13 +274,3 @@ assert len(NAMES) == len(_ROWS), "a name twice"
 STATSDOC = tuple(n for n, row in NAMES.items()
                  if row.source not in ("LedgerDirsManager", "OrderedExecutor"))
 
-
-def markdown_table() -> str:
-    """docs/operations.md §3.1's table (scripts/gen_docs.py)."""
-    lines = ["| BookKeeper's name | type | labels | here | ours beside it |",
-             "|---|---|---|---|---|"]
-    for row in _ROWS:
-        here = "exported" if row.exported else f"no: {row.reason}"
-        lines.append(f"| `{row.name}` | {row.type} | {row.labels} | {here} | "
-                     f"{f'`{row.ours}`' if row.ours else ''} |")
-    return "\n".join(lines) + "\n"
