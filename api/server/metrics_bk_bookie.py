@@ -11,8 +11,9 @@ BookKeeper declares, exported or not and why, is api/server/metrics_bk_names.py'
     bookie_WRITE_BYTES / _READ_BYTES              counters, entry bytes added and read
     bookie_BOOKIE_FORCE_LEDGER                    counter, force requests
     bookie_JOURNAL_DIRS                           gauge
-    bookie_journal_JOURNAL_{QUEUE_SIZE,WRITE_BYTES,NUM_FLUSH_MAX_WAIT,NUM_FLUSH_MAX_OUTSTANDING_BYTES,
-        NUM_FLUSH_EMPTY_QUEUE,FORCE_WRITE_QUEUE_SIZE}{journalIndex}   counters
+    bookie_journal_JOURNAL_{QUEUE_SIZE,WRITE_BYTES,NUM_FLUSH_MAX_WAIT,
+        NUM_FLUSH_MAX_OUTSTANDING_BYTES,NUM_FLUSH_EMPTY_QUEUE,FORCE_WRITE_QUEUE_SIZE}
+        {journalIndex}                            counters
     bookie_journal_JOURNAL_MEMORY_{MAX,USED}{journalIndex}            gauges, bytes
     bookie_{write_cache_size,write_cache_count,ledgers_count,entries_count}{ledgerDir,
         indexDir}                                 gauges, as DbLedgerStorage's per dir

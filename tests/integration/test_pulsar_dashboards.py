@@ -178,12 +178,15 @@ async def load(url: str) -> None:
 
 
 async def test_pulsar_dashboards_ours_and_alerts_return_data(tmp_path):
-    """Two bookies, as the dashboards count them: bookie-0 writable under the load,
-    bookie-1 read-only by the operator's flag."""
+    """Two bookies, as the dashboards count them: bookie-0 writable under the load, with
+    two ledger dirs (ledger 1 in the second, ledger 2 in the first: id mod 2), bookie-1
+    read-only by the operator's flag."""
     configs = [BookieConfig(data_dir=str(tmp_path / pod), port=0,
                             journal_prealloc_bytes=1 << 20, entrylog_max_bytes=16 * 1024,
                             checkpoint_interval_ms=3_600_000, gc_interval_ms=0,
                             compaction_rate_bytes=0) for pod in PODS]
+    configs[0] = configs[0].replace(ledger_dirs=",".join(
+        str(tmp_path / f"ledgers{i}") for i in range(2)))
     async with running_bookie(configs[0]) as served, \
             running_bookie(configs[1]) as read_only:
         await load(served.url)
@@ -196,7 +199,7 @@ async def test_pulsar_dashboards_ours_and_alerts_return_data(tmp_path):
                 prom = Prom(session, url)
                 # Three scrapes of each at least, so that rate() and irate() have two points.
                 await prom.until("count(count_over_time(bookie_SERVER_STATUS[1m]) >= 3) == 2")
-                await check_values(prom)
+                await check_values(prom, served.bookie.config.ledger_dirs_current)
                 await check_pulsar_dashboards(prom)
                 await check_ours(prom, list(targets.values()))
 
@@ -220,8 +223,9 @@ async def check_served(url: str) -> None:
     assert sum(NAMES[name].exported for name in STATSDOC) >= 46
 
 
-async def check_values(prom: Prom) -> None:
-    """A few of BookKeeper's names hold what the load did, not only a series."""
+async def check_values(prom: Prom, dirs) -> None:
+    """A few of BookKeeper's names hold what the load did, not only a series; the per-dir
+    ones by ledgerDir."""
     async def value(expr: str) -> float:
         result = await prom.query(expr)
         assert result, expr
@@ -232,14 +236,25 @@ async def check_values(prom: Prom) -> None:
     one = '{kubernetes_pod_name="bookie-0"}'
     assert await value(f"bookie_WRITE_BYTES{one}") > 80 * 900
     assert await value(f"bookie_READ_BYTES{one}") > 30 * 900
-    assert await value(f"sum(bookie_DELETED_LEDGER_TOTAL{one})") == 1.0
-    assert await value(f"sum(bookie_MAJOR_COMPACTION_TOTAL{one})") == 1.0
-    assert await value(f"sum(bookie_RECLAIMED_DELETION_SPACE_BYTES{one})") > 0
-    assert await value(f"sum(bookie_ACTIVE_ENTRY_LOG_TOTAL{one})") >= 1
-    assert await value(f"sum(bookie_ACTIVE_LEDGER_TOTAL{one})") == 1.0
-    assert await value(f"sum(bookie_ledgers_count{one})") == 1.0
-    assert await value(f"sum(bookie_entries_count{one})") >= 40
-    assert await value(f"sum(bookie_ledger_writable_dirs{one})") == 1.0
+    assert await value(f"sum(bookie_ledger_writable_dirs{one})") == 2.0
+    assert await value(f"count(bookie_ledgers_count{one})") == 2.0
+    kept, deleted = ({"ledgerDir": d, "indexDir": d, "kubernetes_pod_name": "bookie-0"}
+                     for d in dirs)
+
+    def at(name: str, labels: dict) -> str:
+        return name + "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+
+    for name, in_kept, in_deleted in (
+            ("bookie_ledgers_count", 1, 0), ("bookie_ACTIVE_LEDGER_TOTAL", 1, 0),
+            ("bookie_DELETED_LEDGER_TOTAL", 0, 1), ("bookie_MAJOR_COMPACTION_TOTAL", 1, 1),
+            ("bookie_ACTIVE_ENTRY_LOG_TOTAL", None, 0)):
+        if in_kept is not None:
+            assert await value(at(name, kept)) == in_kept, name
+        assert await value(at(name, deleted)) == in_deleted, name
+    assert await value(at("bookie_ACTIVE_ENTRY_LOG_TOTAL", kept)) >= 1
+    assert await value(at("bookie_RECLAIMED_DELETION_SPACE_BYTES", deleted)) > 0
+    assert await value(at("bookie_RECLAIMED_DELETION_SPACE_BYTES", kept)) == 0
+    assert await value(at("bookie_entries_count", kept)) >= 40
     # MK1: BookKeeper's counter, under its own name (no _total) and typed counter.
     assert await prom.query("bookie_WRITE_BYTES_total") == []
 
