@@ -235,6 +235,7 @@ class GarbageCollector:
                                        keys.encode_location_key(chunk[-1], END_ENTRY_ID))
             self._index_settled.update(chunk)  # G1: only now are they dead
             run.result.ledgers_index_cleaned += len(leftover)
+            run.result.ledgers_settled += len(chunk)
         if run.fresh:
             return
         logger = storage.entry_logger
@@ -316,6 +317,10 @@ class GarbageCollector:
     # -- phase 3: compaction ------------------------------------------------------------
 
     def _choose_candidates(self, run: GcRun) -> None:
+        result = run.result
+        result.logs_live = len(run.usage)
+        result.log_bytes_live = sum(live for live, _total in run.usage.values())
+        result.log_bytes_total = sum(total for _live, total in run.usage.values())
         if run.result.compaction is not None:
             under = [(live / total, log_id) for log_id, (live, total) in run.usage.items()
                      if total and live / total < run.threshold]

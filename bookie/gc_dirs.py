@@ -64,6 +64,8 @@ class DirsGc:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.gcs = [GarbageCollector(unit, clock=clock, counted=False) for unit in units]
         self.counters = counters if counters is not None else GcCounters()
+        #: Each dir's own totals, in dir order (BookKeeper's GC stats are per ledger dir).
+        self.dir_counters = [GcCounters() for _ in units]
         self.running: DirsRun | None = None
         self.last_result: GcResult | None = None
 
@@ -97,16 +99,21 @@ class DirsGc:
             results = run.results + [gc.last_result]
             self.last_result = results[0] if len(results) == 1 else merge_results(results)
             self.running = None
-            count_run(self.counters, self.last_result)
+            self._count(self.last_result)
             raise
         if wait is not None:
             return wait
         if run.next_dir():
             return 0.0
-        count_run(self.counters, run.result)
+        self._count(run.result)
         self.last_result = run.result
         self.running = None
         return None
+
+    def _count(self, result: GcResult) -> None:
+        count_run(self.counters, result)
+        for counters, dir_result in zip(self.dir_counters, result.dirs or [result]):
+            count_run(counters, dir_result)
 
     def run(self, force: str | None = None, disk_warn: bool = False) -> GcResult:
         """A whole run on the calling thread, throttle sleeps included (offline tools)."""

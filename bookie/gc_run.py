@@ -22,6 +22,11 @@ class GcResult:
     entries_moved: int = 0
     bytes_written_compaction: int = 0
     ledgers_index_cleaned: int = 0
+    ledgers_settled: int = 0             # tombstoned ledgers phase 1 made dead (G1)
+    # Phase 2's rolled logs with live bytes, as BookKeeper's ACTIVE_ENTRY_LOG_* gauges.
+    logs_live: int = 0
+    log_bytes_live: int = 0
+    log_bytes_total: int = 0
     quarantined: list[str] = dataclasses.field(default_factory=list)
     problems: list[str] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
@@ -57,6 +62,7 @@ def count_run(counters, result: GcResult) -> None:
     counters.entries_moved += result.entries_moved
     counters.bytes_written_compaction += result.bytes_written_compaction
     counters.ledgers_index_cleaned += result.ledgers_index_cleaned
+    counters.ledgers_settled += result.ledgers_settled
     counters.logs_quarantined += len(result.quarantined)
     counters.problems += len(result.problems)
     counters.last_run_s = result.seconds
@@ -71,6 +77,7 @@ def merge_results(results: list[GcResult]) -> GcResult:
     for result in results:
         for name in ("logs_scanned", "bytes_reclaimed_deletion", "bytes_reclaimed_compaction",
                      "entries_moved", "bytes_written_compaction", "ledgers_index_cleaned",
+                     "ledgers_settled", "logs_live", "log_bytes_live", "log_bytes_total",
                      "seconds"):
             setattr(merged, name, getattr(merged, name) + getattr(result, name))
         for name in ("logs_deleted", "logs_compacted", "quarantined", "problems"):

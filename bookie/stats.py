@@ -83,6 +83,7 @@ class GcCounters:
     entries_moved: int = 0
     bytes_written_compaction: int = 0
     ledgers_index_cleaned: int = 0
+    ledgers_settled: int = 0
     logs_quarantined: int = 0
     problems: int = 0
     last_run_s: float = 0.0
@@ -106,6 +107,10 @@ class Stats:
         self.group_entries = Histogram(COUNT_BUCKETS)
         self.group_bytes = Histogram(BYTES_BUCKETS)
         self.flushes: dict[str, int] = {}
+        # Entry bytes taken into the write cache by adds and answered to reads (loop only),
+        # BookKeeper's WRITE_BYTES and READ_BYTES (api/server/metrics_bk_bookie.py).
+        self.write_bytes = 0
+        self.read_bytes = 0
         self.checkpoint_phases = HistogramFamily(("phase",), LATENCY_BUCKETS_S)
         self.checkpoints = 0
         self.replay = ReplayProgress()

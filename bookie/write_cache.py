@@ -136,6 +136,12 @@ class WriteCache:
     def total_bytes(self) -> int:
         return self._active.bytes + self._flushing.bytes
 
+    def entry_count(self) -> int:
+        """Entries in both halves (a scrape's count: one pass over the ledgers)."""
+        with self._lock:
+            return sum(len(ledger) for half in (self._active, self._flushing)
+                       for ledger in half.entries.values())
+
     def swap(self) -> int:
         """Make the active half the flushing one (checkpoint step 2); returns its bytes.
 

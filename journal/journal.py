@@ -103,6 +103,9 @@ class Journal:
         self._rejection: str | None = None  # why submit raises: closed or failed
         self._submitted_count = self._submitted_bytes = 0  # written by submitters only
         self._done_count = self._done_bytes = 0  # written by the journal thread only
+        #: Groups written and not yet fdatasynced (0 or 1: the thread syncs what it wrote),
+        #: BookKeeper's JOURNAL_FORCE_WRITE_QUEUE_SIZE; written by the journal thread only.
+        self.syncing = 0
         self._mark = LogMark(0, 0)
         self._channel: JournalChannel | None = None
         self._thread: threading.Thread | None = None
@@ -294,10 +297,13 @@ class Journal:
         except OSError as exc:
             return self._io_failure("write", len(buffer), offset, exc), 0.0
         started = self._clock()
+        self.syncing = 1
         try:
             channel.fdatasync()
         except OSError as exc:
             return self._io_failure("fdatasync", len(buffer), offset, exc), 0.0
+        finally:
+            self.syncing = 0
         return None, self._clock() - started
 
     def _io_failure(self, operation: str, size: int, offset: int, exc: OSError) -> IOFailure:

@@ -1,13 +1,15 @@
 """Render the generated tables of docs/http-api.md and docs/operations.md from the code.
 
-Three tables are never written by hand:
+Four tables are never written by hand:
 
 * ``endpoints``: every operation of ``api/server/openapi.py``'s ``SPEC`` (method, path, summary,
   statuses, admin), in the spec's order;
 * ``settings``: every ``Setting`` of ``bookie/config.py``'s ``SETTINGS`` (name, type,
   default, environment variable, flag, range, description), in the table's order;
 * ``bk-server-conf`` (docs/operations.md): every BookKeeper bk_server.conf key
-  ``bookie/bkconf_keys.py`` knows and what ``--conf`` does with it.
+  ``bookie/bkconf_keys.py`` knows and what ``--conf`` does with it;
+* ``bk-metric-names`` (docs/operations.md): every bookie-side metric name of BookKeeper's
+  in ``api/server/metrics_bk_names.py``: exported or why not, and ours beside it.
 
 Each lives between ``<!-- BEGIN GENERATED: name -->`` and ``<!-- END GENERATED: name -->``
 in its doc (``DOCS``). ``python scripts/gen_docs.py`` rewrites them in place;
@@ -28,6 +30,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from api.server.metrics_bk_names import NAMES  # noqa: E402
 from api.server.openapi import SPEC  # noqa: E402
 from bookie import bkconf_keys  # noqa: E402
 from bookie.config import SETTINGS, Setting  # noqa: E402
@@ -129,15 +132,29 @@ def bk_conf_rows(keys=bkconf_keys) -> list[tuple[str, str]]:
     return [(key, f"| `{key}` | {kind} | {_cell(text)} |") for key, kind, text in rows]
 
 
+def bk_metric_rows(names=NAMES) -> list[tuple[str, str]]:
+    """(name, markdown row) per BookKeeper metric name, in the table's order."""
+    rows = []
+    for n in names.values():
+        here = "exported" if n.exported else "no: " + _cell(n.reason)
+        ours = ", ".join(f"`{o}`" for o in n.ours.split(", ")) if n.ours else ""
+        rows.append((n.name, f"| `{n.name}` | {n.type} | {n.labels} | {here} | {_cell(ours)} |"))
+    return rows
+
+
 HEADERS = {
     "endpoints": ["| method | path | summary | statuses | admin |",
                   "|---|---|---|---|---|"],
     "settings": ["| setting | type | default | environment | flag | range | meaning |",
                  "|---|---|---|---|---|---|---|"],
     "bk-server-conf": ["| BookKeeper key | class | here |", "|---|---|---|"],
+    "bk-metric-names": ["| BookKeeper's name | type | labels | here | ours beside it |",
+                        "|---|---|---|---|---|"],
 }
-ROWS = {"endpoints": endpoint_rows, "settings": setting_rows, "bk-server-conf": bk_conf_rows}
-DOCS = {"endpoints": DOC, "settings": DOC, "bk-server-conf": OPERATIONS}
+ROWS = {"endpoints": endpoint_rows, "settings": setting_rows, "bk-server-conf": bk_conf_rows,
+        "bk-metric-names": bk_metric_rows}
+DOCS = {"endpoints": DOC, "settings": DOC, "bk-server-conf": OPERATIONS,
+        "bk-metric-names": OPERATIONS}
 
 
 def render(name: str) -> str:

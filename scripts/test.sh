@@ -4,8 +4,9 @@
 #   bash scripts/test.sh [pytest args...]
 #
 # The tests run real components, never fakes: Java 17 (Spark, for the pipeline's tests),
-# Debian's `zookeeper` (the cluster tests start a real ZooKeeper server), `promtool` from
-# Debian's `prometheus` (checks the shipped alert rules) and `ldb` and `sst_dump` from Debian's
+# Debian's `zookeeper` (the cluster tests start a real ZooKeeper server), `promtool` and
+# `prometheus` from Debian's `prometheus` (checks the shipped alert rules; runs the Pulsar
+# chart's dashboards against real bookies) and `ldb` and `sst_dump` from Debian's
 # `rocksdb-tools` (an older RocksDB than ours reads our index, as BookKeeper's must: issue 37,
 # docs/formats.md §7). Each is installed with apt-get when
 # missing; without root (or without apt-get) the script prints the exact command and exits 3
@@ -20,7 +21,7 @@ if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ] 2>/dev/null; 
     missing+=(openjdk-17-jre-headless)
 fi
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
-command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || missing+=(prometheus)
 { command -v ldb && command -v sst_dump; } >/dev/null 2>&1 || missing+=(rocksdb-tools)
 
 if [ ${#missing[@]} -gt 0 ]; then

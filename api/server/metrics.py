@@ -46,20 +46,23 @@ registry of this app's own (so several bookies in one process never share metric
     bookie_checkpoint_lag_bytes                          gauge, journal bytes past lastMark
     bookie_journal_disk_bytes / _entrylog_disk_bytes     gauges, bytes of *.txn / *.log
     bookie_disk_warn_ratio / _disk_full_ratio            gauges, the configured thresholds
-    (BookKeeper's own names, beside these: api/server/metrics_bk.py)
+    (BookKeeper's own names, beside these: api/server/metrics_bk.py, metrics_bk_bookie.py)
     bookkeeper_server_<OP>, bookie_journal_JOURNAL_*     summaries by success, in ms
+    bookie_SERVER_STATUS, bookie_WRITE_BYTES, ...        its bookie's, GC's and dirs'
 """
 
 from __future__ import annotations
 
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, generate_latest  # noqa: F401 (re-exported)
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, \
     HistogramMetricFamily
 
 from api.server.keys import BOOKIE
 from api.server.metrics_bk import BookKeeperCollector, observe_http
+from api.server.metrics_bk_bookie import BookieBkCollector, \
+    generate_latest  # noqa: F401 (re-exported: BookKeeper's counters, MK1)
 from bookie.disk_monitor import files_bytes
 from bookie.stats import Histogram
 
@@ -335,6 +338,7 @@ def make_registry(bookie, body_budget=None) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BookieCollector(bookie))
     registry.register(BookKeeperCollector(bookie))  # BookKeeper's names (metrics_bk.py)
+    registry.register(BookieBkCollector(bookie))  # and its bookie's (metrics_bk_bookie.py)
     if body_budget is not None:
         registry.register(BodyBudgetCollector(body_budget))
     return registry

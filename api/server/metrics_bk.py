@@ -5,7 +5,8 @@ OpStatsLogger, so that BookKeeper's dashboards and alerts query this bookie unch
     bookkeeper_server_<OP>{success="true|false",quantile="0.5|...|1.0"}  summary, ms
     bookkeeper_server_<OP>_count{success} / _sum{success}              (sum in ms)
     bookie_journal_JOURNAL_ADD_ENTRY / _JOURNAL_SYNC{journalIndex="0",...}  summary, ms
-    bookie_journal_JOURNAL_QUEUE_SIZE{journalIndex="0"}                 gauge, records
+    bookie_journal_JOURNAL_QUEUE_SIZE{journalIndex="0"}                 counter, records
+                                                    (metrics_bk_bookie.py's BkCounter)
 
 Invariants:
     MB1. As BookKeeper's PrometheusTextFormat.writeOpStat: type summary; both success
@@ -17,8 +18,7 @@ Invariants:
     MB3. Ours are unchanged: this collector only adds families.
 
 BookKeeper's counters have no _total suffix (JOURNAL_QUEUE_SIZE is one there, moved up and
-down); prometheus_client would add it to a counter, so the queue size is a gauge here: the
-same name and value, which PromQL reads the same.
+down); prometheus_client would add it, so metrics_bk_bookie.py writes them (its MK1).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import math
 import time
 
 from aiohttp import web
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 
 from bookie.op_stats import JOURNAL_OPS, QUANTILES, SERVER_OPS
 
@@ -89,8 +89,4 @@ class BookKeeperCollector:
         for name in JOURNAL_OPS:
             yield _summary(f"bookie_journal_{name}", f"BookKeeper's {name} (ms)",
                            ops.get(name), JOURNAL_LABELS)
-        queue = GaugeMetricFamily("bookie_journal_JOURNAL_QUEUE_SIZE",
-                                  "records queued for the journal, not yet synced",
-                                  labels=list(JOURNAL_LABELS))
-        queue.add_metric(list(JOURNAL_LABELS.values()), self.bookie.journal_queued_records)
-        yield queue
+        # JOURNAL_QUEUE_SIZE, a counter there: metrics_bk_bookie.py writes BookKeeper's.

@@ -153,7 +153,8 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
         """Replay, checkpoint, open a new journal; then WRITABLE. Raises on a refusal."""
         self._loop = asyncio.get_running_loop()
         self._read_queue = ReadQueue(self._loop, self._reads, self.storage.get_entry,
-                                     self.storage.get_listed, READ_BATCH_BYTES_MAX)
+                                     self.storage.get_listed, READ_BATCH_BYTES_MAX,
+                                     stats=self.stats)
         self._node_state.move(BookieState.REPLAYING)
         try:
             await self._loop.run_in_executor(None, self._open_and_replay)

@@ -106,13 +106,17 @@ def _cancelled(sink) -> bool:
     return sink.cancelled()
 
 
+_BYTES = (bytes, bytearray, memoryview)
+
+
 class ReadQueue:
     """Reads of stored entries for the loop, served on ``executor`` in batches."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, executor: concurrent.futures.Executor,
                  get_entry: Callable[[int, int], bytes | None],
                  get_listed: Callable[[int, list[int], int], list],
-                 max_bytes: int, jobs: int = 2, batch: int = BATCH_MAX) -> None:
+                 max_bytes: int, jobs: int = 2, batch: int = BATCH_MAX,
+                 stats=None) -> None:
         self._loop = loop
         self._executor = executor
         self._get_entry = get_entry
@@ -124,6 +128,7 @@ class ReadQueue:
         self._jobs = 0
         self._start_soon = False  # a _start_queued is scheduled
         self._purge_soon = False  # a _purge is scheduled (RQ5)
+        self.stats = stats  # bookie/stats.py: read_bytes of the bytes answered
 
     def __len__(self) -> int:
         """Reads queued, not yet taken by a job."""
@@ -216,6 +221,9 @@ class ReadQueue:
         self._jobs -= 1
         error = done.exception()
         outcomes = done.result() if error is None else [error] * len(taken)
+        if self.stats is not None:
+            self.stats.read_bytes += sum(len(outcome) for outcome in outcomes
+                                         if outcome.__class__ in _BYTES)
         for (_, _, sink, index), outcome in zip(taken, outcomes):
             if sink.__class__ is ReadGroup:
                 if sink.landed(index, outcome):

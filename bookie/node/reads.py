@@ -43,7 +43,10 @@ class LedgerReads:
         data = self.storage.get_cached(ledger_id, entry_id)
         if data is None:
             return ledger_id, entry_id, self._read_queue.read(ledger_id, entry_id, limit)
-        return ledger_id, entry_id, Oversize(len(data)) if limit and len(data) > limit else data
+        if limit and len(data) > limit:
+            return ledger_id, entry_id, Oversize(len(data))
+        self.stats.read_bytes += len(data)
+        return ledger_id, entry_id, data
 
     def begin_reads(self, asked: list, answer, allowance: int = 0) -> ReadGroup:
         """``begin_read`` for many (the listener's plain reads of one begin, RQ4): each of
@@ -68,8 +71,11 @@ class LedgerReads:
                 if entry_id == -1:
                     entry_id = self._last_entry_of(ledger_id)
                 data = cached(ledger_id, entry_id)
-                if allowance and data is not None and len(data) > allowance:
-                    data = Oversize(len(data))  # RQ6
+                if data is not None:
+                    if allowance and len(data) > allowance:
+                        data = Oversize(len(data))  # RQ6
+                    else:
+                        self.stats.read_bytes += len(data)
             except Exception as exc:  # noqa: BLE001 - this read's own outcome (RQ2)
                 known, data = -1, exc
             if data is None:
@@ -99,6 +105,7 @@ class LedgerReads:
                                                  ledger_id, first, last, step)
         if not found:
             raise NoEntry(f"entry {ledger_id}/{first} is not stored on this bookie")
+        self.stats.read_bytes += sum(map(len, found))
         return found
 
     async def read_batch_framed(self, ledger_id: int, first: int, last: int,
@@ -117,7 +124,9 @@ class LedgerReads:
             if bound.oversize:
                 return Oversize(bound.oversize)
             raise NoEntry(f"entry {ledger_id}/{first} is not stored on this bookie")
-        return b"".join(pieces)
+        body = b"".join(pieces)
+        self.stats.read_bytes += len(body) - 4 * bound.count  # without the size frames
+        return body
 
     def _read_range_sync(self, ledger_id: int, first: int, last: int,
                          step: int) -> list[bytes]:
@@ -147,8 +156,10 @@ class LedgerReads:
         bounded = min(last, first + (HELD_SCAN_FACTOR * self.config.max_read_batch - 1) * step)
         if bounded >= last_stored:
             bounded = last
-        return await self._loop.run_in_executor(self._reads, self._read_held_sync, ledger_id,
-                                                first, bounded, step, last_stored)
+        found, covered = await self._loop.run_in_executor(
+            self._reads, self._read_held_sync, ledger_id, first, bounded, step, last_stored)
+        self.stats.read_bytes += sum(map(len, found))
+        return found, covered
 
     def _read_held_sync(self, ledger_id: int, first: int, last: int, step: int,
                         last_stored: int) -> tuple[list[bytes], int]:

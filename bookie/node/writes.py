@@ -113,6 +113,7 @@ class LedgerWrites:
         runtime = self._runtime_of(ledger_id)
         self._store_state(ledger_id, old, state)
         self.storage.add_entry(ledger_id, entry_id, data)  # W1: cache before journal
+        self.stats.write_bytes += len(data)  # as BookKeeper's WRITE_BYTES: once stored
         runtime.last_entry_id = max(runtime.last_entry_id, entry_id)
         lac = entry_mod.piggybacked_lac(data)
         self._journal_key_once(ledger_id, runtime, state)
@@ -199,6 +200,7 @@ class LedgerWrites:
         runtime = self._runtime_of(ledger_id)
         self._store_state(ledger_id, old, state)
         self.storage.add_run(ledger_id, entries)  # W1
+        self.stats.write_bytes += sum(len(data) for _, data in entries)
         runtime.last_entry_id = max(runtime.last_entry_id,
                                     max(entry_id for entry_id, _ in entries))
         self._journal_key_once(ledger_id, runtime, state)

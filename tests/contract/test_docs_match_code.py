@@ -46,7 +46,8 @@ def _key(name: str, row: str) -> str:
     return f"{cells[0]} {cells[1]}" if name == "endpoints" else cells[0]
 
 
-@pytest.mark.parametrize("name", ["endpoints", "settings", "bk-server-conf"])
+@pytest.mark.parametrize("name", ["endpoints", "settings", "bk-server-conf",
+                                  "bk-metric-names"])
 def test_generated_table_matches_the_code(name):
     expected = dict(gen.ROWS[name]())
     documented = {_key(name, row): row for row in _doc_rows(name)}
