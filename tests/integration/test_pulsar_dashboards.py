@@ -2,7 +2,8 @@
 Prometheus (Debian's ``prometheus``) scraping a real bookie on 127.0.0.1 after adds, reads,
 a delete and a forced GC (api/server/metrics_bk_bookie.py MK1-MK3, docs/operations.md §3.1).
 
-Every query of tests/data/pulsar_dashboards/*.json, with its template variables resolved as
+Every query of the chart's two dashboards (tests/data/pulsar_dashboards/queries.json,
+extracted from them by scripts/interop/dashboard_queries.py), with its template variables resolved as
 Grafana would (``$job`` and ``$instance`` from ``label_values(bookie_SERVER_STATUS, ...)``),
 returns data, except those that read a name of ``UNFILLED`` (each with its reason, from
 api/server/metrics_bk_names.py), which must return nothing. Every query of
@@ -37,10 +38,12 @@ from bookie.entry import frame_entry, master_key
 from bookie.errors import BookieError
 from tests.deploy.test_deploy_files import STANDALONE_RULES, _rule_exprs, metric_names, \
     served_series
+from scripts.interop.dashboard_queries import dashboard_exprs, variable_queries
 from tests.support.servers import running_bookie
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DASHBOARDS = os.path.join(ROOT, "tests", "data", "pulsar_dashboards")
+#: The chart's dashboards' queries (scripts/interop/dashboard_queries.py made it from them).
+QUERIES = os.path.join(ROOT, "tests", "data", "pulsar_dashboards", "queries.json")
 OURS = os.path.join(ROOT, "deploy", "grafana", "bookie-dashboard.json")
 KEY = master_key(b"pulsar-dashboards")
 JOB, PODS = "bookie", ("bookie-0", "bookie-1")
@@ -112,27 +115,14 @@ class Prom:
             await asyncio.sleep(0.1)  # noqa: sleep-ok (bounded poll of Prometheus)
 
 
-def dashboard_exprs(path: str) -> list[str]:
-    with open(path) as handle:
-        dashboard = json.load(handle)
-    exprs = []
-
-    def walk(panels, cluster_row: bool):
-        for panel in panels:
-            if panel.get("type") == "row":
-                cluster_row = panel.get("title", "").startswith("Cluster")
-            walk(panel.get("panels", []), cluster_row)
-            if not cluster_row:
-                exprs.extend(t["expr"].strip() for t in panel.get("targets", [])
-                             if t.get("expr", "").strip())
-    walk(dashboard["panels"], False)
-    return exprs
+def _queries() -> dict:
+    with open(QUERIES, encoding="utf-8") as handle:
+        return json.load(handle)["dashboards"]
 
 
-def variable_queries(path: str) -> list[str]:
-    with open(path) as handle:
-        variables = json.load(handle).get("templating", {}).get("list", [])
-    return [v.get("definition") or v["query"] for v in variables if v.get("type") == "query"]
+def _ours() -> dict:
+    with open(OURS, encoding="utf-8") as handle:
+        return json.load(handle)
 
 
 def resolve(expr: str, variables: dict[str, str]) -> str:
@@ -260,11 +250,11 @@ async def check_values(prom: Prom, dirs) -> None:
 
 
 async def check_pulsar_dashboards(prom: Prom) -> None:
-    main = os.path.join(DASHBOARDS, "bookkeeper.json")
-    compaction = os.path.join(DASHBOARDS, "bookkeeper-compaction.json")
+    dashboards = _queries()
+    main, compaction = dashboards["bookkeeper.json"], dashboards["bookkeeper-compaction.json"]
     # The variables, as Grafana resolves them: without bookie_SERVER_STATUS there is no
     # job and no instance, and every query naming them returns nothing.
-    assert variable_queries(main) == [
+    assert main["variables"] == [
         "label_values(bookie_SERVER_STATUS,job)",
         'label_values(bookie_SERVER_STATUS{job="$job"},kubernetes_pod_name)']
     assert await prom.label_values("job", "bookie_SERVER_STATUS") == [JOB]
@@ -273,8 +263,8 @@ async def check_pulsar_dashboards(prom: Prom) -> None:
     variables = {"job": JOB, "instance": "|".join(pods)}  # Grafana's "All" of a multi value
     empty, queried = [], set()
     for path, total in ((main, 51), (compaction, 8)):
-        exprs = dashboard_exprs(path)
-        assert len(exprs) == total, (path, len(exprs))
+        exprs = path["exprs"]
+        assert len(exprs) == total, (path["title"], len(exprs))
         for expr in exprs:
             names = names_in(expr)
             queried |= names
@@ -296,10 +286,10 @@ async def check_pulsar_dashboards(prom: Prom) -> None:
 
 
 async def check_ours(prom: Prom, targets: list[str]) -> None:
-    assert variable_queries(OURS) == ["label_values(bookie_writable, instance)"]
+    assert variable_queries(_ours()) == ["label_values(bookie_writable, instance)"]
     assert sorted(await prom.label_values("instance", "bookie_writable")) == sorted(targets)
     variables = {"instance": "|".join(targets), "__rate_interval": "1m", "__interval": "15s"}
-    exprs = dashboard_exprs(OURS)
+    exprs = dashboard_exprs(_ours())
     assert len(exprs) >= 50, len(exprs)
     for expr in exprs:
         assert await prom.query(resolve(expr, variables)), f"{expr} returned nothing"
