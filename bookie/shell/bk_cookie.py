@@ -69,7 +69,7 @@ def _cookie_file(path: str) -> bytes:
 
 def create(args: argparse.Namespace, out: Output) -> int:
     me, data = _bookie_id(args), _cookie_file(args.cookie_file)
-    with zookeeper(metadata_uri(settings(args))) as (client, root):
+    with zookeeper(metadata_uri(settings(args, zookeeper_only=True))) as (client, root):
         cookies = ZkCookies(client, root)
         if cookies.read(me) is not None:  # CC2
             return failure(f"Cookie already exist for bookie '{me}'")
@@ -80,7 +80,7 @@ def create(args: argparse.Namespace, out: Output) -> int:
 
 def delete(args: argparse.Namespace, out: Output) -> int:
     me = _bookie_id(args)
-    with zookeeper(metadata_uri(settings(args))) as (client, root):
+    with zookeeper(metadata_uri(settings(args, zookeeper_only=True))) as (client, root):
         if not ZkCookies(client, root).delete(me):
             return failure(f"Cookie not found for bookie '{me}'")
     out.emit({"type": "cookieDeleted", "bookieId": me},
@@ -90,7 +90,7 @@ def delete(args: argparse.Namespace, out: Output) -> int:
 
 def get(args: argparse.Namespace, out: Output) -> int:
     me = _bookie_id(args)
-    with zookeeper(metadata_uri(settings(args))) as (client, root):
+    with zookeeper(metadata_uri(settings(args, zookeeper_only=True))) as (client, root):
         found = ZkCookies(client, root).read(me)
     if found is None:
         return failure(f"Cookie not found for bookie '{me}'")
@@ -102,7 +102,7 @@ def get(args: argparse.Namespace, out: Output) -> int:
 
 def update(args: argparse.Namespace, out: Output) -> int:
     me, data = _bookie_id(args), _cookie_file(args.cookie_file)
-    with zookeeper(metadata_uri(settings(args))) as (client, root):
+    with zookeeper(metadata_uri(settings(args, zookeeper_only=True))) as (client, root):
         cookies = ZkCookies(client, root)
         found = cookies.read(me)
         if found is None:  # CC2
@@ -116,7 +116,7 @@ def generate(args: argparse.Namespace, out: Output) -> int:
     me = _bookie_id(args)
     instance = args.instance_id
     if instance is None:
-        with zookeeper(metadata_uri(settings(args))) as (client, root):
+        with zookeeper(metadata_uri(settings(args, zookeeper_only=True))) as (client, root):
             instance = cluster_instance_id(client, root)
     index = args.index_dirs.split(",") if args.index_dirs else None
     data = encode_cookie(me, args.journal_dirs, args.ledger_dirs.split(","), instance, index)
