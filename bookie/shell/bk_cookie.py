@@ -22,13 +22,22 @@ from bookie.shell.output import EXIT_OK, Output
 
 
 def register(commands, common: argparse.ArgumentParser) -> None:
-    for name, handler, text in (
-            ("cookie_create", create, "Create a cookie for a given bookie"),
-            ("cookie_delete", delete, "Delete a cookie for a given bookie"),
-            ("cookie_get", get, "Retrieve a cookie for a given bookie"),
-            ("cookie_update", update, "Update a cookie for a given bookie"),
-            ("cookie_generate", generate, "Generate a cookie for a given bookie")):
-        parser = add(commands, name, handler, f"{text} (BookKeeper's name)", f"{text}.")
+    for name, handler, text, more in (
+            ("cookie_create", create, "Create a cookie for a given bookie",
+             "Upload -cf FILE as the bookie's cookie in ZooKeeper; exit 255 if it has one."),
+            ("cookie_delete", delete, "Delete a cookie for a given bookie",
+             "Delete the bookie's cookie in ZooKeeper (it then starts on the dirs it has, as "
+             "a new member); exit 255 if it has none."),
+            ("cookie_get", get, "Retrieve a cookie for a given bookie",
+             "Print the bookie's cookie in ZooKeeper between BookKeeper's --- lines; exit 255 "
+             "if it has none."),
+            ("cookie_update", update, "Update a cookie for a given bookie",
+             "Replace the bookie's cookie in ZooKeeper with -cf FILE; exit 255 if it has "
+             "none."),
+            ("cookie_generate", generate, "Generate a cookie for a given bookie",
+             "Write a cookie for the bookie and dirs given to -o FILE, with the cluster's "
+             "instance id from ZooKeeper unless -i gives one.")):
+        parser = add(commands, name, handler, f"{text} (BookKeeper's name)", f"{text}. {more}")
         parser.add_argument("bookie_id", metavar="<bookie-id>", help="HOST:PORT")
         if name in ("cookie_create", "cookie_update"):
             parser.add_argument("-cf", "--cookie-file", dest="cookie_file", required=True,

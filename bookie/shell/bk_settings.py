@@ -74,14 +74,14 @@ def settings(args: argparse.Namespace, zookeeper_only: bool = False) -> BookieCo
     environ = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
     flags = {"metadata_service_uri": args.metadata_service_uri}
     try:
-        config, _, _ = load_settings(args.conf, args.config, flags, environ)
+        config, _, _ = load_settings(args.conf, getattr(args, "config", None), flags, environ)
     except ConfigError as exc:
         if not (zookeeper_only and args.conf):
             raise UsageError(f"bad configuration: {exc}") from None
         print(f"bookkeeper shell: warning: {exc}; reading only the metadata service URI "
               f"from {args.conf}", file=sys.stderr)
         try:
-            config, _ = load_config(args.config, flags, environ,
+            config, _ = load_config(getattr(args, "config", None), flags, environ,
                                     underlay=_metadata_only(args.conf))
         except (ConfigError, OSError) as again:
             raise UsageError(f"bad configuration: {again}") from None

@@ -33,6 +33,8 @@ def test_whatisinstanceid_fails_until_initnewcluster(tmp_path, zookeeper, zk):
     assert shown.stdout.strip() == f"Metadata Service Uri: {uri} InstanceId: {instance}"
     again = _run("shell", "initnewcluster", env=conf)
     assert again.returncode == 1 and f"Ledger root path: {root} already exists" in again.stderr
+    listed = _run("shell", "listunderreplicated", env=conf)  # ours, its URI from the conf
+    assert listed.returncode == 0 and "0 ledger(s) under-replicated" in listed.stdout, listed
     assert zk.get(f"{root}/INSTANCEID")[0].decode() == instance  # ZK4: never replaced
 
 
