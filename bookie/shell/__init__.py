@@ -44,7 +44,7 @@ from bookie.errors import IOFailure
 from bookie.shell import (autorecovery_cmd, bk_cluster, bk_cookie, bk_format, bk_info,
                           bk_updatecookie, check_index, cookie, export, gc, journals, logs,
                           overview, rebuild, scrub_cmd)
-from bookie.shell.bk_settings import EXIT_BK_FAILURE
+from bookie.shell.bk_settings import EXIT_BK_FAILURE, metadata_uri, settings
 from bookie.shell.datadir import UsageError
 from bookie.shell.output import EXIT_ERROR, EXIT_OK, Output
 
@@ -105,11 +105,14 @@ def main(argv: list[str], conf: str | None = None) -> int:
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
         return EXIT_ERROR
-    if getattr(args, "bk_command", False) and args.conf is None:
+    if (getattr(args, "bk_command", False) or getattr(args, "zk_command", False)) \
+            and args.conf is None:
         args.conf = conf
     _setup_logging(args.verbose)
     out = Output(args.json)
     try:
+        if getattr(args, "zk_command", False):  # the URI from the flag, env or -conf (BS1)
+            args.metadata_service_uri = metadata_uri(settings(args, zookeeper_only=True))
         return args.handler(args, out)
     except UsageError as exc:
         out.error(str(exc))

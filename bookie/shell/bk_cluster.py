@@ -57,7 +57,7 @@ def register(commands, common: argparse.ArgumentParser) -> None:
 
 
 def what_is_instance_id(args: argparse.Namespace, out: Output) -> int:
-    uri = metadata_uri(settings(args))
+    uri = metadata_uri(settings(args, zookeeper_only=True))
     with zookeeper(uri) as (client, root):
         if not tree_exists(client, root):  # BookKeeper's words
             return failure(f"BookKeeper metadata doesn't exist in ZooKeeper ({uri}). Has the "
@@ -73,7 +73,7 @@ def what_is_instance_id(args: argparse.Namespace, out: Output) -> int:
 
 
 def init_cluster(args: argparse.Namespace, out: Output) -> int:
-    uri = metadata_uri(settings(args))
+    uri = metadata_uri(settings(args, zookeeper_only=True))
     hosts, root = parse_uri(uri)
     out.text(f"Initializing ZooKeeper metadata for new cluster, ZKServers: {hosts} ledger "
              f"root path: {root}")
@@ -94,7 +94,7 @@ def force_audit_checks(args: argparse.Namespace, out: Output) -> int:
     if not chosen:
         return failure("Command line args must contain atleast one type of check. This was "
                        "a no-op.")
-    uri = metadata_uri(settings(args))
+    uri = metadata_uri(settings(args, zookeeper_only=True))
     ctime_ms = int(time.time() * 1000) - FORCE_BACK_MS
     with zookeeper(uri) as (client, root):
         ur = Underreplication(client, root)

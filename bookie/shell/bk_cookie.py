@@ -22,13 +22,22 @@ from bookie.shell.output import EXIT_OK, Output
 
 
 def register(commands, common: argparse.ArgumentParser) -> None:
-    for name, handler, text in (
-            ("cookie_create", create, "Create a cookie for a given bookie"),
-            ("cookie_delete", delete, "Delete a cookie for a given bookie"),
-            ("cookie_get", get, "Retrieve a cookie for a given bookie"),
-            ("cookie_update", update, "Update a cookie for a given bookie"),
-            ("cookie_generate", generate, "Generate a cookie for a given bookie")):
-        parser = add(commands, name, handler, f"{text} (BookKeeper's name)", f"{text}.")
+    for name, handler, text, more in (
+            ("cookie_create", create, "Create a cookie for a given bookie",
+             "Upload -cf FILE as the bookie's cookie in ZooKeeper; exit 255 if it has one."),
+            ("cookie_delete", delete, "Delete a cookie for a given bookie",
+             "Delete the bookie's cookie in ZooKeeper (it then starts on the dirs it has, as "
+             "a new member); exit 255 if it has none."),
+            ("cookie_get", get, "Retrieve a cookie for a given bookie",
+             "Print the bookie's cookie in ZooKeeper between BookKeeper's --- lines; exit 255 "
+             "if it has none."),
+            ("cookie_update", update, "Update a cookie for a given bookie",
+             "Replace the bookie's cookie in ZooKeeper with -cf FILE; exit 255 if it has "
+             "none."),
+            ("cookie_generate", generate, "Generate a cookie for a given bookie",
+             "Write a cookie for the bookie and dirs given to -o FILE, with the cluster's "
+             "instance id from ZooKeeper unless -i gives one.")):
+        parser = add(commands, name, handler, f"{text} (BookKeeper's name)", f"{text}. {more}")
         parser.add_argument("bookie_id", metavar="<bookie-id>", help="HOST:PORT")
         if name in ("cookie_create", "cookie_update"):
             parser.add_argument("-cf", "--cookie-file", dest="cookie_file", required=True,
@@ -69,7 +78,7 @@ def _cookie_file(path: str) -> bytes:
 
 def create(args: argparse.Namespace, out: Output) -> int:
     me, data = _bookie_id(args), _cookie_file(args.cookie_file)
-    with zookeeper(metadata_uri(settings(args))) as (client, root):
+    with zookeeper(metadata_uri(settings(args, zookeeper_only=True))) as (client, root):
         cookies = ZkCookies(client, root)
         if cookies.read(me) is not None:  # CC2
             return failure(f"Cookie already exist for bookie '{me}'")
@@ -80,7 +89,7 @@ def create(args: argparse.Namespace, out: Output) -> int:
 
 def delete(args: argparse.Namespace, out: Output) -> int:
     me = _bookie_id(args)
-    with zookeeper(metadata_uri(settings(args))) as (client, root):
+    with zookeeper(metadata_uri(settings(args, zookeeper_only=True))) as (client, root):
         if not ZkCookies(client, root).delete(me):
             return failure(f"Cookie not found for bookie '{me}'")
     out.emit({"type": "cookieDeleted", "bookieId": me},
@@ -90,7 +99,7 @@ def delete(args: argparse.Namespace, out: Output) -> int:
 
 def get(args: argparse.Namespace, out: Output) -> int:
     me = _bookie_id(args)
-    with zookeeper(metadata_uri(settings(args))) as (client, root):
+    with zookeeper(metadata_uri(settings(args, zookeeper_only=True))) as (client, root):
         found = ZkCookies(client, root).read(me)
     if found is None:
         return failure(f"Cookie not found for bookie '{me}'")
@@ -102,7 +111,7 @@ def get(args: argparse.Namespace, out: Output) -> int:
 
 def update(args: argparse.Namespace, out: Output) -> int:
     me, data = _bookie_id(args), _cookie_file(args.cookie_file)
-    with zookeeper(metadata_uri(settings(args))) as (client, root):
+    with zookeeper(metadata_uri(settings(args, zookeeper_only=True))) as (client, root):
         cookies = ZkCookies(client, root)
         found = cookies.read(me)
         if found is None:  # CC2
@@ -116,7 +125,7 @@ def generate(args: argparse.Namespace, out: Output) -> int:
     me = _bookie_id(args)
     instance = args.instance_id
     if instance is None:
-        with zookeeper(metadata_uri(settings(args))) as (client, root):
+        with zookeeper(metadata_uri(settings(args, zookeeper_only=True))) as (client, root):
             instance = cluster_instance_id(client, root)
     index = args.index_dirs.split(",") if args.index_dirs else None
     data = encode_cookie(me, args.journal_dirs, args.ledger_dirs.split(","), instance, index)

@@ -45,7 +45,7 @@ def register(commands, common: argparse.ArgumentParser) -> None:
 
 
 def endpoint_info(args: argparse.Namespace, out: Output) -> int:
-    with zookeeper(metadata_uri(settings(args))) as (client, root):
+    with zookeeper(metadata_uri(settings(args, zookeeper_only=True))) as (client, root):
         endpoints, properties = bookie_registration(client, root, args.bookie_id)
     if endpoints is None:
         return failure(f"Bookie {args.bookie_id} does not exist, or is not registered")

@@ -18,6 +18,11 @@ Invariants:
          goes round.
     BS3. The bookie id is the one ``bookie serve`` registers with these settings
          (api/cluster/member.py: ``host:port``), so a command acts on that bookie's cookie.
+    BS4. A command that needs only ZooKeeper (whatisinstanceid, initnewcluster,
+         forceauditchecks, the cookie_* commands, endpointinfo) runs past a key of the
+         -conf file that ``bookie serve`` would refuse (exit 78: TLS, directories...),
+         saying it once on stderr: the chart's cluster-initialize job must not wait forever
+         on a key that concerns the bookie alone.
 """
 
 from __future__ import annotations
@@ -29,8 +34,9 @@ import sys
 
 from api.client.metadata import MetadataError
 from bookie.bkconf import load_settings
-from bookie.config import BookieConfig, ConfigError
+from bookie.config import BookieConfig, ConfigError, load_config
 from bookie.errors import IOFailure
+from bookie.properties import parse_properties
 from bookie.shell.datadir import UsageError
 
 #: BookKeeper's shell returns -1 for most failures; the process exits with 255.
@@ -61,14 +67,24 @@ def bk_options() -> argparse.ArgumentParser:
     return options
 
 
-def settings(args: argparse.Namespace) -> BookieConfig:
-    """The bookie's settings from the layers ``args`` names (BC2 of bookie/bkconf.py)."""
+def settings(args: argparse.Namespace, zookeeper_only: bool = False) -> BookieConfig:
+    """The bookie's settings from the layers ``args`` names (BC2 of bookie/bkconf.py).
+    BS4: ``zookeeper_only`` (a command that needs no more than the metadata service URI and
+    the ZooKeeper credentials) goes on past a refusal elsewhere in the -conf file."""
     environ = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
     flags = {"metadata_service_uri": args.metadata_service_uri}
     try:
-        config, _, _ = load_settings(args.conf, args.config, flags, environ)
+        config, _, _ = load_settings(args.conf, getattr(args, "config", None), flags, environ)
     except ConfigError as exc:
-        raise UsageError(f"bad configuration: {exc}") from None
+        if not (zookeeper_only and args.conf):
+            raise UsageError(f"bad configuration: {exc}") from None
+        print(f"bookkeeper shell: warning: {exc}; reading only the metadata service URI "
+              f"from {args.conf}", file=sys.stderr)
+        try:
+            config, _ = load_config(getattr(args, "config", None), flags, environ,
+                                    underlay=_metadata_only(args.conf))
+        except (ConfigError, OSError) as again:
+            raise UsageError(f"bad configuration: {again}") from None
     if config.zk_digest or config.zk_digest_file or config.zk_sasl or config.zk_sasl_file:
         from api.client import zk_auth  # noqa: PLC0415 (a secured cluster only)
 
@@ -78,6 +94,19 @@ def settings(args: argparse.Namespace) -> BookieConfig:
         except zk_auth.CredentialsError as exc:
             raise UsageError(f"bad configuration: {exc}") from None
     return config
+
+
+def _metadata_only(path: str) -> dict[str, tuple[str, str]]:
+    """BS4: metadataServiceUri, else zk://zkServers/zkLedgersRootPath, as bkconf.py maps
+    them, and nothing else of the file."""
+    with open(path, encoding="latin-1") as handle:
+        props = parse_properties(handle.read(), path)
+    uri = props["metadataServiceUri"].value if "metadataServiceUri" in props else ""
+    servers = props["zkServers"].items if "zkServers" in props else ()
+    if not uri and servers:
+        root = props["zkLedgersRootPath"].value if "zkLedgersRootPath" in props else ""
+        uri = f"zk://{','.join(servers)}{root or '/ledgers'}"
+    return {"metadata_service_uri": (uri, path)} if uri else {}
 
 
 def metadata_uri(config: BookieConfig) -> str:

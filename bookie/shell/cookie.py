@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 
 from api.client.metadata_format import decode_cookie, decode_service_info
 from api.client.zk_auth import new_client
@@ -19,12 +18,16 @@ URI_ENV = "BOOKIE_METADATA_SERVICE_URI"  # as `bookie cluster up` prints it
 
 
 def zookeeper_options() -> argparse.ArgumentParser:
-    """The parent parser of every command that talks to a cluster's ZooKeeper."""
+    """The parent parser of every command that talks to a cluster's ZooKeeper: the URI, or
+    BookKeeper's -conf file that holds it (bookkeeper shell's $BOOKIE_CONF; resolved by
+    ``bookie.shell.main`` through bk_settings.py)."""
     zk = argparse.ArgumentParser(add_help=False)
-    zk.add_argument("--metadata-service-uri", default=os.environ.get(URI_ENV),
-                    required=URI_ENV not in os.environ, metavar="zk://HOST:PORT/ledgers",
+    zk.add_argument("--metadata-service-uri", default=None, metavar="zk://HOST:PORT/ledgers",
                     help=f"the cluster's ZooKeeper (as the bookies' metadata_service_uri; "
-                    f"default ${URI_ENV})")
+                    f"default ${URI_ENV}, else the -conf file's)")
+    zk.add_argument("-conf", "--conf", dest="conf", metavar="FILE",
+                    help="BookKeeper's bookkeeper.conf: its metadataServiceUri (or zkServers)")
+    zk.set_defaults(zk_command=True)
     return zk
 
 

@@ -33,6 +33,8 @@ def test_whatisinstanceid_fails_until_initnewcluster(tmp_path, zookeeper, zk):
     assert shown.stdout.strip() == f"Metadata Service Uri: {uri} InstanceId: {instance}"
     again = _run("shell", "initnewcluster", env=conf)
     assert again.returncode == 1 and f"Ledger root path: {root} already exists" in again.stderr
+    listed = _run("shell", "listunderreplicated", env=conf)  # ours, its URI from the conf
+    assert listed.returncode == 0 and "0 ledger(s) under-replicated" in listed.stdout, listed
     assert zk.get(f"{root}/INSTANCEID")[0].decode() == instance  # ZK4: never replaced
 
 
@@ -174,3 +176,18 @@ def test_bookkeeper_bookie_and_autorecovery_start_from_bookie_conf(tmp_path, zoo
     finally:
         bookie.send_signal(signal.SIGTERM)
         assert bookie.wait(60) == 0
+
+
+def test_a_key_only_the_bookie_refuses_does_not_stop_zookeeper_commands(tmp_path, zookeeper,
+                                                                         zk):
+    uri, root = _hierarchical(zookeeper)
+    path = _conf(tmp_path / "bookkeeper.conf", uri, tmp_path / "bookie")
+    with open(path, "a") as handle:  # JKS key stores: `bookie serve` exits 78 (BC3)
+        handle.write("tlsProviderFactoryClass=org.apache.bookkeeper.tls.TLSContextFactory\n")
+    env = {"BOOKIE_CONF": path}
+    made = _run("shell", "initnewcluster", env=env)
+    assert made.returncode == 0 and "tlsKeyStoreType" in made.stderr, made  # BS4, said
+    shown = _run("shell", "whatisinstanceid", env=env)
+    assert shown.returncode == 0 and shown.stdout.startswith(f"Metadata Service Uri: {uri} ")
+    wiped = _run("shell", "bookieformat", "-nonInteractive", "-force", env=env)
+    assert wiped.returncode == 255 and "bad configuration" in wiped.stderr  # its dirs: no

@@ -20,12 +20,24 @@ COMMANDS = ["readjournal", "lastmark", "readlog", "readlogmetadata", "listfiles"
             "listledgers", "ledger", "info", "scrub", "check-index", "rebuild-index",
             "export-index", "gc", "cookie", "listbookies", "listunderreplicated",
             "decommission", "autorecovery"]
+#: BookKeeper's names (bookie/shell/bk_*.py): their dirs come from the settings, not --data-dir
+BK_COMMANDS = ["whatisinstanceid", "initnewcluster", "forceauditchecks", "bookieformat",
+               "initbookie", "cookie_create", "cookie_delete", "cookie_get", "cookie_update",
+               "cookie_generate", "updatecookie", "endpointinfo", "activeledgers"]
 
 
 def test_every_command_is_registered():
     parser = build_parser()
     [commands] = [a for a in parser._actions if a.dest == "command"]
-    assert sorted(commands.choices) == sorted(COMMANDS)
+    assert sorted(commands.choices) == sorted(COMMANDS + BK_COMMANDS)
+
+
+@pytest.mark.parametrize("command", BK_COMMANDS)
+def test_every_bookkeeper_command_explains_itself_with_help(capsys, command):
+    result = run(capsys, command, "--help")
+    assert result.code == 0
+    assert "-conf" in result.out and "--json" in result.out
+    assert len(result.out.split("\n\n")[1]) > 40  # a description, not just usage
 
 
 @pytest.mark.parametrize("command", COMMANDS)
