@@ -108,3 +108,26 @@ def loopback_identity(host: str, bookie_id: str | None) -> str | None:
     if host == "localhost" or _is_loopback(host):
         return f"host {host}"
     return None
+
+
+#: Listening on these means every interface: no address a client could connect to.
+WILDCARDS = ("", "0.0.0.0", "::")
+
+
+def default_address() -> str:
+    """This host's address, as BookKeeper's DNS.getDefaultIP gives it for the default
+    interface: the hostname's address, else the hostname."""
+    name = socket.gethostname()
+    try:
+        return socket.gethostbyname(name)
+    except OSError:
+        return name
+
+
+def registered_bookie_id(bookie_id: str | None, host: str, port: int) -> str:
+    """The id a cluster bookie registers, and keeps its cookie, under: ``bookie_id`` when
+    set; else ``host:port``, with a wildcard host (every interface) replaced by this host's
+    address as BookKeeper does (api/cluster/member.py; bookie/shell/bk_settings.py BS3)."""
+    if bookie_id:
+        return bookie_id
+    return f"{default_address() if host in WILDCARDS else host}:{port}"

@@ -27,6 +27,7 @@ from bookie.config_render import render_config, render_defaults
 from bookie.listen_errors import ListenRefused, listen_refusal
 from bookie.logs import setup_logging
 from bookie.sd_notify import Notifier
+from bookie.bkconf_identity import registered_bookie_id
 from bookie.setting_flags import add_setting_flags
 
 log = logging.getLogger("bookie")
@@ -142,7 +143,7 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
                 bk_port = await _listen(listeners, _bk_listener(bookie, config, ssl_context),
                                         "bookie_port", config.host, config.bookie_port)
                 admin_port = await _listen(
-                    listeners, admin_listener(bookie, config.bookie_id or f"{config.host}:{port}",
+                    listeners, admin_listener(bookie, registered_bookie_id(config.bookie_id, config.host, port),
                                               ssl_context),
                     "admin_port", config.host, config.admin_port)
             except ListenRefused as exc:  # a port in use: one line, not a traceback
@@ -159,7 +160,7 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
             announce = functools.partial(_announce, ready_line, config.host, scheme, port,
                                          bk_port, admin_port)
             code = await _run_until_stopped(bookie, stop, notifier, before_ready,
-                                            config.bookie_id or f"{config.host}:{port}",
+                                            registered_bookie_id(config.bookie_id, config.host, port),
                                             before_start, announce)
             if member is not None:  # before draining: clients stop choosing this bookie
                 await (member.stop() if code == 0 else member.close())

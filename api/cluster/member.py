@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 
 import os
 
@@ -42,6 +41,7 @@ from api.cluster.gc_metadata import MetadataGc
 from api.cluster.underreplication import Underreplication
 from api.cluster.zookeeper import (ZkCookies, ZkRegistration, cluster_instance_id,
                                    count_underreplicated, create_cluster_instance_id)
+from bookie.bkconf_identity import WILDCARDS, registered_bookie_id
 from bookie.disk import atomic_replace
 from bookie.errors import BookieError
 from bookie.identity import instance_id
@@ -53,18 +53,13 @@ COOKIE_FILE = "VERSION"  # BookKeeper's name for the cookie in current/
 UNDERREPLICATED_REFRESH_S = 2.0
 
 
-#: Listening on these means every interface: no address a client could connect to.
-WILDCARDS = ("", "0.0.0.0", "::")
-
-
 def advertised_host(host: str, bookie_id: str) -> str:
     """The host a client connects to, in the registration's endpoints: the listened host,
     or, listening on every interface (a Pulsar chart pod), the bookie id's host (its pod
     DNS name with useHostNameAsBookieID), else this host's name."""
     if host not in WILDCARDS:
         return host
-    named = bookie_id.rsplit(":", 1)[0]
-    return named if named not in WILDCARDS else socket.getfqdn()
+    return bookie_id.rsplit(":", 1)[0]  # registered_bookie_id never leaves a wildcard
 
 
 class CookieMismatch(BookieError):
@@ -78,7 +73,7 @@ class ClusterMember:
     def __init__(self, bookie: Bookie, uri: str, host: str, port: int,
                  rpc_port: int | None = None) -> None:
         self.bookie = bookie
-        self.bookie_id = bookie.config.bookie_id or f"{host}:{port}"
+        self.bookie_id = registered_bookie_id(bookie.config.bookie_id, host, port)
         info = encode_service_info(advertised_host(host, self.bookie_id), port,
                                    bookie.config.tls, rpc_port, published_place(bookie.config))
         self.registration = ZkRegistration(uri, self.bookie_id, info,

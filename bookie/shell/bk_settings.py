@@ -17,7 +17,9 @@ Invariants:
          ZK_ANSWER_S (api/client/zk_bound.py ZK5), so a caller's ``until ...; do`` loop
          goes round.
     BS3. The bookie id is the one ``bookie serve`` registers with these settings
-         (api/cluster/member.py: ``host:port``), so a command acts on that bookie's cookie.
+         (bookie/bkconf_identity.py ``registered_bookie_id``: ``bookie_id``, which the
+         chart's useHostNameAsBookieID gives, else ``host:port``), so a command acts on that
+         bookie's cookie.
     BS4. A command that needs only ZooKeeper (whatisinstanceid, initnewcluster,
          forceauditchecks, the cookie_* commands, endpointinfo) runs past a key of the
          -conf file that ``bookie serve`` would refuse (exit 78: TLS, directories...),
@@ -34,6 +36,7 @@ import sys
 
 from api.client.metadata import MetadataError
 from bookie.bkconf import load_settings
+from bookie.bkconf_identity import registered_bookie_id
 from bookie.config import BookieConfig, ConfigError, load_config
 from bookie.errors import IOFailure
 from bookie.properties import parse_properties
@@ -120,7 +123,7 @@ def metadata_uri(config: BookieConfig) -> str:
 
 def bookie_id(config: BookieConfig) -> str:
     """BS3."""
-    return f"{config.host}:{config.port}"
+    return registered_bookie_id(config.bookie_id, config.host, config.port)
 
 
 def every_dir(config: BookieConfig) -> list[str]:

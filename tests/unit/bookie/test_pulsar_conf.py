@@ -8,7 +8,7 @@ from __future__ import annotations
 import shutil
 
 from bookie import bkconf, conf_from_env
-from bookie.bkconf_identity import canonical_hostname
+from bookie.bkconf_identity import canonical_hostname, default_address, registered_bookie_id
 from tests.support.pulsar_chart import PULSAR_CONF, chart_environment
 
 #: Refused, with why: the only keys of Pulsar's file and the chart not honoured here.
@@ -58,3 +58,12 @@ def test_each_refusal_is_one_line_of_the_start_summary_with_its_reason(tmp_path)
     ignored = next(line for line in lines if "ignored" in line)
     for key in ("useV2WireProtocol=true", "defaultRocksdbConf=", "numReadWorkerThreads=8"):
         assert key in ignored, ignored
+
+
+def test_a_bookie_on_every_interface_registers_under_this_hosts_address():
+    """bin/pulsar listens on 0.0.0.0: without a bookie id the id must still be an address
+    (BookKeeper's default interface IP), never 0.0.0.0:PORT."""
+    assert registered_bookie_id(None, "0.0.0.0", 3180) == f"{default_address()}:3180"
+    assert registered_bookie_id(None, "127.0.0.1", 3180) == "127.0.0.1:3180"
+    assert registered_bookie_id("bookie-0.bookies:3181", "0.0.0.0", 3180) == \
+        "bookie-0.bookies:3181"
