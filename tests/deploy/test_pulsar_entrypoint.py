@@ -32,51 +32,12 @@ from kazoo.client import KazooClient
 
 from api.client.ensemble import BookKeeper
 from bookie.bkconf_identity import canonical_hostname
-from tests.support.pulsar_chart import PULSAR_CONF, chart_environment
+from tests.support.pulsar_chart import INIT_JOB, MAIN, PULSAR_CONF, VERIFY_CLUSTER_ID, \
+    chart_environment
 from tests.support.servers import ROOT
 from tests.support.zookeeper import free_port
 
 DEPLOY = os.path.join(ROOT, "deploy", "pulsar")
-
-#: bookkeeper-cluster-initialize.yaml's script (the job's `timeout 60 sh -c`).
-INIT_JOB = """\
-bin/apply-config-from-env.py conf/bookkeeper.conf;
-export BOOKIE_MEM="-Xmx128M";
-if timeout 15 bin/bookkeeper shell whatisinstanceid; then
-    echo "bookkeeper cluster already initialized";
-else
-    bin/pulsar zookeeper-shell -server {zk} create {prefix} && echo 'created for pulsar cluster "test"' &&
-    bin/bookkeeper shell initnewcluster;
-fi
-"""
-#: _bookkeeper.tpl pulsar.bookkeeper.init.verify_cluster_id, persistent volumes.
-VERIFY_CLUSTER_ID = """\
-set -e;
-bin/apply-config-from-env.py conf/bookkeeper.conf;
-export BOOKIE_MEM="-Xmx128M";
-until timeout 15 bin/bookkeeper shell whatisinstanceid; do
-  sleep 3;
-done;
-"""
-#: bookkeeper-statefulset.yaml's main container (no bin/update-rocksdb-conf-from-env.py in
-#: the image, so the chart takes its else branch).
-MAIN = """\
-export PULSAR_PREFIX_defaultRocksdbConf=${PULSAR_PREFIX_defaultRocksdbConf:-conf/default_rocksdb.conf}
-export PULSAR_PREFIX_entryLocationRocksdbConf=${PULSAR_PREFIX_entryLocationRocksdbConf:-conf/entry_location_rocksdb.conf}
-export PULSAR_PREFIX_ledgerMetadataRocksdbConf=${PULSAR_PREFIX_ledgerMetadataRocksdbConf:-conf/ledger_metadata_rocksdb.conf}
-if [ -x bin/update-rocksdb-conf-from-env.py ] && [ -f "${PULSAR_PREFIX_entryLocationRocksdbConf}" ]; then
-  echo "Updating ${PULSAR_PREFIX_entryLocationRocksdbConf} from environment variables starting with dbStorage_rocksDB_*"
-  bin/update-rocksdb-conf-from-env.py "${PULSAR_PREFIX_entryLocationRocksdbConf}"
-else
-  export PULSAR_PREFIX_defaultRocksdbConf=conf/non_existing_default_rocksdb.conf
-  export PULSAR_PREFIX_entryLocationRocksdbConf=conf/non_existing_entry_location_rocksdb.conf
-  export PULSAR_PREFIX_ledgerMetadataRocksdbConf=conf/non_existing_ledger_metadata_rocksdb.conf
-  export PULSAR_PREFIX_dbStorage_rocksDB_format_version=${PULSAR_PREFIX_dbStorage_rocksDB_format_version:-5}
-fi
-bin/apply-config-from-env.py conf/bookkeeper.conf;
-OPTS="${OPTS} -Dlog4j2.formatMsgNoLookups=true" exec bin/pulsar bookie;
-"""
-
 
 @pytest.fixture(params=["our conf", "Pulsar's conf"])
 def pod(request, tmp_path, zookeeper):
