@@ -178,6 +178,7 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
         if self.disk.exists(self._operator_flag_path):
             self.readonly_reasons.add("operator")
         self.storage.open()
+        self.check_disks_before_replay()  # PL2: replay must not place into a full dir
         replayer = Replayer(self.disk, config, self.storage)
         # Published before the run: its counters are the replay's live progress (STATUS=).
         self.replay_report = replayer.report

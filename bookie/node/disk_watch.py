@@ -25,14 +25,27 @@ class DiskWatch:
     def _operator_flag_path(self) -> str:
         return f"{self.config.ledger_dir}/{OPERATOR_READONLY}"
 
+    def check_disks_before_replay(self) -> None:
+        """PL2 through a restart: the full ledger dirs are known before replay places a
+        ledger. A ledger placed off its full hashed dir whose state no checkpoint wrote yet
+        (a kill -9) is placed again by replay; with no dir known full it went back to the
+        full one for good (issue 58's review). On the replay thread; nothing else runs."""
+        try:
+            self.disk_monitor.poll(self.disk.usage)
+        except OSError as exc:
+            log.error("disk usage check before replay failed: %s", exc)
+            return
+        self._place_off_full(self.disk_monitor.full_ledger_dirs())
+
     def poll_disks(self) -> None:
         """One disk-usage check: full -> READ_ONLY(full); back under the low water -> clear."""
-        was_warn = self.disk_monitor.warn
+        was_warn = getattr(self, "_warn_said", False)
         try:
             full = self.disk_monitor.poll(self.disk.usage)
         except OSError as exc:
             log.error("disk usage check failed: %s", exc)
             return
+        self._warn_said = self.disk_monitor.warn
         if self.disk_monitor.warn and not was_warn:
             log.warning("disk usage over the warn threshold: %s", self._usage_text())
             self.force_gc_when_full()
