@@ -100,9 +100,17 @@ class DiskMonitor:
 
     def full_ledger_dirs(self) -> set[int]:
         """Indexes of the ledger dirs that are FULL (PL2: they take no new ledgers)."""
+        return self._ledger_dirs_at({DiskLevel.FULL})
+
+    def warn_ledger_dirs(self) -> set[int]:
+        """Indexes of the ledger dirs over the warn threshold (or full): bookie/gc.py G6
+        pauses compaction in these only, as BookKeeper's per-dir listener does."""
+        return self._ledger_dirs_at({DiskLevel.WARN, DiskLevel.FULL})
+
+    def _ledger_dirs_at(self, levels: set) -> set[int]:
         return {0 if name == LEDGERS else int(name.split(".")[1])
                 for name, u in self.usage.items()
-                if name.split(".")[0] == LEDGERS and u.level is DiskLevel.FULL}
+                if name.split(".")[0] == LEDGERS and u.level in levels}
 
     @property
     def warn(self) -> bool:

@@ -42,7 +42,8 @@ Invariants:
         the dead set at once (``forget_dead``), and phase 1 skips it even if listed before:
         its new locations are never range-deleted, and its new bytes count as live. Bytes of
         its old copy left in rolled logs count as live too until it is deleted again.
-    G6. Compaction is suspended while a data dir is over the warn threshold, or by the
+    G6. Compaction is suspended while its ledger dir is over the warn threshold (each dir's
+        own: bookie/gc_dirs.py; another dir short of room does not stop it), or by the
         operator, unless forced: it needs room for the copy before the old log goes. With
         gc_force_when_full (BookKeeper's isForceGCAllowWhenNoSpace) a dir over the warn
         threshold forces a major compaction at every run instead (the operator's suspend

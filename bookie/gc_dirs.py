@@ -12,7 +12,7 @@ Thread-safety: as GarbageCollector's (bookie/gc.py), call by call.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Collection
 
 from bookie.gc import GarbageCollector
 from bookie.gc_run import GcResult, count_run, merge_results
@@ -26,12 +26,12 @@ class DirsRun:
     """One run over every dir: the dirs' runs in order, one at a time."""
 
     def __init__(self, gcs: list[GarbageCollector], force: str | None,
-                 disk_warn: bool) -> None:
+                 disk_warn: "bool | Collection[int]") -> None:
         self._gcs = gcs
         self._force, self._disk_warn = force, disk_warn
         self.index = 0
         self.results: list[GcResult] = []
-        self.current = gcs[0].begin(force, disk_warn)
+        self.current = gcs[0].begin(force, self._warn(0))
         self.result = self.current.result
 
     def next_dir(self) -> bool:
@@ -42,9 +42,16 @@ class DirsRun:
             self.result = (self.results[0] if len(self.results) == 1
                            else merge_results(self.results))
             return False
-        self.current = self._gcs[self.index].begin(self._force, self._disk_warn)
+        self.current = self._gcs[self.index].begin(self._force, self._warn(self.index))
         self.result = self.current.result
         return True
+
+    def _warn(self, index: int) -> bool:
+        """G6 per dir: ``disk_warn`` is the set of the ledger dirs over the warn threshold
+        (a bool: every dir alike), so a dir short of room pauses its own compaction only."""
+        if isinstance(self._disk_warn, bool):
+            return self._disk_warn
+        return index in self._disk_warn
 
     @property
     def forced(self) -> bool:
@@ -85,7 +92,8 @@ class DirsGc:
         return {kind: (max(gc.compactions[kind][0] for gc in self.gcs),
                        max(gc.compactions[kind][1] for gc in self.gcs)) for kind in kinds}
 
-    def begin(self, force: str | None = None, disk_warn: bool = False) -> DirsRun:
+    def begin(self, force: str | None = None,
+              disk_warn: "bool | Collection[int]" = False) -> DirsRun:
         assert self.running is None, "one GC run at a time"
         self.running = DirsRun(self.gcs, force, disk_warn)
         return self.running
@@ -115,7 +123,8 @@ class DirsGc:
         for counters, dir_result in zip(self.dir_counters, result.dirs or [result]):
             count_run(counters, dir_result)
 
-    def run(self, force: str | None = None, disk_warn: bool = False) -> GcResult:
+    def run(self, force: str | None = None,
+            disk_warn: "bool | Collection[int]" = False) -> GcResult:
         """A whole run on the calling thread, throttle sleeps included (offline tools)."""
         run = self.begin(force, disk_warn)
         while (wait := self.step(run)) is not None:

@@ -81,7 +81,7 @@ class GcDriver:
     async def _drive_gc(self, force: str | None):
         """Each step runs on the checkpoint thread (never during a checkpoint, docs/design.md
         §3.4); throttle waits happen here, so checkpoints run meanwhile."""
-        run = self.gc.begin(force, disk_warn=self.disk_monitor.warn)
+        run = self.gc.begin(force, disk_warn=self.disk_monitor.warn_ledger_dirs())  # G6 per dir
         while True:
             future = self.checkpoints.submit(lambda: self._gc_step(run))
             wait, error = await asyncio.shield(asyncio.wrap_future(future))

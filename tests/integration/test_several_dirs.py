@@ -289,3 +289,39 @@ def test_info_answers_before_the_dirs_are_open(tmp_path, ledgers):
     by the daemon probe test in CI)."""
     info = bookie_info(Bookie(_config(tmp_path, ledgers=ledgers)))
     assert info["state"] == "starting" and info["ledgersByDir"] == [0] * ledgers
+
+
+async def test_a_dir_over_the_warn_threshold_pauses_only_its_own_compaction(tmp_path):
+    """G6 per dir (issue 58's review): compaction needs room in the dir it compacts, so a
+    dir over the warn threshold pauses its own and no other (BookKeeper's per-dir disk
+    listener); before, any one dir over it paused compaction in every dir."""
+    config = _config(tmp_path, ledgers=2, journals=1, disk_check_interval_ms=3_600_000,
+                     entrylog_max_bytes=64 * 1024, major_compaction_threshold=0.8,
+                     major_compaction_interval_ms=1, compaction_rate_bytes=0)
+    disk = FullDirs()
+    bookie = Bookie(config, disk=disk)
+    await bookie.start()
+    try:
+        # ledgers 2, 4 in dir 0 and 3, 5 in dir 1, interleaved by a checkpoint after each
+        # block (a flush writes a ledger's cached entries together): every log half dead
+        # once 4 and 5 are deleted
+        for first in range(0, 1000, 50):
+            for ledger_id in (2, 3, 4, 5):
+                for entry_id in range(first, first + 50):
+                    await bookie.add_entry(ledger_id, entry_id, _entry(ledger_id, entry_id),
+                                           KEY)
+            await bookie.checkpoint()
+        await bookie.delete_ledger(4)
+        await bookie.delete_ledger(5)
+        await bookie.checkpoint()
+        disk.full.add(config.ledger_dirs_current[0])  # dir 0 short of room, dir 1 not
+        bookie.poll_disks()
+        assert bookie.disk_monitor.warn_ledger_dirs() == {0}
+        result = await bookie.run_gc()
+        zero, one = result.dirs
+        assert zero.compaction is None and zero.logs_compacted == []
+        assert zero.compaction_skipped == "a data dir is over the disk usage warn threshold"
+        assert one.compaction == "major" and one.logs_compacted, one.to_json()
+        await _read_all(bookie, [2, 3], entries=1000)
+    finally:
+        await bookie.close()
