@@ -18,7 +18,11 @@ Invariants:
     G1. Only a ledger with a tombstone (a synced delete) whose locations are gone (phase 1,
         synced) is dead, so no location ever points into a log GC deleted. A ledger the
         index has no state for is treated as live: GC never deletes bytes it does not
-        understand.
+        understand. With several ledger dirs, a ledger that lives in another dir
+        (``lives_elsewhere``: its home, bookie/storage_routes.py PL1) is dead here too: its
+        bytes in this dir are a crash's leftovers (appended by a checkpoint that died before
+        its locations batch, then replayed into its home), which no location of this dir
+        names; G7 still checks that before a log goes.
     G2. A log's ledgers come from its ledgersMap, or from a full scan where the trailer is
         missing or invalid: a missing or zero trailer means "scan", never "empty" (§1.9). A
         scan that stops at corruption has not seen the whole log, so its totals decide
@@ -86,8 +90,10 @@ class GarbageCollector:
     """See the module docstring for phases, invariants and thread-safety."""
 
     def __init__(self, storage: "LedgerStorage", counters: GcCounters | None = None,
-                 clock: Callable[[], float] = time.monotonic, *, counted: bool = True) -> None:
+                 clock: Callable[[], float] = time.monotonic, *, counted: bool = True,
+                 lives_elsewhere: Callable[[int], bool] | None = None) -> None:
         self.storage = storage
+        self._elsewhere = lives_elsewhere or (lambda _ledger_id: False)  # G1
         self.config = storage.config
         #: None (``counted=False``): bookie/gc_dirs.py counts the run of every dir as one.
         self.counters = (counters if counters is not None else GcCounters()) if counted else None
@@ -261,7 +267,7 @@ class GarbageCollector:
             return
         dead = self._index_settled
         live = sum(size for ledger_id, size in meta.totals.items()
-                   if ledger_id not in dead)  # G1
+                   if ledger_id not in dead and not self._elsewhere(ledger_id))  # G1
         if live:
             run.usage[log_id] = (live, sum(meta.totals.values()))
             return

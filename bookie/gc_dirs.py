@@ -20,6 +20,7 @@ from bookie.stats import GcCounters
 
 if TYPE_CHECKING:
     from bookie.storage import LedgerStorage
+    from bookie.storage_routes import Placement
 
 
 class DirsRun:
@@ -64,12 +65,25 @@ class DirsRun:
         return progress
 
 
+def _elsewhere(placement: "Placement", index: int) -> Callable[[int], bool]:
+    def lives_elsewhere(ledger_id: int) -> bool:
+        home = placement.home(ledger_id)
+        return home is not None and home != index
+    return lives_elsewhere
+
+
 class DirsGc:
     """GarbageCollector's calls over every ledger dir (see the module docstring)."""
 
     def __init__(self, units: list["LedgerStorage"], counters: GcCounters | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.gcs = [GarbageCollector(unit, clock=clock, counted=False) for unit in units]
+                 clock: Callable[[], float] = time.monotonic,
+                 placement: "Placement | None" = None) -> None:
+        """``placement``: where each ledger lives (bookie/storage_routes.py), so a dir's GC
+        counts a ledger homed in another dir as dead there (G1 in bookie/gc.py)."""
+        self.gcs = [GarbageCollector(unit, clock=clock, counted=False,
+                                     lives_elsewhere=_elsewhere(placement, index)
+                                     if placement is not None and len(units) > 1 else None)
+                    for index, unit in enumerate(units)]
         self.counters = counters if counters is not None else GcCounters()
         #: Each dir's own totals, in dir order (BookKeeper's GC stats are per ledger dir).
         self.dir_counters = [GcCounters() for _ in units]

@@ -95,7 +95,8 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
             DiskPolicy(config.disk_usage_warn_threshold, config.disk_usage_threshold,
                        config.disk_usage_lwm_threshold),
             watched_dirs(config.journal_dirs_current, config.ledger_dirs_current))
-        self.gc = DirsGc(self.storage.units, counters=self.stats.gc)
+        self.gc = DirsGc(self.storage.units, counters=self.stats.gc,
+                         placement=self.storage.placement)
         self.last_gc = None
         self._gc_lock = asyncio.Lock()   # one GC run at a time: periodic or requested
         self._gc_task: asyncio.Task | None = None

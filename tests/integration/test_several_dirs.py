@@ -325,3 +325,43 @@ async def test_a_dir_over_the_warn_threshold_pauses_only_its_own_compaction(tmp_
         await _read_all(bookie, [2, 3], entries=1000)
     finally:
         await bookie.close()
+
+
+async def test_a_crashs_unindexed_leftovers_in_the_dir_a_ledger_left_are_reclaimed(tmp_path):
+    """G1 with several dirs (issue 58's review): ledger 9 went to dir 2 (dirs 0 and 1 full),
+    and the checkpoint died after appending its entries to dir 2's entry log, before the
+    locations batch. At restart nothing is full and no index knows 9: replay puts it in its
+    hashed dir 0. Dir 2's log then holds bytes of a ledger that lives elsewhere, which no
+    location names; GC must count them dead there and reclaim the log (before, they
+    counted as live for ever)."""
+    config = _config(tmp_path, disk_check_interval_ms=3_600_000)
+    disk = FullDirs()
+    disk.full.update(config.ledger_dirs_current[:2])
+    bookie = Bookie(config, disk=disk)
+    await bookie.start()
+    try:
+        await _write(bookie, [9], entries=50)
+        assert bookie.storage.placement.home(9) == 2
+
+        def die(*args, **kwargs):
+            raise IOFailure("power lost before the locations batch")
+        bookie.storage.units[2].locations.add_batch = die
+        with pytest.raises(IOFailure):
+            await bookie.checkpoint()
+        left = bookie.storage.units[2].entry_logger.current_log_id
+    finally:
+        await bookie.close()
+        bookie.storage.abandon()
+    again = Bookie(config)
+    await again.start()
+    try:
+        units = again.storage.units
+        assert again.storage.placement.home(9) == 0 and units[2].ledgers.get(9) is None
+        await _read_all(again, [9], entries=50)
+        assert left in units[2].entry_logger.log_ids()  # the leftovers, rolled at restart
+        result = await again.run_gc()
+        assert left in result.dirs[2].logs_deleted, result.dirs[2].to_json()
+        assert left not in units[2].entry_logger.log_ids()
+        await _read_all(again, [9], entries=50)
+    finally:
+        await again.close()
