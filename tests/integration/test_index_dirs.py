@@ -12,10 +12,12 @@ import pytest
 
 from api.client import BookieClient
 from bookie.config import BookieConfig
+from bookie.disk import OsDisk
 from bookie.entry import frame_entry, master_key
-from bookie.errors import NoLedger
+from bookie.errors import NoLedger, ReadOnly
 from bookie.identity import IdentityMismatch
 from bookie.node import Bookie
+from bookie.state import BookieState
 from entrylog.format import parse_log_id
 from tests.support.servers import Daemon
 
@@ -154,3 +156,42 @@ async def test_dropping_or_adding_index_dirs_is_refused(tmp_path):
             await again.start()
         finally:
             again.storage.close_indexes()
+
+
+class FullIndexes(OsDisk):
+    """The real disk, but the index dirs named in ``full`` report 99 % used."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.full: set[str] = set()
+
+    def usage(self, path: str) -> tuple[int, int]:
+        if path in self.full:
+            return 100 * 2**20, 2**20
+        return super().usage(path)
+
+
+async def test_a_full_index_dir_takes_its_ledger_dir_out_and_all_full_is_read_only(tmp_path):
+    """indexDirsManager's check, with the same disk_usage_* thresholds."""
+    config = _config(tmp_path, disk_check_interval_ms=3_600_000)
+    disk = FullIndexes()
+    bookie = Bookie(config, disk=disk)
+    await bookie.start()
+    try:
+        assert {"index", "index.1"} <= set(bookie.disk_monitor.paths)
+        disk.full.add(config.index_dirs_current[1])
+        bookie.poll_disks()
+        assert bookie.state is BookieState.WRITABLE
+        await bookie.add_entry(3, 0, _entry(3, 0), KEY)  # 3 mod 2 = 1, its index disk full
+        units = bookie.storage.units
+        assert units[0].ledgers.get(3) is not None and units[1].ledgers.get(3) is None
+        disk.full.update(config.index_dirs_current)
+        bookie.poll_disks()
+        assert bookie.state is BookieState.READ_ONLY and "full" in bookie.readonly_reasons
+        with pytest.raises(ReadOnly):
+            await bookie.add_entry(4, 0, _entry(4, 0), KEY)
+        disk.full.clear()
+        bookie.poll_disks()
+        assert bookie.state is BookieState.WRITABLE
+    finally:
+        await bookie.close()
