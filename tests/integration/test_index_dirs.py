@@ -91,6 +91,8 @@ async def test_a_bookie_keeps_its_indexes_in_the_index_dirs_across_restart_and_k
     try:
         await _read_back(daemon.url, written)
         async with BookieClient(daemon.url, admin_token=None) as client:
+            dirs = (await client.info())["dirs"]
+            assert dirs["indexDirs"] == [os.path.join(d, "current") for d in indexes]
             for ledger_id in range(1, 7):  # acknowledged, then killed before a checkpoint
                 for entry_id in range(4, 7):
                     await client.add_entry(ledger_id, entry_id, _entry(ledger_id, entry_id), KEY)
