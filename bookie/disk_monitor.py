@@ -1,6 +1,7 @@
 """Free-space thresholds with hysteresis (BookKeeper's LedgerDirsMonitor). Pure.
 
-Each watched dir (journal, ledger, and index when index_dirs puts one apart) is classified from its used fraction:
+Each watched dir (journal, ledger, and index when index_dirs puts one apart) is classified
+from its used fraction:
 
       used >= full_ratio                       -> FULL   (the bookie goes read-only, "full")
       FULL before and used > low_water_ratio   -> FULL   (hysteresis: no flapping at the edge)
@@ -13,8 +14,8 @@ in bookie/storage_routes.py), as BookKeeper's LedgerDirsManager turns the bookie
 only when no ledger dir is writable (and its indexDirsManager, with the same thresholds,
 when no index dir is). A FULL index dir takes its ledger dir out of PL2's choice too, and the
 bookie is full when every ledger dir is out so (BookKeeper keeps filling a full index disk
-until every index disk is). BookKeeper's defaults: diskUsageThreshold 0.95, diskUsageWarnThreshold 0.90,
-diskUsageLwmThreshold 0.90.
+until every index disk is). BookKeeper's defaults: diskUsageThreshold 0.95,
+diskUsageWarnThreshold 0.90, diskUsageLwmThreshold 0.90.
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ index dir apart from its ledger dir (index_dirs):
 A start is refused, naming both values, when two dirs carry different instance ids (dirs
 swapped between bookies), when one dir has an identity and another has none but holds data
 or was emptied (a lost or wiped disk would otherwise be served as if complete), when the
-number of journal, ledger or index dirs changed (ID1), or when the format version is unknown. A data dir with files but no identity at all (written
-before identities existed, or by Apache BookKeeper) is adopted with a warning.
+number of journal, ledger or index dirs changed (ID1), or when the format version is unknown.
+A data dir with files but no identity at all (written before identities existed, or by
+Apache BookKeeper) is adopted with a warning.
 """
 
 from __future__ import annotations
@@ -160,8 +161,8 @@ def _check_places(found: dict, places: dict[str, tuple[str, int]]) -> None:
             raise IdentityMismatch(
                 f"{directory} was {ident['dirKind']} dir {ident['dirIndex']} of bookie "
                 f"{ident['instanceId']} and is now configured as {kind} dir {index}: restore "
-                f"the order of journal_dirs, ledger_dirs and index_dirs (a journal's lastMark.<i> is "
-                f"read for the dir at place i)")
+                f"the order of journal_dirs, ledger_dirs and index_dirs (a journal's "
+                f"lastMark.<i> is read for the dir at place i)")
 
 
 def _check_counts(ident: dict, journals: list[str], ledgers: list[str],
