@@ -169,12 +169,6 @@ def _check_counts(ident: dict, journals: list[str], ledgers: list[str],
                   indexes: list[str]) -> None:
     """ID1."""
     had_journals, had_ledgers, had_indexes = _counts(ident)
-    if had_indexes != len(indexes):
-        raise IdentityMismatch(
-            f"bookie {ident['instanceId']} was created with {had_indexes} index dir(s) apart "
-            f"from its ledger dirs ({IDENTITY}: indexDirs {ident.get('indexDirs') or []}), now "
-            f"{len(indexes)} are configured: set index_dirs back (the ledger dirs' indexes "
-            f"are where it was created with them)")
     if (had_journals, had_ledgers) != (len(journals), len(ledgers)):
         raise IdentityMismatch(
             f"bookie {ident['instanceId']} was created with {had_journals} journal dir(s) "
@@ -182,6 +176,12 @@ def _check_counts(ident: dict, journals: list[str], ledgers: list[str],
             f"configured ({IDENTITY}: journalDirs {ident.get('journalDirs') or ident.get('journalDir')}, "
             f"ledgerDirs {ident.get('ledgerDirs') or ident.get('ledgerDir')}): set journal_dirs "
             f"and ledger_dirs back; adding or removing dirs is not supported")
+    if had_indexes != len(indexes):
+        raise IdentityMismatch(
+            f"bookie {ident['instanceId']} was created with {had_indexes} index dir(s) apart "
+            f"from its ledger dirs ({IDENTITY}: indexDirs {ident.get('indexDirs') or []}), now "
+            f"{len(indexes)} are configured: set index_dirs back (the ledger dirs' indexes "
+            f"are where it was created with them)")
 
 
 def _create(disk: "Disk", journals: list[str], ledgers: list[str],
