@@ -5,9 +5,11 @@ volume refuses the start as an emptied ledger dir does (docs/design.md §3.8).""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
+import aiohttp
 import pytest
 
 from api.client import BookieClient
@@ -19,6 +21,8 @@ from bookie.identity import IdentityMismatch
 from bookie.node import Bookie
 from bookie.state import BookieState
 from entrylog.format import parse_log_id
+from tests.support.bk_admin import admin_bookie, call
+from tests.support.conditions import until
 from tests.support.servers import Daemon
 
 KEY = master_key(b"index-dirs")
@@ -197,3 +201,28 @@ async def test_a_full_index_dir_takes_its_ledger_dir_out_and_all_full_is_read_on
         assert bookie.state is BookieState.WRITABLE
     finally:
         await bookie.close()
+
+
+async def test_entry_location_compact_names_the_index_dirs_locations(tmp_path):
+    """BookKeeper's entry_location_compact keys each index by its RocksDB path: with
+    indexDirectories, <index dir>/current/locations."""
+    config = _config(tmp_path).replace(admin_token="t")
+    async with admin_bookie(config) as served:
+        compacted = []
+        for index, unit in enumerate(served.bookie.storage.units):
+            def compact(index=index, original=unit.locations.compact):
+                compacted.append(index)
+                original()
+            unit.locations.compact = compact
+        paths = [os.path.join(d, "locations") for d in config.index_dirs_current]
+        url = f"{served.admin}/api/v1/bookie/entry_location_compact"
+        async with aiohttp.ClientSession() as session:
+            answer = await call(session, url, "GET")
+            assert answer.status == 200 and set(json.loads(answer.body)) == set(paths)
+            answer = await call(session, url, "PUT",
+                                json.dumps({"entryLocationRocksDBCompact": True,
+                                            "entryLocations": paths[1]}),
+                                Authorization="Bearer t")
+            assert answer.status == 200, answer
+            await until(lambda: compacted, "the compaction ran")
+    assert compacted == [1]
