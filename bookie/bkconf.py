@@ -28,7 +28,7 @@ import logging
 import os
 from typing import Any, Mapping
 
-from bookie import bkconf_autorecovery, bkconf_identity, bkconf_placement
+from bookie import bkconf_autorecovery, bkconf_dirs, bkconf_identity, bkconf_placement
 from bookie.bkconf_toml import toml_signs
 from bookie.bkconf_keys import AS_OURS, IGNORED, MAPPED_BY_KEY, REFUSED, SPECIAL
 from bookie.config import BookieConfig, ConfigError, load_config
@@ -107,7 +107,7 @@ def read(path: str) -> BkConf:
             conf.note("refused", key, REFUSED[key])
         else:
             conf.note("unknown", key, "not a BookKeeper server key this bookie knows")
-    _directories(conf)
+    bkconf_dirs.apply(conf)
     bkconf_placement.apply(conf)
     bkconf_identity.apply(conf)
     bkconf_autorecovery.apply(conf)
@@ -132,52 +132,6 @@ _AS_HERE = {"zkEnableSecurity": "znodes get an ACL only with zk_sasl or zk_diges
 def _value(conf: BkConf, key: str) -> str:
     prop = conf.props.get(key)
     return prop.value if prop is not None else ""
-
-
-def _dirs(conf: BkConf, key: str) -> list[str]:
-    return [os.path.normpath(item) for item in conf.props[key].items]
-
-def _directories(conf: BkConf) -> None:
-    journal_key = "journalDirectories" if _value(conf, "journalDirectories") else (
-        "journalDirectory" if _value(conf, "journalDirectory") else None)
-    if journal_key == "journalDirectories" and "journalDirectory" in conf.props:
-        conf.note("ignored", "journalDirectory", "journalDirectories is set and wins, as in "
-                                                 "BookKeeper")
-    elif journal_key is None and "journalDirectory" in conf.props:
-        conf.note("ignored", "journalDirectory", "empty: BookKeeper reads it as unset")
-    ledger_key = "ledgerDirectories" if _value(conf, "ledgerDirectories") else None
-    if journal_key is None and ledger_key is None:
-        for key in ("journalDirectories", "ledgerDirectories"):
-            if key in conf.props:
-                conf.note("ignored", key, "empty: BookKeeper reads it as unset")
-        _index(conf, None)
-        return
-    if journal_key is None or ledger_key is None:
-        given = journal_key or ledger_key
-        raise conf.fail(given, "set journalDirectories and ledgerDirectories together: "
-                               "without the other, this bookie would put it under data_dir "
-                               "where BookKeeper takes its default (/tmp/bk-txn, /tmp/bk-data)")
-    journals, ledgers = _dirs(conf, journal_key), _dirs(conf, ledger_key)
-    root = os.path.dirname(ledgers[0])
-    if len(journals) == len(ledgers) == 1 and os.path.dirname(journals[0]) == root \
-            and (os.path.basename(journals[0]), os.path.basename(ledgers[0])) == \
-            ("journal", "ledgers"):
-        conf.set("data_dir", root, journal_key, ledger_key)  # our own layout: D/journal...
-    else:
-        conf.set("journal_dirs", ",".join(journals), journal_key)
-        conf.set("ledger_dirs", ",".join(ledgers), ledger_key)
-    _index(conf, ledgers)
-
-
-def _index(conf: BkConf, ledgers: list[str] | None) -> None:
-    if "indexDirectories" not in conf.props:
-        return
-    items = conf.props["indexDirectories"].items
-    if not items or (ledgers is not None and [os.path.normpath(i) for i in items] == ledgers):
-        conf.note("ignored", "indexDirectories", "the indexes live in the ledger directory")
-    else:
-        conf.note("refused", "indexDirectories", "the indexes live in the ledger directory, "
-                                                 "not a directory of their own")
 
 
 def _admin(conf: BkConf) -> None:

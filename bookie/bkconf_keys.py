@@ -169,8 +169,9 @@ SPECIAL: dict[str, str] = {
     "journalDirectory": "as journalDirectories (BookKeeper's older key; journalDirectories "
                         "wins when both are set)",
     "ledgerDirectories": "`ledger_dirs`, with journalDirectories (or `data_dir`, as there)",
-    "indexDirectories": "the indexes live in the ledger directory: the same directory is "
-                        "ignored, another is refused",
+    "indexDirectories": "`index_dirs` (ledger dir i's RocksDB indexes in index dir i's "
+                        "current/); the same dirs as ledgerDirectories: ignored; another "
+                        "count than ledgerDirectories: refused, exit 78",
     "metadataServiceUri": "`metadata_service_uri`; zk:// and zk+hierarchical:// only, else "
                           "exit 78",
     "zkServers": "`metadata_service_uri` zk://zkServers/zkLedgersRootPath when "

@@ -61,6 +61,7 @@ class BookieConfig:
     journal_prealloc_bytes: int = 16 * MiB
     journal_dirs: str | None = None
     ledger_dirs: str | None = None
+    index_dirs: str | None = None
     journal_backups_count: int = 5
     journal_queue_max_bytes: int = 64 * MiB
     write_cache_max_bytes: int = 256 * MiB
@@ -140,6 +141,22 @@ class BookieConfig:
         """Each ledger dir's ``current/``, in the order given (docs/design.md §3.8)."""
         return tuple(os.path.join(d, "current")
                      for d in split_dirs(self.ledger_dirs, self.data_dir, "ledgers"))
+
+    @property
+    def index_dirs_current(self) -> tuple[str, ...]:
+        """Each ledger dir's index dir's ``current/`` (holding ``locations`` and ``ledgers``),
+        in the ledger dirs' order: index dir i serves ledger dir i, as BookKeeper's
+        DbLedgerStorage pairs them; unset, each ledger dir's own ``current/``."""
+        if self.index_dirs is None:
+            return self.ledger_dirs_current
+        return tuple(os.path.join(d, "current") for d in split_dirs(self.index_dirs, "", ""))
+
+    @property
+    def separate_index_dirs(self) -> tuple[str, ...]:
+        """The index dirs' ``current/`` that are not their ledger dir's (each holds its own
+        IDENTITY, VERSION and disk check, as BookKeeper's indexDirsManager)."""
+        return tuple(i for i, d in zip(self.index_dirs_current, self.ledger_dirs_current)
+                     if os.path.realpath(i) != os.path.realpath(d))
 
     @property
     def journal_dir(self) -> str:
@@ -270,22 +287,29 @@ def _check_placement(config: BookieConfig) -> None:
 
 
 def _check_dirs(config: BookieConfig) -> None:
-    """Every journal and ledger dir named once, none inside another: two dirs sharing a
-    ``current/`` would share files two owners write."""
-    for name in ("journal_dirs", "ledger_dirs"):
+    """Every journal, ledger and index dir named once, none inside another: two dirs sharing
+    a ``current/`` would share files two owners write. An index dir may be its own ledger
+    dir (the indexes beside the entry logs, as unset)."""
+    for name in ("journal_dirs", "ledger_dirs", "index_dirs"):
         if getattr(config, name) is not None and not split_dirs(getattr(config, name), "", ""):
             raise ConfigError(f"setting {name} names no directory")
+    if len(config.index_dirs_current) != len(config.ledger_dirs_current):
+        raise ConfigError(  # DbLedgerStorage: "ledger and index dirs size not matched"
+            f"setting index_dirs names {len(config.index_dirs_current)} dir(s) but "
+            f"ledger_dirs {len(config.ledger_dirs_current)}: one index dir per ledger dir")
     every = [os.path.realpath(d)  # two names of one directory are one directory
-             for d in config.journal_dirs_current + config.ledger_dirs_current]
+             for d in config.journal_dirs_current + config.ledger_dirs_current
+             + config.separate_index_dirs]
     kinds = ["journal"] * len(config.journal_dirs_current) + \
-        ["ledger"] * len(config.ledger_dirs_current)
+        ["ledger"] * len(config.ledger_dirs_current) + \
+        ["index"] * len(config.separate_index_dirs)
     for i, path in enumerate(every):
         for j in range(i):
             if path == every[j] or path.startswith(every[j] + os.sep) \
                     or every[j].startswith(path + os.sep):
                 raise ConfigError(f"{kinds[i]} dir {os.path.dirname(path)} and {kinds[j]} dir "
-                                  f"{os.path.dirname(every[j])} overlap: each journal and "
-                                  f"ledger dir must be its own directory")
+                                  f"{os.path.dirname(every[j])} overlap: each journal, "
+                                  f"ledger and index dir must be its own directory")
 
 
 def _read_toml(path: str) -> dict[str, Any]:

@@ -1,17 +1,21 @@
 """Free-space thresholds with hysteresis (BookKeeper's LedgerDirsMonitor). Pure.
 
-Each watched dir (journal and ledger) is classified from its used fraction:
+Each watched dir (journal, ledger, and index when index_dirs puts one apart) is classified
+from its used fraction:
 
       used >= full_ratio                       -> FULL   (the bookie goes read-only, "full")
       FULL before and used > low_water_ratio   -> FULL   (hysteresis: no flapping at the edge)
       used >= warn_ratio                       -> WARN   (logged; compaction is suspended)
       otherwise                                -> OK
 
-The bookie is full while any journal dir is FULL or every ledger dir is; a FULL ledger dir
-among writable ones only takes no new ledgers (PL2 in bookie/storage_routes.py), as
-BookKeeper's LedgerDirsManager turns the bookie read-only only when no ledger dir is
-writable. BookKeeper's defaults: diskUsageThreshold 0.95, diskUsageWarnThreshold 0.90,
-diskUsageLwmThreshold 0.90.
+The bookie is full while any journal dir is FULL or every ledger dir is, or it has index
+dirs and every one is; a FULL ledger dir among writable ones only takes no new ledgers (PL2
+in bookie/storage_routes.py), as BookKeeper's LedgerDirsManager turns the bookie read-only
+only when no ledger dir is writable (and its indexDirsManager, with the same thresholds,
+when no index dir is). A FULL index dir takes its ledger dir out of PL2's choice too, and the
+bookie is full when every ledger dir is out so (BookKeeper keeps filling a full index disk
+until every index disk is). BookKeeper's defaults: diskUsageThreshold 0.95,
+diskUsageWarnThreshold 0.90, diskUsageLwmThreshold 0.90.
 """
 
 from __future__ import annotations
@@ -38,17 +42,26 @@ class DiskPolicy:
         assert 0 < self.warn_ratio <= self.full_ratio
 
 
-JOURNAL, LEDGERS = "journal", "ledgers"
+JOURNAL, LEDGERS, INDEX = "journal", "ledgers", "index"
 
 
-def watched_dirs(journal_dirs, ledger_dirs) -> dict[str, str]:
+def watched_dirs(journal_dirs, ledger_dirs, index_dirs=()) -> dict[str, str]:
     """name -> path: ``journal`` and ``ledgers`` for the first of each (the names the
-    metrics have always had), ``journal.1``, ``ledgers.2``... for the others."""
+    metrics have always had), ``journal.1``, ``ledgers.2``... for the others; ``index``,
+    ``index.2``... for ledger dir i's index dir where it is not the ledger dir itself."""
     named = {}
     for kind, dirs in ((JOURNAL, journal_dirs), (LEDGERS, ledger_dirs)):
         for index, path in enumerate(dirs):
             named[kind if index == 0 else f"{kind}.{index}"] = path
+    for index, (path, ledger) in enumerate(zip(index_dirs, ledger_dirs)):
+        if os.path.realpath(path) != os.path.realpath(ledger):
+            named[INDEX if index == 0 else f"{INDEX}.{index}"] = path
     return named
+
+
+def _place(name: str) -> tuple[str, int]:
+    kind, _, index = name.partition(".")
+    return kind, int(index or 0)
 
 
 def classify(policy: DiskPolicy, used_ratio: float, was_full: bool) -> DiskLevel:
@@ -92,25 +105,26 @@ class DiskMonitor:
 
     @property
     def full(self) -> bool:
-        """Any journal dir full, or every ledger dir (see the module docstring)."""
-        journals = [u for n, u in self.usage.items() if n.split(".")[0] == JOURNAL]
-        ledgers = [u for n, u in self.usage.items() if n.split(".")[0] != JOURNAL]
+        """Any journal dir full, or every ledger dir out (see the module docstring)."""
+        journals = [u for n, u in self.usage.items() if _place(n)[0] == JOURNAL]
+        ledgers = {_place(n)[1] for n in self.usage if _place(n)[0] == LEDGERS}
         return any(u.level is DiskLevel.FULL for u in journals) or \
-            (bool(ledgers) and all(u.level is DiskLevel.FULL for u in ledgers))
+            (bool(ledgers) and ledgers <= self.full_ledger_dirs())
 
     def full_ledger_dirs(self) -> set[int]:
-        """Indexes of the ledger dirs that are FULL (PL2: they take no new ledgers)."""
+        """Indexes of the ledger dirs that are FULL, or whose index dir is (PL2: they take
+        no new ledgers)."""
         return self._ledger_dirs_at({DiskLevel.FULL})
 
     def warn_ledger_dirs(self) -> set[int]:
-        """Indexes of the ledger dirs over the warn threshold (or full): bookie/gc.py G6
-        pauses compaction in these only, as BookKeeper's per-dir listener does."""
+        """Indexes of the ledger dirs over the warn threshold (or full), or whose index dir
+        is: bookie/gc.py G6 pauses compaction in these only, as BookKeeper's per-dir
+        listener does."""
         return self._ledger_dirs_at({DiskLevel.WARN, DiskLevel.FULL})
 
     def _ledger_dirs_at(self, levels: set) -> set[int]:
-        return {0 if name == LEDGERS else int(name.split(".")[1])
-                for name, u in self.usage.items()
-                if name.split(".")[0] == LEDGERS and u.level in levels}
+        return {_place(name)[1] for name, u in self.usage.items()
+                if _place(name)[0] in (LEDGERS, INDEX) and u.level in levels}
 
     @property
     def warn(self) -> bool:

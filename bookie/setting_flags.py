@@ -20,7 +20,7 @@ from bookie.settings import SETTINGS, SETTINGS_BY_NAME, Setting
 #: (title, description, setting names), in the order ``--help`` prints them.
 TOPICS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("storage", "where the data lives and how it is checked and flushed",
-     ("data_dir", "journal_dirs", "ledger_dirs", "checkpoint_interval_ms",
+     ("data_dir", "journal_dirs", "ledger_dirs", "index_dirs", "checkpoint_interval_ms",
       "write_cache_max_bytes", "entrylog_max_bytes", "entrylog_cache_keep_bytes",
       "max_entry_size", "verify_digest", "skip_corrupt_journal_records")),
     ("journal", "the journal files and group commit",

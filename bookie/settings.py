@@ -58,6 +58,10 @@ SETTINGS: tuple[Setting, ...] = (
             "comma-separated ledger dirs, each with its own entry logs, index and disk "
             "check; a new ledger goes to dir ledgerId mod count, or the next one not full "
             "(ledgerDirectories); unset: <data_dir>/ledgers"),
+    Setting("index_dirs", str, None,
+            "comma-separated index dirs, one per ledger dir (same count): ledger dir i keeps "
+            "its RocksDB indexes in index dir i's current/locations and current/ledgers, "
+            "e.g. on a faster disk (indexDirectories); unset: in each ledger dir"),
     Setting("journal_backups_count", int, 5,
             "journal files below lastMark kept (journalMaxBackups)", 0, 10_000),
     Setting("journal_queue_max_bytes", int, 64 * MiB,

@@ -66,11 +66,16 @@ class _Flushing:
 
 class LedgerStorage:
     def __init__(self, disk: "Disk", config: "BookieConfig",
-                 ledger_dir: str | None = None) -> None:
+                 ledger_dir: str | None = None, index_dir: str | None = None) -> None:
         self.disk = disk
         self.config = config
         #: This storage's one ledger dir (``current/``): bookie/storage_dirs.py has one each.
         self.ledger_dir = ledger_dir or config.ledger_dir
+        #: Where its RocksDB indexes live (``current/`` of its index dir, index_dirs; the
+        #: ledger dir given, else the first): ``<index dir>/current/{locations,ledgers}``,
+        #: the paths of BookKeeper's SingleDirectoryDbLedgerStorage.
+        self.index_dir = index_dir or (self.ledger_dir if ledger_dir
+                                       else config.index_dirs_current[0])
         self.cache = WriteCache()
         self.entry_logger = EntryLogger(disk, self.ledger_dir, max_bytes=config.entrylog_max_bytes,
                                         max_entry_size=config.max_entry_size,
@@ -83,8 +88,9 @@ class LedgerStorage:
 
     def open(self) -> None:
         self.disk.makedirs(self.ledger_dir)
-        self.locations = EntryLocationIndex.open(os.path.join(self.ledger_dir, "locations"))
-        self.ledgers = LedgerMetadataIndex.open(os.path.join(self.ledger_dir, "ledgers"))
+        self.disk.makedirs(self.index_dir)
+        self.locations = EntryLocationIndex.open(os.path.join(self.index_dir, "locations"))
+        self.ledgers = LedgerMetadataIndex.open(os.path.join(self.index_dir, "ledgers"))
         self.usage = LedgerUsage(self.cache, self.locations, self.ledgers)
         self.entry_logger.open()
 

@@ -1,8 +1,9 @@
 """Ledger storage over every ledger dir: one ``LedgerStorage`` per dir, routed by ledger.
 
 BookKeeper's DbLedgerStorage over its SingleDirectoryDbLedgerStorage list. Each dir has its
-own write cache, entry logs, ``lastId``, RocksDB indexes, GC and disk check; a ledger lives in
-one (bookie/storage_routes.py, PL1-PL3). With one ledger dir this is the one LedgerStorage.
+own write cache, entry logs, ``lastId``, RocksDB indexes (in index dir i, index_dirs, when
+set), GC and disk check; a ledger lives in one (bookie/storage_routes.py, PL1-PL3). With
+one ledger dir this is the one LedgerStorage.
 
 Invariant:
     SD1. A checkpoint flushes every dir before ``lastMark`` moves (docs/design.md §3.4): the
@@ -34,8 +35,9 @@ class DirsStorage:
     def __init__(self, disk: "Disk", config: "BookieConfig") -> None:
         self.disk = disk
         self.config = config
-        self.units = [LedgerStorage(disk, config, ledger_dir)
-                      for ledger_dir in config.ledger_dirs_current]
+        self.units = [LedgerStorage(disk, config, ledger_dir, index_dir)
+                      for ledger_dir, index_dir in zip(config.ledger_dirs_current,
+                                                       config.index_dirs_current)]
         self.placement = Placement(self.units)
         self.ledgers = RoutedLedgers(self.placement)
         self.locations: RoutedLocations | None = None

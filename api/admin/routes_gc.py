@@ -148,7 +148,7 @@ async def entry_location_compact(request: web.Request) -> web.Response:
     verb = method(request)
     bookie = request.app[BOOKIE]
     state = request.app[STATE]
-    paths = [os.path.join(d, "locations") for d in bookie.config.ledger_dirs_current]
+    paths = [os.path.join(d, "locations") for d in bookie.config.index_dirs_current]
     if verb == "GET":  # one key per ledger dir's index, as BookKeeper's
         return as_json({path: bool(state.get("location_compacting")) for path in paths})
     if verb != "PUT":

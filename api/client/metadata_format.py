@@ -173,20 +173,21 @@ COOKIE_VERSION = 5
 def encode_cookie(bookie_id: str, journal_dir: str, ledger_dirs: list[str],
                   instance_id: str | None, index_dirs: list[str] | None = None) -> bytes:
     """BookKeeper's cookie text (Cookie.toString): the layout version on its own line, then
-    CookieFormat in protobuf text format; ledgerDirs (and indexDirs, which only BookKeeper's
-    separate index dirs have) is "<count>\t<dir>\t..." as BookKeeper encodes a dir list."""
+    CookieFormat in protobuf text format; ledgerDirs (and indexDirs, only when given, as
+    BookKeeper writes it only with indexDirectories) is "<count>\t<dir>\t..." as BookKeeper
+    encodes a dir list."""
     cookie = CookieFormat(bookieHost=bookie_id, journalDir=journal_dir,
-                          ledgerDirs="\t".join([str(len(ledger_dirs)), *ledger_dirs]))
+                          ledgerDirs=_dir_list(ledger_dirs))
     if instance_id:
         cookie.instanceId = instance_id
     if index_dirs:
-        cookie.indexDirs = "\t".join([str(len(index_dirs)), *index_dirs])
+        cookie.indexDirs = _dir_list(index_dirs)
     return f"{COOKIE_VERSION}\n{text_format.MessageToString(cookie)}".encode()
 
 
 def decode_cookie(data: bytes) -> dict:
-    """{bookieHost, journalDir, ledgerDirs: [...], instanceId} of a cookie; MetadataFormatError
-    if it is not a version-4+ text cookie."""
+    """{bookieHost, journalDir, ledgerDirs: [...], instanceId[, indexDirs: [...]]} of a
+    cookie; MetadataFormatError if it is not a version-4+ text cookie."""
     text = bytes(data).decode("utf-8", "replace")
     version, _, body = text.partition("\n")
     if not version.strip().isdigit() or int(version) < 4:
@@ -196,10 +197,20 @@ def decode_cookie(data: bytes) -> dict:
         text_format.Parse(body, cookie)
     except text_format.ParseError as error:
         raise MetadataFormatError(f"cookie: {error}") from None
-    count, *dirs = cookie.ledgerDirs.split("\t")
-    return {"bookieHost": cookie.bookieHost, "journalDir": cookie.journalDir,
-            "ledgerDirs": dirs[:int(count)] if count.isdigit() else [cookie.ledgerDirs],
-            "instanceId": cookie.instanceId}
+    decoded = {"bookieHost": cookie.bookieHost, "journalDir": cookie.journalDir,
+               "ledgerDirs": _dirs_of(cookie.ledgerDirs), "instanceId": cookie.instanceId}
+    if cookie.HasField("indexDirs") and cookie.indexDirs:
+        decoded["indexDirs"] = _dirs_of(cookie.indexDirs)
+    return decoded
+
+
+def _dir_list(dirs: list[str]) -> str:
+    return "\t".join([str(len(dirs)), *dirs])
+
+
+def _dirs_of(encoded: str) -> list[str]:
+    count, *dirs = encoded.split("\t")
+    return dirs[:int(count)] if count.isdigit() else [encoded]
 
 
 def encode_service_info(host: str, port: int, tls: bool = False,

@@ -109,7 +109,7 @@ class ClusterMember:
         config = self.bookie.config
         self.instance_id = self._cluster_instance()
         local = instance_id(self.bookie.disk, config.journal_dirs_current,
-                            config.ledger_dirs_current)
+                            config.ledger_dirs_current, config.separate_index_dirs)
         mine = self._local_cookie()
         found = self.cookies.read(self.bookie_id)
         override = (f"bookie shell cookie delete --metadata-service-uri {self.uri} "
@@ -155,7 +155,7 @@ class ClusterMember:
         the dirs' old one, and the next start finishes the dirs'."""
         config = self.bookie.config
         data = encode_cookie(old["bookieHost"], old["journalDir"], old["ledgerDirs"],
-                             self.instance_id)
+                             self.instance_id, old.get("indexDirs"))
         if in_zookeeper:
             self.cookies.replace(self.bookie_id, data, version)
         for directory in _every_dir(config):
@@ -226,7 +226,7 @@ class ClusterMember:
         config, disk = self.bookie.config, self.bookie.disk
         data = encode_cookie(self.bookie_id, local_cookie_journal_dirs(config),
                              [os.path.abspath(d) for d in config.ledger_dirs_current],
-                             self.instance_id)
+                             self.instance_id, local_cookie_index_dirs(config))
         if self.cookies.read(self.bookie_id) is None:
             self.cookies.create(self.bookie_id, data)
             log.info("wrote the cookie of bookie %s to ZooKeeper", self.bookie_id)
@@ -282,8 +282,18 @@ class ClusterMember:
 
 
 def _every_dir(config) -> tuple[str, ...]:
-    """Every journal and ledger dir's ``current/``: each holds the cookie (VERSION)."""
-    return config.journal_dirs_current + config.ledger_dirs_current
+    """Every journal, ledger and index dir's ``current/``: each holds the cookie (VERSION),
+    as BookKeeper stamps its index dirs."""
+    return config.journal_dirs_current + config.ledger_dirs_current + \
+        config.separate_index_dirs
+
+
+def local_cookie_index_dirs(config) -> list[str] | None:
+    """The cookie's ``indexDirs``: every index dir's ``current/`` when index_dirs is set
+    (BookKeeper sets it only when indexDirectories is), else absent."""
+    if config.index_dirs is None:
+        return None
+    return [os.path.abspath(d) for d in config.index_dirs_current]
 
 
 def local_cookie_journal_dirs(config) -> str:

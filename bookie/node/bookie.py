@@ -94,7 +94,8 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
         self.disk_monitor = DiskMonitor(
             DiskPolicy(config.disk_usage_warn_threshold, config.disk_usage_threshold,
                        config.disk_usage_lwm_threshold),
-            watched_dirs(config.journal_dirs_current, config.ledger_dirs_current))
+            watched_dirs(config.journal_dirs_current, config.ledger_dirs_current,
+                         config.index_dirs_current))
         self.gc = DirsGc(self.storage.units, counters=self.stats.gc,
                          placement=self.storage.placement)
         self.last_gc = None
@@ -175,7 +176,7 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
         """On a worker thread: open storage, replay journals, checkpoint to the replay end."""
         config = self.config
         self.identity = check_or_create(self.disk, config.journal_dirs_current,
-                                        config.ledger_dirs_current)
+                                        config.ledger_dirs_current, config.separate_index_dirs)
         if self.disk.exists(self._operator_flag_path):
             self.readonly_reasons.add("operator")
         self.storage.open()

@@ -58,7 +58,7 @@ class DiskWatch:
         """PL2: a full ledger dir takes no new ledgers while another can."""
         placement = self.storage.placement
         if full_dirs != placement.full and len(placement.units) > 1:
-            log.warning("ledger dirs full, taking no new ledgers: %s",
+            log.warning("ledger dirs full (or their index dirs), taking no new ledgers: %s",
                         [placement.units[i].ledger_dir for i in sorted(full_dirs)] or "none")
         placement.full = full_dirs
 
@@ -113,8 +113,9 @@ class DiskWatch:
         return total, free
 
     def free_bytes(self) -> dict:
-        """Free bytes of every journal and ledger dir's file system (None if unknown), by
-        the disk monitor's names (``journal``, ``ledgers``, ``ledgers.1``...)."""
+        """Free bytes of every journal, ledger and index dir's file system (None if
+        unknown), by the disk monitor's names (``journal``, ``ledgers``, ``ledgers.1``,
+        ``index``...)."""
         free = {}
         for name, path in self.disk_monitor.paths.items():
             try:

@@ -79,7 +79,8 @@ def _scrub(parser: argparse.ArgumentParser) -> None:
                         help="check the journals' data records too")
     parser.add_argument("--ledgers-index", metavar="DIR",
                         help="the ledgers RocksDB, for the ledgers whose digests cannot be "
-                             "checked (MAC, DUMMY); default: each local data dir's")
+                             "checked (MAC, DUMMY); default: each local data dir's "
+                             "(with index_dirs: <index dir>/current/ledgers)")
 
 
 def _usage(parser: argparse.ArgumentParser) -> None:

@@ -62,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--ledger-dir", metavar="DIR",
                         help="one ledger dir of a bookie with several (ledger_dirs): "
                         "read DIR/current instead of <data-dir>/ledgers/current")
+    common.add_argument("--index-dir", metavar="DIR",
+                        help="the index dir of that ledger dir, when the bookie keeps its "
+                        "indexes apart (index_dirs): read DIR/current/locations and "
+                        "DIR/current/ledgers instead of the ledger dir's")
     common.add_argument("--journal-index", type=int, default=None, metavar="I",
                         help="lastmark: the mark of journal I (lastMark.I) of a bookie "
                         "with several journal dirs; pass that journal's --journal-dir")

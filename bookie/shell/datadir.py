@@ -33,13 +33,16 @@ class DataDir:
     """Paths of one data dir (docs/formats.md §2) and read-only access to its parts."""
 
     def __init__(self, data_dir: str, journal_dir: str | None = None,
-                 ledger_dir: str | None = None, journal_index: int | None = None) -> None:
+                 ledger_dir: str | None = None, journal_index: int | None = None,
+                 index_dir: str | None = None) -> None:
         config = BookieConfig(data_dir=data_dir)
         self.root = data_dir
         self.journal_dir = os.path.join(journal_dir, "current") if journal_dir \
             else config.journal_dir
         self.ledger_dir = os.path.join(ledger_dir, "current") if ledger_dir \
             else config.ledger_dir
+        #: ``current/`` holding the indexes: the ledger dir's, or its index dir's (index_dirs).
+        self.index_dir = os.path.join(index_dir, "current") if index_dir else self.ledger_dir
         #: docs/formats.md §4.1: ``lastMark``, or ``lastMark.<i>`` with several journals.
         self.mark_name = LAST_MARK if journal_index is None else f"{LAST_MARK}.{journal_index}"
         self.disk = OsDisk()
@@ -49,9 +52,10 @@ class DataDir:
     @classmethod
     def of(cls, args) -> "DataDir":
         """The data dir the shell's common flags name (--data-dir, --journal-dir,
-        --ledger-dir, --journal-index)."""
+        --ledger-dir, --journal-index, --index-dir)."""
         return cls(args.data_dir, getattr(args, "journal_dir", None),
-                   getattr(args, "ledger_dir", None), getattr(args, "journal_index", None))
+                   getattr(args, "ledger_dir", None), getattr(args, "journal_index", None),
+                   getattr(args, "index_dir", None))
 
     def require(self) -> "DataDir":
         """Refuse a data dir that does not exist (a typo), rather than report it empty."""
@@ -119,7 +123,7 @@ class DataDir:
     # -- indexes ----------------------------------------------------------------------------
 
     def index_path(self, name: str) -> str:
-        return os.path.join(self.ledger_dir, name)
+        return os.path.join(self.index_dir, name)
 
     def open_locations(self) -> EntryLocationIndex:
         self.require_index(LOCATIONS)
@@ -135,7 +139,8 @@ class DataDir:
         path = self.index_path(name)
         if not os.path.isdir(path):
             raise IOFailure(f"no {name} index at {path}: not a bookie's data dir, or its "
-                            f"bookie never started (see --data-dir, --ledger-dir)")
+                            f"bookie never started (see --data-dir, --ledger-dir, "
+                            f"--index-dir)")
 
     def check_not_in_use(self) -> None:
         """Refuse (IOFailure) if another process holds an index's RocksDB lock.

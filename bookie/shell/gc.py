@@ -55,7 +55,7 @@ def run_gc(args: argparse.Namespace, out: Output) -> int:
     data_dir = DataDir.of(args).require()
     _require_indexes(data_dir)
     data_dir.check_not_in_use()  # before opening: a probe's close would drop our own lock
-    storage = LedgerStorage(OsDisk(), _config(args), data_dir.ledger_dir)
+    storage = LedgerStorage(OsDisk(), _config(args), data_dir.ledger_dir, data_dir.index_dir)
     try:
         storage.open()  # takes both RocksDB locks, as the daemon does
         result = _collect(GarbageCollector(storage), args.force,

@@ -70,7 +70,8 @@ def list_files(args: argparse.Namespace, out: Output) -> int:
     known = {os.path.basename(data_dir.journal_path(i)) for i in data_dir.journal_ids()}
     known |= {os.path.basename(data_dir.log_path(i)) for i in data_dir.log_ids()}
     known |= set(INDEX_DIRS)
-    for folder in (data_dir.journal_dir, data_dir.ledger_dir):
+    for folder in dict.fromkeys((data_dir.journal_dir, data_dir.ledger_dir,
+                                 data_dir.index_dir)):
         for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
             if name not in known:
                 path = os.path.join(folder, name)

@@ -89,7 +89,7 @@ def rebuild_index(args: argparse.Namespace, out: Output) -> int:
     data_dir = DataDir.of(args).require()  # never build an index into a mistyped path
     data_dir.check_not_in_use()
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = args.out or os.path.join(data_dir.ledger_dir, f"rebuild-{stamp}.tmp")
+    target = args.out or os.path.join(data_dir.index_dir, f"rebuild-{stamp}.tmp")
     if os.path.exists(target):
         raise UsageError(f"{target} exists; the rebuild needs a new dir")
     old = _old_ledgers(out, data_dir)
@@ -270,6 +270,6 @@ def _swap(data_dir: DataDir, target: str, stamp: str) -> list[str]:
             disk.rename(live, aside)
             moved.append(aside)
         disk.rename(os.path.join(target, name), live)
-    disk.fsync_dir(data_dir.ledger_dir)
+    disk.fsync_dir(data_dir.index_dir)
     os.rmdir(target)
     return moved

@@ -177,3 +177,29 @@ def test_the_cookie_lists_every_journal_and_ledger_dir(tmp_path, zk, zk_uri):
     shutil.rmtree(ledgers[2])  # one disk of three replaced
     log = refused(Daemon(data, *flags))
     assert f"{ledgers[2]}/current has no identity (emptied)" in log
+
+
+def test_an_emptied_index_dir_refuses_the_start_as_an_emptied_ledger_dir(tmp_path, zk, zk_uri):
+    """index_dirs (indexDirectories): the cookie names the index dirs (indexDirs, as
+    BookKeeper's), each keeps its copy (VERSION) and identity; a replaced index volume
+    whose ledger dir kept its entry logs refuses the start (CK1: no wiped-disk protection
+    is lost by moving the indexes)."""
+    _, root = parse_uri(zk_uri)
+    port = free_port()
+    journal, ledger, index = (str(tmp_path / d / "bk") for d in ("j", "hdd", "nvme"))
+    flags = (*FLAGS, "--metadata-service-uri", zk_uri, "--port", str(port),
+             "--journal-dirs", journal, "--ledger-dirs", ledger, "--index-dirs", index)
+    data = str(tmp_path / "data")
+    assert Daemon(data, *flags).start().terminate() == 0
+    cookie = decode_cookie(zk.get(f"{root}/cookies/127.0.0.1:{port}")[0])
+    assert cookie["indexDirs"] == [f"{index}/current"]
+    assert cookie["ledgerDirs"] == [f"{ledger}/current"]
+    for directory in (journal, ledger, index):
+        with open(os.path.join(directory, "current", "VERSION"), "rb") as local:
+            assert decode_cookie(local.read()) == cookie
+    assert {"locations", "ledgers"} <= set(os.listdir(os.path.join(index, "current")))
+    assert not {"locations", "ledgers"} & set(os.listdir(os.path.join(ledger, "current")))
+    shutil.rmtree(index)  # the index volume replaced
+    log = refused(Daemon(data, *flags))
+    assert f"index dir {index}/current has no identity (emptied)" in log
+    assert not os.listdir(os.path.join(index, "current"))  # no empty index made there

@@ -85,7 +85,8 @@ async def test_bookie_info_names_dirs_state_ids_and_marks(client, bookie_config)
     assert info["dirs"] == {"journal": bookie_config.journal_dir,
                             "ledgers": bookie_config.ledger_dir,
                             "journalDirs": [bookie_config.journal_dir],
-                            "ledgerDirs": [bookie_config.ledger_dir]}
+                            "ledgerDirs": [bookie_config.ledger_dir],
+                            "indexDirs": [bookie_config.ledger_dir]}
     assert info["lastMarks"] == [info["lastMark"]] and len(info["ledgersByDir"]) == 1
     assert info["freeBytes"]["journal"] > 0 and info["currentJournalId"] > 0
     assert info["currentEntryLogId"] is not None and info["lastMark"][0] > 0

@@ -21,7 +21,8 @@ from tests.support.zookeeper import free_port
 
 SHIPPED = os.path.join(ROOT, "tests", "data", "bk_server.conf")
 #: The keys of the shipped file this bookie takes (the rest must each be listed once).
-TAKEN = {"bookiePort", "journalDirectories", "ledgerDirectories", "metadataServiceUri"}
+TAKEN = {"bookiePort", "journalDirectories", "ledgerDirectories", "metadataServiceUri",
+         "zkTimeout"}  # zk_session_timeout_ms
 
 
 def _rewritten(tmp_path, zk_hosts: str, bookie_port: int) -> str:

@@ -179,6 +179,39 @@ def test_bookkeeper_s_default_directories_are_taken_as_they_are(tmp_path):
                                                        "/tmp/bk-data/current")
 
 
+def test_index_directories_become_index_dirs_one_per_ledger_dir(tmp_path):
+    """The Pulsar helm chart's bookkeeper.volumes.index.enabled: the indexes on their own
+    volume, ledger dir i's in index dir i (DbLedgerStorage)."""
+    config, sources, conf = _load(tmp_path, "journalDirectories=/j/bk\n"
+                                            "ledgerDirectories=/d1/bk,/d2/bk\n"
+                                            "indexDirectories=/i1/bk,/i2/bk/\n")
+    assert config.index_dirs_current == ("/i1/bk/current", "/i2/bk/current")
+    assert config.ledger_dirs_current == ("/d1/bk/current", "/d2/bk/current")
+    assert sources["index_dirs"] == "bk_server.conf:3" and not conf.notes
+    config, _, _ = _load(tmp_path, "journalDirectories=/pulsar/data/bookkeeper/journal\n"
+                                   "ledgerDirectories=/pulsar/data/bookkeeper/ledgers\n"
+                                   "indexDirectories=/pulsar/data/bookkeeper/index\n")
+    assert config.data_dir == "/pulsar/data/bookkeeper"
+    assert config.index_dirs_current == ("/pulsar/data/bookkeeper/index/current",)
+
+
+def test_index_directories_equal_to_the_ledger_directories_are_ignored(tmp_path):
+    config, _, conf = _load(tmp_path, "journalDirectories=/d/journal\n"
+                                      "ledgerDirectories=/d/ledgers\n"
+                                      "indexDirectories=/d/ledgers/\n")
+    assert config.index_dirs is None and config.index_dirs_current == config.ledger_dirs_current
+    assert [(n[0], n[1]) for n in conf.notes] == [("ignored", "indexDirectories")]
+
+
+def test_another_count_of_index_directories_is_refused_naming_both_keys(tmp_path):
+    with pytest.raises(ConfigError, match=r"bk_server.conf:3 indexDirectories=/i1,/i2: 2 "
+                                          r"dir\(s\) but ledgerDirectories has 3"):
+        _load(tmp_path, "journalDirectories=/j\nledgerDirectories=/d1,/d2,/d3\n"
+                        "indexDirectories=/i1,/i2\n")
+    with pytest.raises(ConfigError, match="indexDirectories=/i1,/i2: 2 dir"):
+        _load(tmp_path, "indexDirectories=/i1,/i2\n")  # our one default ledger dir
+
+
 def test_the_metadata_service_from_zk_servers_and_root(tmp_path):
     config, sources, _ = _load(tmp_path, "zkServers=zk1:2181,zk2:2181\n"
                                          "zkLedgersRootPath=/bk/ledgers\n")
@@ -218,16 +251,13 @@ def test_tls_keys_without_a_provider_factory_are_ignored_as_bookkeeper_does(tmp_
 # -- one test per refusal -----------------------------------------------------------------
 
 LISTED_REFUSALS = [(key, "some-other-value") for key in sorted(AS_OURS)] + [
-    (key, "1") for key in sorted(REFUSED)] + [
-    ("indexDirectories", "/elsewhere")]
+    (key, "1") for key in sorted(REFUSED)]
 
 
 @pytest.mark.parametrize("key, value", LISTED_REFUSALS, ids=[k for k, _ in LISTED_REFUSALS])
 def test_a_refused_key_is_listed_once_at_warn_and_the_bookie_starts(tmp_path, caplog, key,
                                                                     value):
     text = f"{key}={value}\n"
-    if key == "indexDirectories":
-        text += "journalDirectories=/d/journal\nledgerDirectories=/d/ledgers\n"
     _, _, conf = _load(tmp_path, text)
     assert [(n[0], n[1]) for n in conf.notes] == [("refused", key)]
     with caplog.at_level(logging.INFO, logger="bookie.bkconf"):

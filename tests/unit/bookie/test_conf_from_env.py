@@ -122,3 +122,26 @@ def test_another_prefix(tmp_path, prefix):
                          env={**os.environ, "MY_b": "3", "PULSAR_PREFIX_c": "4"})
     assert run.returncode == 0, run.stderr
     assert path.read_text() == "a=1\n\nb=3\n"
+
+
+def test_the_charts_index_volume_becomes_index_dirs(tmp_path):
+    """bookkeeper.volumes.index.enabled: the chart sets indexDirectories to the index
+    volume's mount path, and the bookie keeps its RocksDB indexes there (index_dirs)."""
+    from bookie import bkconf  # noqa: PLC0415
+
+    env = chart_environment("127.0.0.1:2181", root="/pulsar/data/bookkeeper",
+                            index_dir="/pulsar/data/bookkeeper/index")
+    env["allowLoopback"] = "true"  # this test machine's name resolves to 127.0.0.1
+    path, _, _ = _applied(tmp_path, env)
+    config, sources, _ = bkconf.load_settings(str(path), environ={})
+    assert config.ledger_dirs_current == ("/pulsar/data/bookkeeper/ledgers/current",)
+    assert config.index_dirs_current == ("/pulsar/data/bookkeeper/index/current",)
+    assert sources["index_dirs"].startswith("bookkeeper.conf:")
+    path.write_text(path.read_text().replace("indexDirectories=/pulsar/data/bookkeeper/index",
+                                             "indexDirectories=/i1,/i2"))
+    result = subprocess.run(
+        [sys.executable, "-m", "bookie", "config", "show", "--conf", str(path)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, capture_output=True,
+        text=True, timeout=60)
+    assert result.returncode == 78
+    assert "indexDirectories=/i1,/i2: 2 dir(s) but ledgerDirectories has 1" in result.stderr

@@ -88,3 +88,18 @@ def test_the_request_budget_of_bookie_port_must_hold_one_whole_frame():
     with pytest.raises(ConfigError, match="bookie_request_bytes_max.*max_entry_size"):
         BookieConfig().replace(max_entry_size=8 << 20, bookie_request_bytes_max=8 << 20)
     assert BookieConfig().replace(bookie_request_bytes_max=(5 << 20) + 4096)
+
+
+def test_index_dirs_pair_with_the_ledger_dirs_one_each():
+    """DbLedgerStorage: ledger dir i's indexes in index dir i; another count is refused
+    ("ledger and index dirs size not matched"), and an index dir is nobody else's dir."""
+    config = BookieConfig(ledger_dirs="/l0,/l1", index_dirs="/i0, /l1")
+    assert config.index_dirs_current == ("/i0/current", "/l1/current")
+    assert config.separate_index_dirs == ("/i0/current",)
+    assert BookieConfig(ledger_dirs="/l0").index_dirs_current == ("/l0/current",)
+    with pytest.raises(ConfigError, match="index_dirs names 1 dir.* but ledger_dirs 2"):
+        config.replace(index_dirs="/i0")
+    with pytest.raises(ConfigError, match="index dir /l1 and ledger dir /l1 overlap"):
+        config.replace(index_dirs="/l1,/l0")
+    with pytest.raises(ConfigError, match="index dir /j and journal dir /j overlap"):
+        config.replace(index_dirs="/j,/l1", journal_dirs="/j")

@@ -69,3 +69,23 @@ def test_a_data_dir_without_identity_is_adopted(tmp_path):
     os.makedirs(journal)
     open(os.path.join(journal, "5.txn"), "wb").close()
     assert check_or_create(OsDisk(), journal, ledgers)["format"] == 1
+
+
+def test_an_index_dir_apart_carries_the_identity_and_an_emptied_one_is_refused(tmp_path):
+    journal, ledgers = _dirs(str(tmp_path))
+    index = os.path.join(str(tmp_path), "nvme", "index", "current")
+    ident = check_or_create(OsDisk(), journal, ledgers, [index])
+    assert ident["indexDirs"] == [index]
+    with open(os.path.join(index, IDENTITY)) as handle:
+        copy = json.load(handle)
+    assert (copy["instanceId"], copy["dirKind"], copy["dirIndex"]) == \
+        (ident["instanceId"], "index", 0)
+    assert check_or_create(OsDisk(), journal, ledgers, [index]) == ident
+    open(os.path.join(ledgers, "0.log"), "wb").close()  # the bookie ran
+    for name in os.listdir(index):  # the index volume replaced, the ledger dir kept
+        os.unlink(os.path.join(index, name))
+    with pytest.raises(IdentityMismatch,
+                       match=f"index dir {index} has no identity \\(emptied\\)"):
+        check_or_create(OsDisk(), journal, ledgers, [index])
+    with pytest.raises(IdentityMismatch, match="created with 1 index dir\\(s\\) apart"):
+        check_or_create(OsDisk(), journal, ledgers)  # index_dirs dropped
