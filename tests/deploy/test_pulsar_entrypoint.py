@@ -39,7 +39,7 @@ from tests.support.zookeeper import free_port
 
 DEPLOY = os.path.join(ROOT, "deploy", "pulsar")
 
-@pytest.fixture(params=["our conf", "Pulsar's conf"])
+@pytest.fixture(params=["our conf", "Pulsar's conf", "an index volume"])
 def pod(request, tmp_path, zookeeper):
     """The image's /pulsar (bin/, conf/, data/) and the pod's environment; its
     conf/bookkeeper.conf ours (deploy/pulsar/conf) or Pulsar's shipped file, as an operator
@@ -51,12 +51,14 @@ def pod(request, tmp_path, zookeeper):
         shutil.copy(PULSAR_CONF, home / "conf" / "bookkeeper.conf")
     prefix = f"/pulsar-{uuid.uuid4().hex[:8]}"
     http_port, bookie_port = free_port(), free_port()
+    index = str(home / "data" / "bookkeeper" / "index") \
+        if request.param == "an index volume" else None  # bookkeeper.volumes.index.enabled
     env = {**os.environ, "PYTHONPATH": ROOT, "BK_PYTHON": sys.executable,
            **chart_environment(zookeeper.hosts, prefix, http_port,
-                               root=str(home / "data" / "bookkeeper")),
+                               root=str(home / "data" / "bookkeeper"), index_dir=index),
            "bookiePort": str(bookie_port), "allowLoopback": "true",
            "BOOKIE_HOST": "127.0.0.1", "BOOKIE_PORT": str(free_port())}
-    return {"home": home, "env": env, "prefix": prefix, "zk": zookeeper.hosts,
+    return {"home": home, "env": env, "prefix": prefix, "zk": zookeeper.hosts, "index": index,
             "http": http_port, "bookie_port": bookie_port,
             "uri": f"zk://{zookeeper.hosts}{prefix}/ledgers"}
 
@@ -145,3 +147,6 @@ def test_the_charts_scripts_initialise_the_cluster_and_run_a_bookie(pod):
     # the data is on the chart's volumes' mount points
     assert os.listdir(pod["home"] / "data" / "bookkeeper" / "journal" / "current")
     assert (pod["home"] / "data" / "bookkeeper" / "ledgers" / "current").is_dir()
+    indexes = pod["home"] / "data" / "bookkeeper" / ("index" if pod["index"] else "ledgers")
+    assert (indexes / "current" / "locations").is_dir()  # where DbLedgerStorage keeps them
+    assert (indexes / "current" / "ledgers").is_dir()
