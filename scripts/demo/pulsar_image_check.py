@@ -24,12 +24,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import uuid
 
 from api.client.ensemble import BookKeeper
-from tests.support.pulsar_chart import INIT_JOB, MAIN, VERIFY_CLUSTER_ID, chart_environment
+from tests.support.pulsar_chart import INIT_JOB, MAIN, VERIFY_CLUSTER_ID, chart_environment, \
+    probe
 from tests.support.zookeeper import ZooKeeperServer, free_port
 
 STORAGE = ("--storage-driver", "vfs")
@@ -43,16 +42,6 @@ def _run_in(container: str, env: dict[str, str], script: str) -> list[str]:
     envs = [arg for key, value in env.items() for arg in ("--env", f"{key}={value}")]
     return _buildah("run", "--isolation", "chroot", "--workingdir", "/pulsar", *envs,
                     container, "--", "sh", "-c", script)
-
-
-def _get(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as reply:
-            return reply.status
-    except urllib.error.HTTPError as error:
-        return error.code
-    except OSError:
-        return 0
 
 
 def _until(predicate, timeout_s: float = 90.0) -> bool:
@@ -144,12 +133,12 @@ def main(argv: list[str] | None = None) -> int:
             proc = subprocess.Popen(_run_in(container, env, MAIN), stdout=log,
                                     stderr=subprocess.STDOUT)
         base = f"http://127.0.0.1:{http_port}"
-        step("liveness probe", _until(lambda: _get(base + "/api/v1/bookie/state") == 200))
-        step("readiness probe", _until(lambda: _get(base + "/api/v1/bookie/is_ready") == 200),
+        step("liveness probe", _until(lambda: probe(base + "/api/v1/bookie/state")[0] == 200))
+        step("readiness probe", _until(lambda: probe(base + "/api/v1/bookie/is_ready")[0] == 200),
              open(log_path).read()[-2000:])
         step("a ledger written and read back",
              asyncio.run(_ledger(f"zk://{zookeeper.hosts}{prefix}/ledgers")))
-        step("/metrics on the http port", _get(base + "/metrics") == 200)
+        step("/metrics on the http port", probe(base + "/metrics")[0] == 200)
     finally:
         if proc is not None:
             bookie = _bookie_pid(proc.pid)

@@ -10,21 +10,18 @@ Where mounting is impossible (not root) the test skips with the reason; that is 
 
 from __future__ import annotations
 
-import asyncio
 import os
-import time
 
 import pytest
 
 from api.client import BookieClient
 from bookie.config import BookieConfig
 from bookie.entry import frame_entry, master_key
-from tests.support import small_fs
+from tests.crash.test_full_disk import SIZE, _free, _until, small_tmpfs  # noqa: F401 (a fixture)
 from tests.support.servers import running_bookie
 
 KEY = master_key(b"forced-gc")
 MiB = 1 << 20
-SIZE = 64 * MiB
 KEPT, DELETED = 1, 2
 ENTRIES = 12_000  # per ledger, 1 KiB each: about 24 MiB of entry logs, half of them dead
 
@@ -46,11 +43,6 @@ def _entry(ledger_id: int, entry_id: int) -> bytes:
                        bytes([(ledger_id + entry_id) % 251]) * 1024)
 
 
-def _free(path: str) -> int:
-    st = os.statvfs(path)
-    return st.f_bavail * st.f_frsize
-
-
 def _ballast(path: str, mount: str, used_ratio: float) -> None:
     """Grow a synced ballast file until the file system is ``used_ratio`` used."""
     with open(path, "ab") as handle:
@@ -58,25 +50,6 @@ def _ballast(path: str, mount: str, used_ratio: float) -> None:
             handle.write(b"\xba" * min(room, MiB))
             handle.flush()
             os.fsync(handle.fileno())
-
-
-async def _until(predicate, what: str, timeout_s: float = 30.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = await predicate()
-        if value:
-            return value
-        await asyncio.sleep(0.05)  # noqa: sleep-ok (bounded poll of the GC's effect)
-    pytest.fail(f"timed out waiting for {what}")
-
-
-@pytest.fixture
-def small_tmpfs(tmp_path):
-    reason = small_fs.unavailable()
-    if reason is not None:
-        pytest.skip(f"full-disk test needs a real small file system: {reason}")
-    with small_fs.tmpfs(str(tmp_path / "fs"), SIZE) as mount:
-        yield mount
 
 
 async def _half_dead_logs(client: BookieClient) -> None:
@@ -98,9 +71,9 @@ async def test_a_disk_over_the_warn_threshold_compacts_only_when_forced(small_tm
             await _half_dead_logs(client)
             assert bookie.last_gc is None  # nothing ran yet: the interval is an hour
             _ballast(os.path.join(mount, "ballast"), mount, 0.78)  # over warn, under full
-            await _until(lambda: _async(bookie.disk_monitor.warn), "the warn threshold")
+            await _until(lambda: _async(bookie.disk_monitor.warn), "the warn threshold", 30)
             if force:
-                result = await _until(lambda: _async(bookie.last_gc), "a forced GC run")
+                result = await _until(lambda: _async(bookie.last_gc), "a forced GC run", 30)
                 assert result.compaction == "major", result.to_json()
                 assert result.bytes_reclaimed_compaction > 8 * MiB, result.to_json()
                 assert bookie.gc.status_json()["lastRun"]["compaction"] == "major"

@@ -23,8 +23,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 
 import pytest
@@ -33,7 +31,7 @@ from kazoo.client import KazooClient
 from api.client.ensemble import BookKeeper
 from bookie.bkconf_identity import canonical_hostname
 from tests.support.pulsar_chart import INIT_JOB, MAIN, PULSAR_CONF, VERIFY_CLUSTER_ID, \
-    chart_environment
+    chart_environment, probe
 from tests.support.servers import ROOT
 from tests.support.zookeeper import free_port
 
@@ -66,16 +64,6 @@ def pod(request, tmp_path, zookeeper):
 def _sh(pod, script: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(["timeout", str(int(timeout_s)), "sh", "-c", script], cwd=pod["home"],
                           env=pod["env"], capture_output=True, text=True, timeout=timeout_s + 10)
-
-
-def _get(url: str) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as reply:
-            return reply.status, reply.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
-    except OSError:
-        return 0, b""
 
 
 def _until(what: str, predicate, proc, log_path, timeout_s: float = 60.0):
@@ -116,9 +104,9 @@ def test_the_charts_scripts_initialise_the_cluster_and_run_a_bookie(pod):
     base = f"http://127.0.0.1:{pod['http']}"
     try:
         # liveness, then readiness (the startup and readiness probes' path)
-        _until("the liveness probe", lambda: _get(base + "/api/v1/bookie/state")[0] == 200,
+        _until("the liveness probe", lambda: probe(base + "/api/v1/bookie/state")[0] == 200,
                proc, log_path)
-        _until("the readiness probe", lambda: _get(base + "/api/v1/bookie/is_ready")[0] == 200,
+        _until("the readiness probe", lambda: probe(base + "/api/v1/bookie/is_ready")[0] == 200,
                proc, log_path)
         bookie_id = f"{canonical_hostname()}:{pod['bookie_port']}"
         zk = KazooClient(hosts=pod["zk"])
@@ -135,7 +123,7 @@ def test_the_charts_scripts_initialise_the_cluster_and_run_a_bookie(pod):
             pass  # BookKeeper's protocol on the chart's bookie port
         entries = asyncio.run(_write_and_read(pod["uri"]))
         assert [bytes(e) for e in entries] == [b"entry %d" % i for i in range(50)]
-        status, metrics = _get(base + "/metrics")  # the chart's prometheus.io/port
+        status, metrics = probe(base + "/metrics")  # the chart's prometheus.io/port
         assert status == 200 and b"bookie_" in metrics
     finally:
         proc.send_signal(signal.SIGTERM)  # the kubelet's stop: `exec` made the bookie the PID

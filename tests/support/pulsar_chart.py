@@ -8,6 +8,8 @@ conf/bookkeeper.conf`` with these in its environment (deploy/pulsar/, tests/depl
 from __future__ import annotations
 
 import pathlib
+import urllib.error
+import urllib.request
 
 #: The chart's own scripts, verbatim but for the Java-only and TLS lines (tests/deploy/
 #: test_pulsar_entrypoint.py and scripts/demo/pulsar_image_check.py run them).
@@ -98,3 +100,15 @@ def chart_tls_environment(cert: str, key: str, ca: str) -> dict[str, str]:
             "PULSAR_PREFIX_tlsKeyStoreType": "PEM", "PULSAR_PREFIX_tlsKeyStore": key,
             "PULSAR_PREFIX_tlsTrustStoreType": "PEM", "PULSAR_PREFIX_tlsTrustStore": ca,
             "PULSAR_PREFIX_tlsCertFilesRefreshDurationSeconds": "300"}
+
+
+def probe(url: str) -> tuple[int, bytes]:
+    """An HTTP GET as the kubelet's probe makes it: (status, body); (0, b"") when nothing
+    answers (not yet listening)."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            return reply.status, reply.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+    except OSError:
+        return 0, b""
