@@ -26,6 +26,7 @@ from bookie.config import EXIT_BAD_CONFIG, BookieConfig, ConfigError
 from bookie.config_render import render_config, render_defaults
 from bookie.listen_errors import ListenRefused, listen_refusal
 from bookie.logs import setup_logging
+from bookie.ready_lines import announce as ready_lines, replay_summary
 from bookie.sd_notify import Notifier
 from bookie.bkconf_identity import registered_bookie_id
 from bookie.setting_flags import add_setting_flags
@@ -108,10 +109,8 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
 
     ``before_ready``: coroutine functions awaited after replay and before READY=1 (a cluster
     bookie registers itself there), so systemd's "started" means "serving and findable".
-    ``ready_line``: where the machine ready lines go (RL1 in ``_announce``).
+    ``ready_line``: where the machine ready lines go (RL1 in bookie/ready_lines.py).
     """
-    from api.server.app import serving  # noqa: PLC0415 (only serve needs the HTTP stack)
-    from api.admin.app import admin_listener  # noqa: PLC0415 (and BookKeeper's admin API)
     from bookie.node import Bookie
 
     started = time.monotonic()
@@ -137,15 +136,8 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
     try:
         async with contextlib.AsyncExitStack() as listeners:
             try:
-                port = await _listen(listeners, serving(bookie, config.host, config.port,
-                                                        ssl_context=ssl_context),
-                                     "port", config.host, config.port)
-                bk_port = await _listen(listeners, _bk_listener(bookie, config, ssl_context),
-                                        "bookie_port", config.host, config.bookie_port)
-                admin_port = await _listen(
-                    listeners, admin_listener(bookie, registered_bookie_id(config.bookie_id, config.host, port),
-                                              ssl_context),
-                    "admin_port", config.host, config.admin_port)
+                port, bk_port, admin_port, bookie_id = await _open_listeners(
+                    listeners, bookie, config, ssl_context)
             except ListenRefused as exc:  # a port in use: one line, not a traceback
                 print(f"bookie: {exc}", file=sys.stderr, flush=True)
                 notifier.status(str(exc))
@@ -157,10 +149,9 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
                                        bk_port)
                 before_start = (*before_start, member.check_cookie)
                 before_ready = (*before_ready, member.start)
-            announce = functools.partial(_announce, ready_line, config.host, scheme, port,
+            announce = functools.partial(ready_lines, ready_line, config.host, scheme, port,
                                          bk_port, admin_port)
-            code = await _run_until_stopped(bookie, stop, notifier, before_ready,
-                                            registered_bookie_id(config.bookie_id, config.host, port),
+            code = await _run_until_stopped(bookie, stop, notifier, before_ready, bookie_id,
                                             before_start, announce)
             if member is not None:  # before draining: clients stop choosing this bookie
                 await (member.stop() if code == 0 else member.close())
@@ -175,6 +166,25 @@ async def serve(config: BookieConfig, ready_line=sys.stdout, disk=None,
     return code
 
 
+async def _open_listeners(listeners: contextlib.AsyncExitStack, bookie, config: BookieConfig,
+                          ssl_context) -> tuple[int, int | None, int | None, str]:
+    """The three listeners, in order: (port, bookie_port, admin_port, the id the bookie
+    registers and answers as: the HTTP port's unless bookie_id is set). ListenRefused from
+    the first that cannot bind."""
+    from api.server.app import serving  # noqa: PLC0415 (only serve needs the HTTP stack)
+    from api.admin.app import admin_listener  # noqa: PLC0415 (and BookKeeper's admin API)
+
+    port = await _listen(listeners, serving(bookie, config.host, config.port,
+                                            ssl_context=ssl_context),
+                         "port", config.host, config.port)
+    bookie_id = registered_bookie_id(config.bookie_id, config.host, port)
+    bk_port = await _listen(listeners, _bk_listener(bookie, config, ssl_context),
+                            "bookie_port", config.host, config.bookie_port)
+    admin_port = await _listen(listeners, admin_listener(bookie, bookie_id, ssl_context),
+                               "admin_port", config.host, config.admin_port)
+    return port, bk_port, admin_port, bookie_id
+
+
 async def _listen(listeners: contextlib.AsyncExitStack, listener, setting: str, host: str,
                   port: int | None):
     """Enter one listener's context on ``listeners``; its bound port (None: it is off).
@@ -183,24 +193,6 @@ async def _listen(listeners: contextlib.AsyncExitStack, listener, setting: str, 
         return await listeners.enter_async_context(listener)
     except OSError as exc:
         raise listen_refusal(exc, setting, host, port) from None
-
-
-def _announce(ready_line, host: str, scheme: str, port: int, bk_port: int | None,
-              admin_port: int | None) -> None:
-    """RL1: once the bookie serves (replayed, its cookie checked, registered in its cluster,
-    READY=1 sent), and never for a start it refused: the machine ready lines on
-    ``ready_line`` (stdout; tests/support/servers.py and scripts/ read them, docs/
-    operations.md §1) and the same news for people through the logger."""
-    lines = [f"bookie listening on {scheme}://{host}:{port}"]
-    if bk_port is not None:
-        lines.append(f"bookie-rpc listening on {host}:{bk_port}")
-    if admin_port is not None:  # BookKeeper's admin REST API (docs/admin-api.md)
-        lines.append(f"bookie-admin listening on {scheme}://{host}:{admin_port}")
-    print("\n".join(lines), file=ready_line, flush=True)
-    log.info("bookie serving: HTTP on %s://%s:%d%s%s", scheme, host, port,
-             f", BookKeeper protocol on {host}:{bk_port}" if bk_port is not None else "",
-             f", admin API on {scheme}://{host}:{admin_port}" if admin_port is not None
-             else "")
 
 
 @contextlib.asynccontextmanager
@@ -287,13 +279,6 @@ async def _run_until_stopped(bookie, stop: asyncio.Event, notifier: Notifier,
 #: when replay moved since the last line, so a replay that stops moving is not kept alive.
 REPLAY_PROGRESS_EXTEND_S = 30
 REPLAY_PROGRESS_INTERVAL_S = 0.5
-
-
-def replay_summary(report: dict | None) -> str:
-    if not report:
-        return "nothing replayed"
-    return (f"replayed {len(report['files'])} journal file(s), {report['records']} records, "
-            f"{report['bytes'] / 2**20:.1f} MiB")
 
 
 async def _report_replay(bookie, notifier: Notifier) -> None:

@@ -155,7 +155,7 @@ def test_a_request_after_kazoo_closed_the_refused_session_still_names_the_login(
         deadline = time.monotonic() + 15
         while client.client_state != KeeperState.CLOSED:
             assert time.monotonic() < deadline, client.client_state
-            time.sleep(0.01)  # polling kazoo's own state, with a deadline
+            time.sleep(0.01)  # noqa: sleep-ok (a bounded poll of kazoo's own state)
         began = time.monotonic()
         for call in (lambda: zk_read(client.get_async, "/"),
                      lambda: zk_call(client.create_async, "/x", b"")):
