@@ -10,7 +10,8 @@ different: ``mark_deleted`` writes its tombstone at once with ``sync=True``.
 Invariants:
     M1. A deleted ledger stays as a tombstone (``exists=False``), written and synced before
         ``mark_deleted`` returns, so replay of older journal records never re-creates it
-        (docs/design.md §1.3). Only ``purge`` removes a tombstone.
+        (docs/design.md §1.3). Only ``purge`` removes a tombstone. On disk it sits under its
+        own key and key L is deleted in the same batch (K7, LR1 in ``ledger_records``).
     M2. No write of an older state overtakes a newer one: ``flush`` and ``mark_deleted``
         serialize their RocksDB writes, and ``flush`` snapshots under that order, so a flush
         racing a deletion can never write the live state over the tombstone.
@@ -19,10 +20,12 @@ Invariants:
         ledger (GC's dead set and the pending deletes are the storage's to clear).
     M3. A change made while a flush is writing is not lost: ``flush`` takes the dirty set and
         clears it in one step under the lock, so the change stays dirty for the next flush.
-    M4. Keys with a negative ledger id (BookKeeper's storage-state flags under -0xeefd) are
+    M4. Negative keys that are not ours (BookKeeper's storage-state flags under -0xeefd) are
         not ledgers: never loaded, rewritten or deleted here.
-    M5. A BookKeeper ``LedgerData`` value is read as is and rewritten as BKLD on the ledger's
-        next state write, not at load.
+    M5. A ``LedgerData`` value without the bookie extension (BookKeeper wrote it) is read as
+        is, digest type and usage not known, and gets the extension on the ledger's next
+        state write, not at load. An index of the older BKLD form is carried over at open
+        (``index_upgrade``, IU1-IU3), before anything else writes to it.
     M6. Usage counters on disk are never ahead of or behind the ``locations`` index unseen:
         a checkpoint that will change counters first writes the usage-pending key, synced,
         naming those ledgers (``begin_usage``), and the ``flush`` that writes the counters
@@ -42,8 +45,8 @@ import os
 import threading
 from typing import Callable
 
-from bookie.errors import IOFailure, NoLedger, Unauthorized
-from ledgerindex import keys
+from bookie.errors import NoLedger, Unauthorized
+from ledgerindex import index_upgrade, keys, ledger_records
 from ledgerindex.keys import LedgerState
 from ledgerindex.kv import KeyValueStore
 
@@ -68,46 +71,32 @@ class LedgerMetadataIndex:
         self.kv = kv
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
-        self._states: dict[int, LedgerState] = {}
         self._dirty: set[int] = set()
+        #: Which keys are on disk (LR1), kept up to date by every write below.
+        self._records = ledger_records.load(kv.items(), kv.path)
+        self._states: dict[int, LedgerState] = self._records.states
         #: Keys left untouched (M4), counted for logs and tests.
-        self.reserved_key_count = 0
-        #: Values read in BookKeeper's protobuf form at load (M5).
-        self.ledger_data_count = 0
+        self.reserved_key_count = self._records.reserved_key_count
+        #: Values BookKeeper wrote, without the bookie extension (M5).
+        self.ledger_data_count = self._records.forms.get(keys.FORM_BOOKKEEPER, 0)
         #: Whether the usage-pending key is on disk (M6): the next flush deletes it.
         self._usage_pending = False
         #: Pending ids that had no state at load: a ledger the dead checkpoint created. Its
         #: entries may be indexed already, so when replay creates it again its usage is not
         #: known; the pending key keeps naming it until then (M6).
         self._suspects: set[int] = set()
-        self._load()
+        self._forget_pending_usage(self._records.pending)
+        #: Ledgers rewritten by the carry-over of an older index at this open (M5).
+        self.upgraded_count = 0
+        if not kv.read_only and not self._records.format_present:
+            self.upgraded_count = index_upgrade.carry_over(kv, self._records)
 
     @classmethod
     def open(cls, path: str | os.PathLike, *, create: bool = True,
              read_only: bool = False) -> "LedgerMetadataIndex":
-        """Open ``<ledger dir>/current/ledgers`` and load every ledger state."""
+        """Open ``<ledger dir>/current/ledgers``, load every ledger state, and carry an
+        older index over to today's form (M5) unless ``read_only``."""
         return cls(KeyValueStore.open(path, create=create, read_only=read_only))
-
-    def _load(self) -> None:
-        pending: list[int] = []
-        for key, value in self.kv.items():
-            ledger_id = self._ledger_id_of(key)
-            if ledger_id == keys.USAGE_PENDING_LEDGER_ID:
-                pending = self._decode_pending(value)
-                continue
-            if ledger_id < 0:
-                self.reserved_key_count += 1
-                continue
-            self._states[ledger_id] = self._decode(ledger_id, value)
-            if value[:1] == b"\x08":
-                self.ledger_data_count += 1
-        self._forget_pending_usage(pending)
-
-    def _decode_pending(self, value: bytes) -> list[int]:
-        try:
-            return keys.decode_usage_pending(value)
-        except keys.LedgerStateCorrupt as error:
-            raise IOFailure(f"RocksDB {self.kv.path}: usage-pending key: {error}") from error
 
     def _forget_pending_usage(self, pending: list[int]) -> None:
         """M6: a checkpoint died between the pending key and the counters' write."""
@@ -120,19 +109,6 @@ class LedgerMetadataIndex:
                 self._states[ledger_id] = state.with_(entry_count=keys.USAGE_UNKNOWN,
                                                       byte_count=keys.USAGE_UNKNOWN)
                 self._dirty.add(ledger_id)
-
-    def _ledger_id_of(self, key: bytes) -> int:
-        try:
-            return keys.decode_ledger_key(key)
-        except ValueError as error:
-            raise IOFailure(f"RocksDB {self.kv.path}: {error}") from error
-
-    def _decode(self, ledger_id: int, value: bytes) -> LedgerState:
-        try:
-            return keys.decode_ledger_state(value)
-        except keys.LedgerStateCorrupt as error:
-            raise IOFailure(
-                f"RocksDB {self.kv.path}: ledger {ledger_id}: corrupt state: {error}") from error
 
     # --- reads ------------------------------------------------------------------------
 
@@ -283,13 +259,17 @@ class LedgerMetadataIndex:
                 taken = {i: self._states[i] for i in self._dirty}
                 self._dirty.clear()
                 suspects = set(self._suspects)
-            puts = [(keys.encode_ledger_key(i), keys.encode_ledger_state(s))
-                    for i, s in sorted(taken.items())]
+            puts: list[tuple[bytes, bytes]] = []
+            deletes: list[bytes] = []
+            for ledger_id, state in sorted(taken.items()):
+                more_puts, more_deletes = ledger_records.writes_for(ledger_id, state,
+                                                                    self._records)
+                puts += more_puts
+                deletes += more_deletes
             pending = self._usage_pending
             # The counters written here settle the pending key, except for suspects replay
             # has not created yet: the key keeps naming those (M6).
             pending_key = keys.encode_ledger_key(keys.USAGE_PENDING_LEDGER_ID)
-            deletes = []
             if pending and suspects:
                 puts.append((pending_key, keys.encode_usage_pending(suspects)))
             elif pending:
@@ -319,9 +299,9 @@ class LedgerMetadataIndex:
                 self._states[ledger_id] = tombstone
                 # The tombstone is written below; a pending live state must never follow it.
                 self._dirty.discard(ledger_id)
-            value = keys.encode_ledger_state(tombstone)
+            puts, deletes = ledger_records.writes_for(ledger_id, tombstone, self._records)
             try:
-                self.kv.put(keys.encode_ledger_key(ledger_id), value, sync=True)
+                self.kv.write_batch(puts, deletes=deletes, sync=True)
             except BaseException:
                 with self._lock:
                     self._dirty.add(ledger_id)
@@ -344,8 +324,8 @@ class LedgerMetadataIndex:
             fresh = revived(current)
             if not fresh.exists:
                 raise ValueError(f"ledger {ledger_id}: a revived state must exist")
-            self.kv.put(keys.encode_ledger_key(ledger_id), keys.encode_ledger_state(fresh),
-                        sync=True)
+            puts, deletes = ledger_records.writes_for(ledger_id, fresh, self._records)
+            self.kv.write_batch(puts, deletes=deletes, sync=True)
             with self._lock:
                 self._states[ledger_id] = fresh
                 self._dirty.discard(ledger_id)
@@ -363,10 +343,30 @@ class LedgerMetadataIndex:
                 current = self._states.get(ledger_id)
                 if current is not None and current.exists:
                     raise ValueError(f"ledger {ledger_id} is live; mark_deleted it first")
-            self.kv.delete(keys.encode_ledger_key(ledger_id), sync=True)
+            self.kv.write_batch([], deletes=ledger_records.purge_deletes(ledger_id,
+                                                                         self._records),
+                                sync=True)
             with self._lock:
                 self._states.pop(ledger_id, None)
                 self._dirty.discard(ledger_id)
+
+    def put_tombstones(self, tombstones: dict[int, LedgerState]) -> None:
+        """Write these whole tombstones (a rebuild keeps the old index's), synced, in one
+        batch (M1). Each must have ``exists=False``."""
+        puts: list[tuple[bytes, bytes]] = []
+        deletes: list[bytes] = []
+        with self._write_lock:
+            for ledger_id, state in sorted(tombstones.items()):
+                if state.exists:
+                    raise ValueError(f"ledger {ledger_id}: a tombstone must not exist")
+                more_puts, more_deletes = ledger_records.writes_for(ledger_id, state,
+                                                                    self._records)
+                puts += more_puts
+                deletes += more_deletes
+            self.kv.write_batch(puts, deletes=deletes, sync=True)
+            with self._lock:
+                self._states.update(tombstones)
+                self._dirty.difference_update(tombstones)
 
     def deleted_ids(self) -> list[int]:
         """Sorted ids of tombstones, for the garbage collector."""

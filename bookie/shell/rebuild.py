@@ -42,7 +42,6 @@ from bookie.shell.output import Output, Progress
 from entrylog.reader import EntryLogReader
 from journal.format import RecordKind
 from journal.reader import JournalReader, UnsupportedJournalVersion
-from ledgerindex import keys
 from ledgerindex.keys import LedgerState
 from ledgerindex.ledgers import LedgerMetadataIndex
 from ledgerindex.locations import EntryLocationIndex
@@ -236,9 +235,7 @@ def _rebuild_ledgers(path: str, old: dict[int, LedgerState] | None, journal: _Jo
             counts[source] += 1
             index.set(ledger_id, state)
         index.flush(sync=True)
-        tombstones = [(keys.encode_ledger_key(i), keys.encode_ledger_state(s))
-                      for i, s in sorted(deleted.items())]
-        index.kv.write_batch(tombstones, sync=True)
+        index.put_tombstones(deleted)
     finally:
         index.close()
     return counts

@@ -32,32 +32,47 @@ def test_formats_7_2_example_byte_for_byte():
 
 
 def test_version_2_is_the_example_plus_the_usage_trailer():
-    # The project's addition (issue 13, O(1) ledger info): version byte 02 and, after the
-    # explicit-LAC body, i64 entries and i64 bytes, big-endian; -1, -1 = not known.
+    # The older BKLD value, still read while an index is carried over: version byte 02 and,
+    # after the explicit-LAC body, i64 entries and i64 bytes, big-endian.
     state = LedgerState(digest_type=DigestType.CRC32C, master_key=SECRET_KEY,
                         entry_count=10, byte_count=0x0102)
-    expected = (bytes.fromhex("424B4C44 02 01 03 14".replace(" ", "")) + SECRET_KEY + bytes(4)
-                + bytes.fromhex("000000000000000A" "0000000000000102"))
+    value = (bytes.fromhex("424B4C44 02 01 03 14".replace(" ", "")) + SECRET_KEY + bytes(4)
+             + bytes.fromhex("000000000000000A" "0000000000000102"))
+    assert keys.decode_ledger_value(value) == (state, keys.FORM_BKLD)
+
+
+def test_formats_7_2_ledger_data_example_byte_for_byte():
+    # "ledger with the secret key, not fenced, no LAC, 5 entries of 205 bytes, CRC32C:
+    #  08 01 10 00 1a 14 e7 93 … 9a 39 c2 3e 09 08 01 10 03 18 05 20 cd 01"
+    expected = (bytes.fromhex("0801 1000 1a14".replace(" ", "")) + SECRET_KEY
+                + bytes.fromhex("c23e 09 0801 1003 1805 20cd01".replace(" ", "")))
+    state = LedgerState(digest_type=DigestType.CRC32C, master_key=SECRET_KEY,
+                        entry_count=5, byte_count=205)
     assert keys.encode_ledger_state(state) == expected
     assert keys.decode_ledger_state(expected) == state
-    unknown = keys.encode_ledger_state(state.with_(entry_count=-1, byte_count=-1))
-    assert unknown[-16:] == b"\xff" * 16
 
 
-def test_bkld_flag_bits_and_lac_length_are_big_endian():
+def test_fields_1_to_5_then_the_extension_with_every_flag():
     body = bytes(range(20))
     value = keys.encode_ledger_state(LedgerState(fenced=True, limbo=True, digest_type=1,
                                                  master_key=SECRET_KEY, explicit_lac=body))
-    assert value[4:8] == bytes([2, 0x01 | 0x02 | 0x04 | 0x08, 1, 20])
-    assert value[28:32] == bytes.fromhex("00000014") and value[32:52] == body
+    assert value == (bytes.fromhex("0801 1001 1a14".replace(" ", "")) + SECRET_KEY
+                     + bytes.fromhex("2214") + body + bytes.fromhex("2801")
+                     + bytes.fromhex("c23e 04 0801 1001".replace(" ", "")))
 
 
-def test_usage_pending_key_is_negative_and_not_bookkeepers():
-    key = keys.encode_ledger_key(keys.USAGE_PENDING_LEDGER_ID)
-    assert key == bytes.fromhex("FFFFFFFFFFFF4FF4")
+def test_the_projects_negative_keys_are_bookkeepers_to_skip():
+    assert keys.encode_ledger_key(keys.USAGE_PENDING_LEDGER_ID) == bytes.fromhex(
+        "FFFFFFFFFFFF4FF4")
+    assert keys.encode_ledger_key(keys.WRITER_MARK_LEDGER_ID) == bytes.fromhex(
+        "FFFFFFFFFFFF4FF2")
+    assert keys.encode_ledger_key(keys.FORMAT_LEDGER_ID) == bytes.fromhex("FFFFFFFFFFFF4FF1")
+    assert keys.encode_tombstone_key(9) == bytes.fromhex("FFFFFFFFFFFF4FF3" "0000000000000009")
     assert keys.USAGE_PENDING_LEDGER_ID != keys.STORAGE_STATE_LEDGER_ID
+    # A marker: exists=false, fenced=false, masterKey="", extension {version 1, ids 3, 7}.
     assert keys.encode_usage_pending([7, 3, 7]) == bytes.fromhex(
-        "0000000000000003" "0000000000000007")
+        "0800 1000 1a00 c23e 06 0801 2803 2807".replace(" ", ""))
+    assert keys.encode_marker() == bytes.fromhex("0800 1000 1a00 c23e 02 0801".replace(" ", ""))
 
 
 def test_bookkeeper_ledger_data_in_ledgers_is_read():

@@ -90,8 +90,13 @@ async def test_debian_ldb_reads_every_location_and_ledger_back(ldb, bookie_confi
 
     # And every ledger's state.
     by_ldb_states = {keys.decode_ledger_key(key): keys.decode_ledger_state(value)
-                     for key, value in scanned_ledgers.items()}
+                     for key, value in scanned_ledgers.items()
+                     if keys.decode_ledger_key(key) >= 0}
     assert set(by_ldb_states) == set(WRITTEN)
+    # Besides the ledgers, only the format key (docs/formats.md §7.2), a valid marker.
+    marker_key = keys.encode_ledger_key(keys.FORMAT_LEDGER_ID)
+    assert set(scanned_ledgers) - {keys.encode_ledger_key(i) for i in WRITTEN} == {marker_key}
+    assert keys.decode_marker(scanned_ledgers[marker_key]).ledger_ids == ()
     ledgers = LedgerMetadataIndex.open(ledgers_dir, create=False, read_only=True)
     try:
         assert {ledger_id: ledgers.get(ledger_id) for ledger_id in WRITTEN} == by_ldb_states

@@ -1,4 +1,5 @@
-"""ledgerindex.keys: location and ledger codecs, BKLD LedgerState, BookKeeper LedgerData."""
+"""ledgerindex.keys: location and ledger codecs: LedgerData with the bookie extension, the
+older BKLD LedgerState, markers and tombstone keys."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from bookie.entry import DigestType, master_key
 from ledgerindex import keys
 from ledgerindex.keys import LedgerState, LedgerStateCorrupt
+from tests.support.legacy_ledger_state import encode_bkld
 
 SECRET_KEY = master_key(b"secret")
 
@@ -74,41 +76,114 @@ def test_storage_state_key_is_negative_ledger_id():
     assert keys.decode_ledger_key(key) == -0xEEFD
 
 
-# --- BKLD ----------------------------------------------------------------------------
+# --- today's value: LedgerData with the bookie extension ------------------------------
 
 
-def test_formats_example_secret_key_crc32c_is_32_bytes():
-    state = LedgerState(master_key=SECRET_KEY, digest_type=DigestType.CRC32C)
+def test_design_example_ledger_with_usage_is_ledger_data_then_the_extension():
+    state = LedgerState(master_key=SECRET_KEY, digest_type=DigestType.CRC32C,
+                        entry_count=5, byte_count=205)
     value = keys.encode_ledger_state(state)
+    assert value == (bytes.fromhex("08 01 10 00 1a 14".replace(" ", "")) + SECRET_KEY
+                     + bytes.fromhex("c23e 09 0801 1003 1805 20cd01".replace(" ", "")))
+    assert keys.decode_ledger_value(value) == (state, keys.FORM_OURS)
+
+
+def test_fields_1_to_5_are_what_bookkeeper_writes_and_reads_first():
+    body = bytes(range(20))
+    state = LedgerState(fenced=True, limbo=True, digest_type=2, master_key=SECRET_KEY,
+                        explicit_lac=body)
+    value = keys.encode_ledger_state(state)
+    assert value.startswith(ledger_data(fenced=True, lac=body, limbo=True) + b"\xc2\x3e")
+    assert keys.decode_ledger_state(value) == state
+
+
+def test_tombstone_value_is_exists_false_and_its_key_is_16_bytes_bookkeeper_skips():
+    value = keys.encode_ledger_state(LedgerState(exists=False, master_key=SECRET_KEY))
+    assert value[:2] == b"\x08\x00" and keys.decode_ledger_state(value).exists is False
+    key = keys.encode_tombstone_key(7)
+    assert key == bytes.fromhex("ffffffffffff4ff3" "0000000000000007")
+    assert struct.unpack(">q", key[:8])[0] < 0  # BookKeeper parses only keys >= 0
+    assert keys.decode_tombstone_key(key) == 7
+    assert keys.decode_tombstone_key(keys.encode_ledger_key(7)) is None
+
+
+def test_empty_explicit_lac_is_not_none():
+    value = keys.encode_ledger_state(LedgerState(explicit_lac=b""))
+    assert keys.decode_ledger_state(value).explicit_lac == b""
+
+
+def test_a_value_without_the_extension_is_bookkeepers_with_nothing_known():
+    state, form = keys.decode_ledger_value(ledger_data())
+    assert form == keys.FORM_BOOKKEEPER
+    assert state.digest_type == 0 and not state.usage_known
+
+
+def test_markers_are_ledger_data_bookkeepers_check_parses():
+    pending = keys.encode_usage_pending([7, 3, 7])
+    assert pending[:6] == bytes.fromhex("080010001a00")  # exists, fenced, empty masterKey
+    assert keys.decode_usage_pending(pending) == [3, 7]
+    assert keys.decode_marker(keys.encode_marker(journal_id=0x1234)).journal_id == 0x1234
+
+
+def test_the_raw_pending_form_is_read_only_while_allowed():
+    raw = bytes.fromhex("0000000000000003" "0000000000000007")
+    assert keys.decode_usage_pending(raw, raw_allowed=True) == [3, 7]
+    with pytest.raises(LedgerStateCorrupt, match="not a marker"):
+        keys.decode_usage_pending(raw)
+
+
+EXT = pb_field(1, 1)
+
+
+@pytest.mark.parametrize("extension, reason", [
+    (pb_field(1, 2), "extension version 2 is not 1"),
+    (pb_field(3, 5), "extension version None"),
+    (EXT + pb_field(7, 1), "extension field 7 at offset 2 is not known"),
+    (EXT + pb_field(3, 5), "one usage counter without the other"),
+    (EXT + pb_field(2, b"x"), "field 2 at offset 2 has wire type 2"),
+    (EXT + pb_field(2, 3) + pb_field(2, 3), "field 2 appears twice"),
+], ids=lambda case: case if isinstance(case, str) else "")
+def test_an_extension_not_wholly_understood_is_refused(extension, reason):
+    with pytest.raises(LedgerStateCorrupt, match=reason):
+        keys.decode_ledger_state(ledger_data() + pb_field(1000, extension))
+
+
+def test_a_second_extension_and_marker_fields_on_a_ledger_are_refused():
+    with pytest.raises(LedgerStateCorrupt, match="second extension"):
+        keys.decode_ledger_state(ledger_data() + pb_field(1000, EXT) * 2)
+    with pytest.raises(LedgerStateCorrupt, match="marker fields"):
+        keys.decode_ledger_state(ledger_data() + pb_field(1000, EXT + pb_field(5, 1)))
+
+
+def test_encoder_refuses_what_the_format_cannot_hold():
+    with pytest.raises(ValueError, match="digest type 5"):
+        keys.encode_ledger_state(LedgerState(digest_type=5))
+    with pytest.raises(ValueError, match="neither both -1"):
+        keys.encode_ledger_state(LedgerState(entry_count=-1, byte_count=3))
+
+
+# --- the older BKLD value (read while an index is carried over) -----------------------
+
+
+def test_formats_example_bkld_secret_key_crc32c_still_reads():
+    state = LedgerState(master_key=SECRET_KEY, digest_type=DigestType.CRC32C)
+    value = encode_bkld(state)
     assert value[:32] == (bytes.fromhex("424b4c44 02 01 03 14".replace(" ", ""))
                           + SECRET_KEY + bytes(4))
     assert value[32:] == b"\xff" * 16 and len(value) == 48  # usage not known (K5)
-    assert keys.decode_ledger_state(value) == state
+    assert keys.decode_ledger_value(value) == (state, keys.FORM_BKLD)
     v1 = bytes.fromhex("424b4c44 01 01 03 14".replace(" ", "")) + SECRET_KEY + bytes(4)
     assert keys.decode_ledger_state(v1) == state
 
 
-def test_every_flag_and_explicit_lac_round_trip():
+def test_bkld_flags_and_explicit_lac_read():
     body = bytes(range(20))
-    state = LedgerState(exists=True, fenced=True, limbo=True, digest_type=2,
+    state = LedgerState(exists=False, fenced=True, limbo=True, digest_type=2,
                         master_key=SECRET_KEY, explicit_lac=body)
-    value = keys.encode_ledger_state(state)
-    assert value[5] == 0x0F
+    value = encode_bkld(state)
+    assert value[5] == 0x0E
     assert value[28:32] == struct.pack(">I", 20) and value[32:52] == body
     assert keys.decode_ledger_state(value) == state
-
-
-def test_tombstone_has_exists_flag_clear():
-    value = keys.encode_ledger_state(LedgerState(exists=False, master_key=SECRET_KEY))
-    assert value[5] == 0x00
-    assert keys.decode_ledger_state(value).exists is False
-
-
-def test_empty_explicit_lac_with_flag_set_is_not_none():
-    state = LedgerState(explicit_lac=b"")
-    value = keys.encode_ledger_state(state)
-    assert value == b"BKLD\x02\x09\x00\x00" + bytes(4) + b"\xff" * 16
-    assert keys.decode_ledger_state(value).explicit_lac == b""
 
 
 def test_with_returns_a_changed_copy():
@@ -117,15 +192,8 @@ def test_with_returns_a_changed_copy():
     assert fenced.fenced and not state.fenced and fenced.master_key == SECRET_KEY
 
 
-def test_encoder_refuses_what_the_struct_cannot_hold():
-    with pytest.raises(ValueError, match="digest type 5"):
-        keys.encode_ledger_state(LedgerState(digest_type=5))
-    with pytest.raises(ValueError, match="256 bytes"):
-        keys.encode_ledger_state(LedgerState(master_key=bytes(256)))
-
-
-GOOD = keys.encode_ledger_state(LedgerState(master_key=SECRET_KEY, digest_type=3,
-                                            entry_count=5, byte_count=50))
+GOOD = encode_bkld(LedgerState(master_key=SECRET_KEY, digest_type=3, entry_count=5,
+                               byte_count=50))
 
 
 @pytest.mark.parametrize("value, reason", [

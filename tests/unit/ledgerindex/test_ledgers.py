@@ -122,7 +122,7 @@ def test_ledger_ids_outside_i64_range_are_refused(index, ledger_id):
 # --- flush and reopen -------------------------------------------------------------------
 
 
-def test_flush_writes_dirty_states_once_as_bkld(index, path):
+def test_flush_writes_dirty_states_once_as_ledger_data_with_the_extension(index, path):
     index.set_master_key(1, KEY, 3)
     index.set_master_key(2, KEY, 3)
     assert index.flush() == 2
@@ -134,7 +134,8 @@ def test_flush_writes_dirty_states_once_as_bkld(index, path):
         assert index.ledger_ids() == [1, 2]
     finally:
         index.close()
-    assert raw_values(path)[keys.encode_ledger_key(1)][:4] == b"BKLD"
+    value = raw_values(path)[keys.encode_ledger_key(1)]
+    assert value[:2] == b"\x08\x01" and keys.decode_ledger_value(value)[1] == keys.FORM_OURS
 
 
 def test_close_does_not_flush(index, path):
@@ -247,7 +248,7 @@ def test_synced_flush_survives_kill_9(path, killed_child):
 # --- foreign values: BookKeeper's protobuf and storage-state keys ----------------------
 
 
-def test_bookkeeper_ledger_data_is_read_and_rewritten_as_bkld_on_next_write(path):
+def test_bookkeeper_ledger_data_is_read_and_gets_the_extension_on_next_write(path):
     seed(path, {keys.encode_ledger_key(4): BK_VALUE})
     index = LedgerMetadataIndex.open(path)
     try:
@@ -260,8 +261,8 @@ def test_bookkeeper_ledger_data_is_read_and_rewritten_as_bkld_on_next_write(path
     finally:
         index.close()
     value = raw_values(path)[keys.encode_ledger_key(4)]
-    assert keys.decode_ledger_state(value) == LedgerState(fenced=True, master_key=KEY)
-    assert value[:4] == b"BKLD"
+    assert keys.decode_ledger_value(value) == (LedgerState(fenced=True, master_key=KEY),
+                                               keys.FORM_OURS)
 
 
 def test_bookkeeper_zero_key_is_replaced(path):
@@ -285,7 +286,9 @@ def test_storage_state_flags_are_preserved_across_open_flush_close(path):
         index.close()
     values = raw_values(path)
     assert values[STORAGE_STATE_KEY] == STORAGE_STATE_VALUE
-    assert sorted(keys.decode_ledger_key(k) for k in values) == [-0xEEFD, 0, 1, 100, 101]
+    assert sorted(keys.decode_ledger_key(k) for k in values if len(k) == 8) == [
+        -0xEEFD, keys.FORMAT_LEDGER_ID, 0, 1]
+    assert sorted(keys.decode_tombstone_key(k) for k in values if len(k) == 16) == [100, 101]
 
 
 def test_negative_ids_are_not_ledgers(path):
@@ -301,7 +304,7 @@ def test_corrupt_state_at_load_names_path_ledger_and_rule(path):
     value = keys.encode_ledger_state(LedgerState(master_key=KEY))[:-1]
     seed(path, {keys.encode_ledger_key(12): value})
     with pytest.raises(IOFailure, match=f"RocksDB {path}: ledger 12: corrupt state: "
-                                        "usage counters at offset 32 run past the end"):
+                                        "LedgerData field 1000 at offset 26: length 2 runs"):
         LedgerMetadataIndex.open(path)
 
 
@@ -371,6 +374,7 @@ class ObservedLock:
 def gated(path):
     store = GatedStore(KeyValueStore.open(path))
     index = LedgerMetadataIndex(store)
+    store.writes.clear()  # the format key of a new index (IU3)
     yield index, store
     store.release.set()
     index.close()
@@ -410,10 +414,11 @@ def test_delete_during_flush_is_written_after_it_so_the_tombstone_wins(gated, pa
     store.release.set()
     flusher.join()
     deleter.join()
-    assert [kind for kind, _ in store.writes] == ["batch", "put"]
+    assert [kind for kind, _ in store.writes] == ["batch", "batch"]
     index.close()
-    state = keys.decode_ledger_state(raw_values(path)[keys.encode_ledger_key(1)])
-    assert state.exists is False
+    values = raw_values(path)
+    assert keys.encode_ledger_key(1) not in values  # K7: BookKeeper sees no ledger 1
+    assert keys.decode_ledger_state(values[keys.encode_tombstone_key(1)]).exists is False
 
 
 def test_a_failed_flush_leaves_its_states_dirty(gated):
