@@ -41,13 +41,8 @@ def carry_over(kv: KeyValueStore, found: LoadedRecords, *, batch_ledgers: int = 
     """
     ids = sorted(found.old_form)
     for batch, start in enumerate(range(0, len(ids), batch_ledgers)):
-        puts: list[tuple[bytes, bytes]] = []
-        deletes: list[bytes] = []
-        for ledger_id in ids[start:start + batch_ledgers]:  # IU1: both writes in one batch
-            more_puts, more_deletes = ledger_records.writes_for(
-                ledger_id, found.states[ledger_id], found)
-            puts += more_puts
-            deletes += more_deletes
+        chunk = ((i, found.states[i]) for i in ids[start:start + batch_ledgers])
+        puts, deletes = ledger_records.writes_for_all(chunk, found)  # IU1: one batch
         kv.write_batch(puts, deletes=deletes, sync=False)
         if after_batch is not None:
             after_batch(batch)

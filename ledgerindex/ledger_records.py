@@ -140,6 +140,18 @@ def writes_for(ledger_id: int, state: LedgerState, found: LoadedRecords
     return [(keys.encode_tombstone_key(ledger_id), value)], [keys.encode_ledger_key(ledger_id)]
 
 
+def writes_for_all(states, found: LoadedRecords
+                   ) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
+    """``writes_for`` of every (ledger id, state) of ``states``, in ledger order, for one batch."""
+    puts: list[tuple[bytes, bytes]] = []
+    deletes: list[bytes] = []
+    for ledger_id, state in sorted(states):
+        more_puts, more_deletes = writes_for(ledger_id, state, found)
+        puts += more_puts
+        deletes += more_deletes
+    return puts, deletes
+
+
 def purge_deletes(ledger_id: int, found: LoadedRecords) -> list[bytes]:
     """The deletes that forget ``ledger_id`` entirely: its tombstone key and key L."""
     found.tombstone_keys.discard(ledger_id)

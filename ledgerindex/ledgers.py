@@ -39,7 +39,6 @@ Invariants:
 from __future__ import annotations
 
 import dataclasses
-
 import hmac
 import os
 import threading
@@ -132,6 +131,11 @@ class LedgerMetadataIndex:
         """The number of live ledgers."""
         with self._lock:
             return sum(1 for state in self._states.values() if state.exists)
+
+    @property
+    def format_current(self) -> bool:
+        """Whether the format key is on disk: no value of the older BKLD form is left (M5)."""
+        return self._records.format_present
 
     @property
     def dirty_count(self) -> int:
@@ -259,13 +263,7 @@ class LedgerMetadataIndex:
                 taken = {i: self._states[i] for i in self._dirty}
                 self._dirty.clear()
                 suspects = set(self._suspects)
-            puts: list[tuple[bytes, bytes]] = []
-            deletes: list[bytes] = []
-            for ledger_id, state in sorted(taken.items()):
-                more_puts, more_deletes = ledger_records.writes_for(ledger_id, state,
-                                                                    self._records)
-                puts += more_puts
-                deletes += more_deletes
+            puts, deletes = ledger_records.writes_for_all(taken.items(), self._records)
             pending = self._usage_pending
             # The counters written here settle the pending key, except for suspects replay
             # has not created yet: the key keeps naming those (M6).
@@ -353,16 +351,10 @@ class LedgerMetadataIndex:
     def put_tombstones(self, tombstones: dict[int, LedgerState]) -> None:
         """Write these whole tombstones (a rebuild keeps the old index's), synced, in one
         batch (M1). Each must have ``exists=False``."""
-        puts: list[tuple[bytes, bytes]] = []
-        deletes: list[bytes] = []
+        if any(state.exists for state in tombstones.values()):
+            raise ValueError("a tombstone must not exist")
         with self._write_lock:
-            for ledger_id, state in sorted(tombstones.items()):
-                if state.exists:
-                    raise ValueError(f"ledger {ledger_id}: a tombstone must not exist")
-                more_puts, more_deletes = ledger_records.writes_for(ledger_id, state,
-                                                                    self._records)
-                puts += more_puts
-                deletes += more_deletes
+            puts, deletes = ledger_records.writes_for_all(tombstones.items(), self._records)
             self.kv.write_batch(puts, deletes=deletes, sync=True)
             with self._lock:
                 self._states.update(tombstones)

@@ -11,6 +11,7 @@ Commands, one module each (or a few grouped):
     listfiles, listledgers, ledger, info    overview.py
     scrub                                   scrub_cmd.py (engine: bookie/scrub.py)
     check-index                             check_index.py
+    bk-ready                                bk_ready.py
     rebuild-index                           rebuild.py
     export-index                            export.py
     gc                                      gc.py (engine: bookie/gc.py)
@@ -41,15 +42,16 @@ import sys
 
 from api.client.metadata import MetadataError
 from bookie.errors import IOFailure
-from bookie.shell import (autorecovery_cmd, bk_cluster, bk_cookie, bk_format, bk_info,
+from bookie.shell import (autorecovery_cmd, bk_cluster, bk_cookie, bk_format, bk_info, bk_ready,
                           bk_updatecookie, check_index, cookie, export, gc, journals, logs,
                           overview, rebuild, scrub_cmd)
 from bookie.shell.bk_settings import EXIT_BK_FAILURE, metadata_uri, settings
 from bookie.shell.datadir import UsageError
 from bookie.shell.output import EXIT_ERROR, EXIT_OK, Output
 
-_MODULES = (journals, logs, overview, scrub_cmd, check_index, rebuild, export, gc, cookie,
-            autorecovery_cmd, bk_cluster, bk_format, bk_cookie, bk_updatecookie, bk_info)
+_MODULES = (journals, logs, overview, scrub_cmd, check_index, bk_ready, rebuild, export, gc,
+            cookie, autorecovery_cmd, bk_cluster, bk_format, bk_cookie, bk_updatecookie,
+            bk_info)
 
 
 def build_parser() -> argparse.ArgumentParser:
