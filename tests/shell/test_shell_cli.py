@@ -17,7 +17,7 @@ from tests.shell.shell_support import run
 from tests.support.servers import ROOT
 
 COMMANDS = ["readjournal", "lastmark", "readlog", "readlogmetadata", "listfiles",
-            "listledgers", "ledger", "info", "scrub", "check-index", "rebuild-index",
+            "listledgers", "ledger", "info", "scrub", "check-index", "bk-ready", "rebuild-index",
             "export-index", "gc", "cookie", "listbookies", "listunderreplicated",
             "decommission", "autorecovery"]
 #: BookKeeper's names (bookie/shell/bk_*.py): their dirs come from the settings, not --data-dir
