@@ -1,6 +1,6 @@
 """``bk-ready``: can BookKeeper's DbLedgerStorage bookie start on these ledger dirs and find
-every ledger? A check on a stopped bookie's dirs before swapping the software
-(docs/operations.md "Trying our bookie in place of BookKeeper's, and going back").
+every ledger? A check on a stopped bookie's dirs before swapping the software (the index
+form it checks: docs/formats.md §7.2).
 
 Two things BookKeeper cannot do, which this bookie can leave behind:
     BR1. DbLedgerStorage looks for ledger L only in ledger dir ``L mod n`` (n = the number of
