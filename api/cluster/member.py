@@ -23,6 +23,12 @@ Invariants:
     CK3. A cookie from before instance ids (its instanceId is the data dir's own, in both
          ZooKeeper and the dirs, and the two agree) is upgraded once to the cluster's id:
          it proves the dirs are this bookie's as well as a new one would.
+    CK4. Dirs without our identity (``IDENTITY``, bookie/identity.py), as BookKeeper's
+         bookie leaves them, start only if every one holds the cookie ZooKeeper holds: the
+         cookie is then all that tells a wiped disk, as BookKeeper's own check refuses a dir
+         whose cookie is missing.
+Cookies name the configured dirs as BookKeeper's do; our older form is read and rewritten
+(CF1, CF2 in api/cluster/cookie_forms.py).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from api.client.metadata_format import (MetadataFormatError, decode_cookie, enco
                                        encode_service_info)
 from api.client.metadata import MetadataError
 from api.client.zookeeper import ZkMetadataStore
+from api.cluster.cookie_forms import configured_dirs, in_configured_form
 from api.cluster.placement_config import published_place
 from api.cluster.gc_metadata import MetadataGc
 from api.cluster.underreplication import Underreplication
@@ -110,17 +117,19 @@ class ClusterMember:
         self.instance_id = self._cluster_instance()
         local = instance_id(self.bookie.disk, config.journal_dirs_current,
                             config.ledger_dirs_current, config.separate_index_dirs)
-        mine = self._local_cookie()
+        stored = self._dir_cookies()
+        mine = next((in_configured_form(c, config) for _, c in stored if c is not None), None)
         found = self.cookies.read(self.bookie_id)
+        theirs = None if found is None else in_configured_form(decode_cookie(found[0]), config)
         override = (f"bookie shell cookie delete --metadata-service-uri {self.uri} "
                     f"--bookie-id {self.bookie_id}")
-        if mine is not None and local is not None and found is not None and \
-                mine["instanceId"] == local != self.instance_id:
-            theirs = decode_cookie(found[0])
-            if dict(theirs, instanceId=local) == mine and \
-                    theirs["instanceId"] in (local, self.instance_id):
-                mine = self._upgrade_cookie(mine, found[1], theirs["instanceId"] == local)
-                found = self.cookies.read(self.bookie_id)
+        if mine is not None and local is not None and theirs is not None and \
+                mine["instanceId"] == local != self.instance_id and \
+                dict(theirs, instanceId=local) == mine and \
+                theirs["instanceId"] in (local, self.instance_id):  # CK3
+            log.info("bookie %s: cookie upgraded from data-dir instance %s to cluster "
+                     "instance %s", self.bookie_id, local, self.instance_id)
+            mine = theirs = dict(mine, instanceId=self.instance_id)
         if mine is not None and mine["instanceId"] != self.instance_id:
             raise CookieMismatch(
                 f"the data dirs {config.journal_dir} and {config.ledger_dir} belong to cluster "
@@ -128,41 +137,47 @@ class ClusterMember:
                 f"{self.uri} is cluster instance {self.instance_id}: that ZooKeeper was "
                 f"re-formatted or is another cluster's. Point the bookie at its own cluster, "
                 f"or give it empty data dirs to join this one as a new bookie.")  # CK2
-        if found is None:
+        if theirs is None:
             return  # first start in this cluster: written after replay (start)
-        cookie = decode_cookie(found[0])
-        if local is None:
+        if mine is None:
             raise CookieMismatch(
                 f"ZooKeeper holds the cookie of bookie {self.bookie_id} (cluster instance "
-                f"{cookie['instanceId']}, journal {cookie['journalDir']}), but its data dirs "
+                f"{theirs['instanceId']}, journal {theirs['journalDir']}), but its data dirs "
                 f"{config.journal_dir} and {config.ledger_dir} are empty: a wiped or replaced "
                 f"disk must not serve as this bookie. If its data is truly gone, let "
                 f"autorecovery restore the copies, then: {override}")
-        if mine != cookie:
-            held = ("no cookie" if mine is None else
-                    f"the cookie of bookie {mine['bookieHost']} (journal {mine['journalDir']})")
+        if mine != theirs:
             raise CookieMismatch(
                 f"ZooKeeper's cookie of bookie {self.bookie_id} names journal "
-                f"{cookie['journalDir']} and ledger dirs {cookie['ledgerDirs']}; its data dirs "
-                f"({config.journal_dir}) hold {held}: these are not this bookie's dirs. To "
+                f"{theirs['journalDir']} and ledger dirs {theirs['ledgerDirs']}; its data dirs "
+                f"({config.journal_dir}) hold the cookie of bookie {mine['bookieHost']} "
+                f"(journal {mine['journalDir']}): these are not this bookie's dirs. To "
                 f"accept them: {override}")  # CK1
+        if local is None:  # CK4: no identity (BookKeeper's dirs): every dir holds the cookie
+            missing = [path for path, cookie in stored if cookie is None]
+            if missing:
+                raise CookieMismatch(
+                    f"{', '.join(missing)}: no cookie, while the other data dirs of bookie "
+                    f"{self.bookie_id} hold its cookie: a wiped or replaced disk must not "
+                    f"serve as this bookie. If its data is truly gone, let autorecovery "
+                    f"restore the copies, then: {override}")
+        self._rewrite_outdated(stored, found, theirs)
 
-    def _upgrade_cookie(self, old: dict, version: int, in_zookeeper: bool) -> dict:
-        """CK3: a cookie from before cluster instance ids named the data dir's id. It is this
-        bookie's (ZooKeeper's and the dirs' cookies agree but for the id, and the dirs' id
-        is their own), so it is rewritten once with the cluster's id: ZooKeeper's first
-        (compare-and-set), then the dirs'. A crash between leaves ZooKeeper's upgraded and
-        the dirs' old one, and the next start finishes the dirs'."""
-        config = self.bookie.config
-        data = encode_cookie(old["bookieHost"], old["journalDir"], old["ledgerDirs"],
-                             self.instance_id, old.get("indexDirs"))
-        if in_zookeeper:
-            self.cookies.replace(self.bookie_id, data, version)
-        for directory in _every_dir(config):
-            atomic_replace(self.bookie.disk, os.path.join(directory, COOKIE_FILE), data)
-        log.info("bookie %s: cookie upgraded from data-dir instance %s to cluster instance %s",
-                 self.bookie_id, old["instanceId"], self.instance_id)
-        return decode_cookie(data)
+    def _rewrite_outdated(self, stored: list, found: tuple, cookie: dict) -> None:
+        """CK3 and CF2: a cookie that proved these dirs this bookie's, read in an older form
+        (the data dir's instance id, or each dir's ``current/``), is rewritten once:
+        ZooKeeper's first (compare-and-set), then the dirs'. A crash between leaves
+        ZooKeeper's new and the dirs' old one, which the next start reads as the same cookie
+        and finishes. A cookie already current, BookKeeper's own included, is not touched."""
+        data = encode_cookie(cookie["bookieHost"], cookie["journalDir"], cookie["ledgerDirs"],
+                             cookie["instanceId"], cookie.get("indexDirs"))
+        if decode_cookie(found[0]) != cookie:
+            self.cookies.replace(self.bookie_id, data, found[1])
+            log.info("bookie %s: rewrote its cookie in ZooKeeper naming %s", self.bookie_id,
+                     cookie["journalDir"])
+        for path, old in stored:
+            if old is not None and old != cookie:
+                atomic_replace(self.bookie.disk, path, data)
 
     def _cluster_instance(self) -> str:
         """CK2: the cluster's instance id, made here if this is the first bookie of a tree."""
@@ -180,22 +195,23 @@ class ClusterMember:
             log.info("initialised cluster %s: instance %s", self.uri, created)
         return created
 
-    def _local_cookie(self) -> dict | None:
-        """The cookie beside the data dirs (the first journal dir's first), None if no dir
-        has one."""
+    def _dir_cookies(self) -> list[tuple[str, dict | None]]:
+        """Each dir's ``current/VERSION`` path and cookie (None where it has none)."""
         config, disk = self.bookie.config, self.bookie.disk
+        found = []
         for directory in _every_dir(config):
-            path = os.path.join(directory, COOKIE_FILE)
+            path, cookie = os.path.join(directory, COOKIE_FILE), None
             if disk.exists(path):
                 handle = disk.open(path)
                 try:
-                    return decode_cookie(handle.read_at(0, 1 << 16))
+                    cookie = decode_cookie(handle.read_at(0, 1 << 16))
                 except MetadataFormatError as exc:
                     raise CookieMismatch(f"{path} is not a bookie cookie ({exc}); the data "
                                          f"dirs cannot be verified") from None
                 finally:
                     handle.close()
-        return None
+            found.append((path, cookie))
+        return found
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -224,9 +240,9 @@ class ClusterMember:
         """First start: the cookie in ZooKeeper and beside the data dirs (both, every time
         one is missing; the ZooKeeper one is never replaced here)."""
         config, disk = self.bookie.config, self.bookie.disk
-        data = encode_cookie(self.bookie_id, local_cookie_journal_dirs(config),
-                             [os.path.abspath(d) for d in config.ledger_dirs_current],
-                             self.instance_id, local_cookie_index_dirs(config))
+        dirs = configured_dirs(config)  # CF1
+        data = encode_cookie(self.bookie_id, dirs["journalDir"], dirs["ledgerDirs"],
+                             self.instance_id, dirs.get("indexDirs"))
         if self.cookies.read(self.bookie_id) is None:
             self.cookies.create(self.bookie_id, data)
             log.info("wrote the cookie of bookie %s to ZooKeeper", self.bookie_id)
@@ -286,17 +302,3 @@ def _every_dir(config) -> tuple[str, ...]:
     as BookKeeper stamps its index dirs."""
     return config.journal_dirs_current + config.ledger_dirs_current + \
         config.separate_index_dirs
-
-
-def local_cookie_index_dirs(config) -> list[str] | None:
-    """The cookie's ``indexDirs``: every index dir's ``current/`` when index_dirs is set
-    (BookKeeper sets it only when indexDirectories is), else absent."""
-    if config.index_dirs is None:
-        return None
-    return [os.path.abspath(d) for d in config.index_dirs_current]
-
-
-def local_cookie_journal_dirs(config) -> str:
-    """The cookie's ``journalDir``: the journal dirs comma-joined, as BookKeeper's Cookie
-    joins its journalDirs (docs/formats.md §11.3); one dir: that dir, as before."""
-    return ",".join(os.path.abspath(d) for d in config.journal_dirs_current)

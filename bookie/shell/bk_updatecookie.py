@@ -128,7 +128,7 @@ def _move(config, kind: str, out: Output) -> int:
             return failure(f"no cookie of bookie {old} in ZooKeeper to move to {new}")
         theirs = decode_cookie(found[0])
         data = encode_cookie(new, theirs["journalDir"], theirs["ledgerDirs"],
-                             theirs["instanceId"])
+                             theirs["instanceId"], theirs.get("indexDirs"))
         disk = OsDisk()
         for path in files:
             atomic_replace(disk, path, data)

@@ -157,9 +157,10 @@ def test_no_cookie_no_bookie_id_is_a_usage_error(zk_uri):
 
 
 def test_the_cookie_lists_every_journal_and_ledger_dir(tmp_path, zk, zk_uri):
-    """docs/formats.md §11.3: journalDir holds every journal dir comma-joined (BookKeeper's
-    Cookie joins its journalDirs so), ledgerDirs "<count>\\t<dir>..." every ledger dir, and
-    each dir keeps its copy (VERSION); a dir that lost it refuses the start (CK1)."""
+    """docs/formats.md §11.3: journalDir holds every configured journal dir comma-joined
+    (BookKeeper's Cookie joins its journalDirs so), ledgerDirs "<count>\\t<dir>..." every
+    ledger dir (CF1), and each dir keeps its copy (VERSION); a dir that lost it refuses the
+    start (CK1)."""
     _, root = parse_uri(zk_uri)
     port = free_port()
     journals = [str(tmp_path / f"j{i}" / "bk") for i in range(2)]
@@ -169,8 +170,8 @@ def test_the_cookie_lists_every_journal_and_ledger_dir(tmp_path, zk, zk_uri):
     data = str(tmp_path / "data")
     assert Daemon(data, *flags).start().terminate() == 0
     cookie = decode_cookie(zk.get(f"{root}/cookies/127.0.0.1:{port}")[0])
-    assert cookie["journalDir"] == ",".join(f"{d}/current" for d in journals)
-    assert cookie["ledgerDirs"] == [f"{d}/current" for d in ledgers]
+    assert cookie["journalDir"] == ",".join(journals)  # the configured dirs (CF1)
+    assert cookie["ledgerDirs"] == ledgers
     for directory in journals + ledgers:
         with open(os.path.join(directory, "current", "VERSION"), "rb") as local:
             assert decode_cookie(local.read()) == cookie
@@ -192,8 +193,8 @@ def test_an_emptied_index_dir_refuses_the_start_as_an_emptied_ledger_dir(tmp_pat
     data = str(tmp_path / "data")
     assert Daemon(data, *flags).start().terminate() == 0
     cookie = decode_cookie(zk.get(f"{root}/cookies/127.0.0.1:{port}")[0])
-    assert cookie["indexDirs"] == [f"{index}/current"]
-    assert cookie["ledgerDirs"] == [f"{ledger}/current"]
+    assert cookie["indexDirs"] == [index]
+    assert cookie["ledgerDirs"] == [ledger]
     for directory in (journal, ledger, index):
         with open(os.path.join(directory, "current", "VERSION"), "rb") as local:
             assert decode_cookie(local.read()) == cookie
