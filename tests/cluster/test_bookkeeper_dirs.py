@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import struct
 import tarfile
 
 import pytest
@@ -19,19 +18,14 @@ import pytest
 from api.client.bkport.client import BkBookieClient
 from api.client.codec import LedgerCodec
 from api.client.zookeeper import parse_uri
-from bookie.errors import Fenced, NoEntry, NoLedger, Unauthorized
+from tests.support import swap_checks
 from tests.support.servers import ROOT, Daemon
+from tests.support.swap_checks import AFTER_THE_SWAP, payload
 
 FIXTURES = os.path.join(ROOT, "tests", "data", "bk_dirs")
 EXPECTED = json.load(open(os.path.join(FIXTURES, "expected.json")))
 QUIET = ("--checkpoint-interval-ms", "3600000", "--journal-prealloc-bytes", "1MiB",
          "--bookie-port", "0")
-
-
-def payload(ledger: int, entry: int, size: int = EXPECTED["entry_size"]) -> bytes:
-    """FixtureWriter.java's (and RecoveryDrill's) payload of (ledger, entry)."""
-    head = struct.pack(">qq", ledger, entry)
-    return head + bytes((ledger * 131 + entry * 31 + i) & 0xFF for i in range(16, size))
 
 
 def bookkeepers_dirs(tmp_path) -> tuple[str, ...]:
@@ -46,34 +40,10 @@ def written() -> dict[str, dict]:
 
 
 async def served_as_written(daemon: Daemon) -> None:
-    """Every check of the module docstring, over BookKeeper's protocol (v3)."""
-    async with BkBookieClient(f"127.0.0.1:{daemon.bk_port}") as client:
-        for role, info in written().items():
-            ledger = info["ledger"]
-            codec = LedgerCodec.for_password(ledger, EXPECTED["password"], EXPECTED["digest"])
-            if role in EXPECTED["deleted"]:
-                with pytest.raises((NoLedger, NoEntry)):
-                    await client.read_entry(ledger, 0)
-                continue
-            for entry in range(info["last"] + 1):
-                got = codec.decode(await client.read_entry(ledger, entry), entry)
-                assert got.payload == payload(ledger, entry), (role, entry)
-            with pytest.raises(NoEntry):
-                await client.read_entry(ledger, info["last"] + 1)
-            if "explicit_lac" in info:  # above the piggybacked LAC (last - 1) of the last add
-                assert await client.read_lac(ledger) == info["explicit_lac"], role
-            add = codec.frame(info["last"] + 1, info["last"], 0, b"after the swap")
-            wrong = LedgerCodec.for_password(ledger, b"not the password").master_key
-            if role in EXPECTED["fenced"]:
-                with pytest.raises(Fenced):
-                    await client.add_entry(ledger, info["last"] + 1, add, codec.master_key)
-            elif role == "closed":
-                continue  # closed in metadata only: a bookie keeps taking adds (as BookKeeper's)
-            else:
-                with pytest.raises(Unauthorized):
-                    await client.add_entry(ledger, info["last"] + 1, add, wrong)
-                await client.add_entry(ledger, info["last"] + 1, add, codec.master_key)
-                assert await client.read_entry(ledger, info["last"] + 1) == add
+    """Every check of tests/support/swap_checks.py, on what expected.json says was written."""
+    await swap_checks.served_as_written(
+        f"127.0.0.1:{daemon.bk_port}", written(), EXPECTED["password"], EXPECTED["digest"],
+        fenced=EXPECTED["fenced"], deleted=EXPECTED["deleted"], closed=["closed"])
 
 
 def test_our_bookie_serves_what_bookkeepers_wrote_and_was_killed_with(tmp_path):
@@ -104,7 +74,7 @@ async def served_as_added_again(daemon: Daemon) -> None:
             ledger = info["ledger"]
             codec = LedgerCodec.for_password(ledger, EXPECTED["password"], EXPECTED["digest"])
             got = codec.decode(await client.read_entry(ledger, info["last"] + 1), None)
-            assert got.payload == b"after the swap"
+            assert got.payload == AFTER_THE_SWAP
             first = codec.decode(await client.read_entry(ledger, 0), 0)
             assert first.payload == payload(ledger, 0)
 
