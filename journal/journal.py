@@ -78,6 +78,7 @@ class Journal:
                  on_io_error: Callable[[BaseException], None] = _ignore,
                  on_flush: Callable[[FlushReason, int, int, float], None] | None = None,
                  on_group_done: Callable[[int, float, bool], None] | None = None,
+                 on_new_file: Callable[[int], None] = _ignore,
                  clock: Callable[[], float] = time.monotonic,
                  alignment: int = ALIGNMENT) -> None:
         self._disk = disk
@@ -91,6 +92,7 @@ class Journal:
         # (records, seconds since the thread took the group's first record, durable?): the
         # add-to-durable latency (BookKeeper's JOURNAL_ADD_ENTRY), one clock read a group.
         self._on_group_done = on_group_done
+        self._on_new_file = on_new_file  # WM1 (bookie/writer_mark.py); raises IOFailure
         self._clock = clock
         self._alignment = alignment
         self._queue: collections.deque = collections.deque()
@@ -379,8 +381,10 @@ class Journal:
 
     def _create_channel(self, journal_id: int) -> JournalChannel:
         try:
-            return JournalChannel.create(self._disk, self._journal_dir, journal_id,
-                                         self._prealloc_bytes, self._alignment)
+            channel = JournalChannel.create(self._disk, self._journal_dir, journal_id,
+                                            self._prealloc_bytes, self._alignment)
         except OSError as exc:
             raise IOFailure(f"cannot create journal {journal_id:x}.txn in "
                             f"{self._journal_dir}: {exc}") from exc
+        self._on_new_file(journal_id)
+        return channel

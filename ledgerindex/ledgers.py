@@ -93,8 +93,7 @@ class LedgerMetadataIndex:
     @classmethod
     def open(cls, path: str | os.PathLike, *, create: bool = True,
              read_only: bool = False) -> "LedgerMetadataIndex":
-        """Open ``<ledger dir>/current/ledgers``, load every ledger state, and carry an
-        older index over to today's form (M5) unless ``read_only``."""
+        """Open ``<dir>/current/ledgers``, load it, carry an older form over (M5)."""
         return cls(KeyValueStore.open(path, create=create, read_only=read_only))
 
     def _forget_pending_usage(self, pending: list[int]) -> None:
@@ -136,6 +135,16 @@ class LedgerMetadataIndex:
     def format_current(self) -> bool:
         """Whether the format key is on disk: no value of the older BKLD form is left (M5)."""
         return self._records.format_present
+
+    @property
+    def writer_mark(self) -> int | None:
+        """The journal id in the writer mark at open (bookie/writer_mark.py), None if none."""
+        return self._records.writer_mark
+
+    def forget_usage(self) -> None:
+        """WM2 (bookie/writer_mark.py): every live ledger's counters become not known."""
+        with self._lock:
+            self._forget_pending_usage(list(self._states))
 
     @property
     def dirty_count(self) -> int:

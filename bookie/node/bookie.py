@@ -53,6 +53,7 @@ from bookie.recovery import ReplayReport, Replayer
 from bookie.state import BookieState, NodeState
 from bookie.stats import Stats
 from bookie.storage_dirs import DirsStorage
+from bookie import writer_mark
 from journal.group_commit import GroupCommitPolicy
 from journal.journal import Journal
 
@@ -180,6 +181,8 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
         if self.disk.exists(self._operator_flag_path):
             self.readonly_reasons.add("operator")
         self.storage.open()
+        writer_mark.forget_usage_if_written_by_another(  # WM2, before replay counts anything
+            self.storage, list_journal_ids(self.disk, config.journal_dirs_current[0]))
         self.check_disks_before_replay()  # PL2: replay must not place into a full dir
         replayer = Replayer(self.disk, config, self.storage)
         # Published before the run: its counters are the replay's live progress (STATUS=).
@@ -199,18 +202,23 @@ class Bookie(LedgerWrites, LedgerReads, LacWaiters, LedgerRuntimes, JournalBridg
     def _start_journal(self) -> None:
         policy = GroupCommitPolicy(group_wait_ms_max=self.config.group_max_wait_ms,
                                    group_bytes_max=self.config.group_max_bytes)
-        for journal_dir in self.config.journal_dirs_current:  # one thread each
+        for index, journal_dir in enumerate(self.config.journal_dirs_current):  # a thread each
+            marks = {"on_new_file": self._mark_writer} if index == 0 else {}  # WM1
             journal = Journal(
                 self.disk, journal_dir, policy=policy,
                 max_bytes=self.config.journal_max_bytes,
                 prealloc_bytes=self.config.journal_prealloc_bytes,
                 complete_group=self._complete_group_threadsafe,
                 on_io_error=lambda exc: self._call_threadsafe(self.fail_io, exc),
-                on_flush=self.stats.on_journal_flush, on_group_done=self.stats.on_journal_group)
+                on_flush=self.stats.on_journal_flush, on_group_done=self.stats.on_journal_group,
+                **marks)
             self.journals.append(journal)
             journal.start()
         journals = list(self.journals)
         self._checkpointer.current_marks = lambda: [j.current_mark() for j in journals]
+
+    def _mark_writer(self, journal_id: int) -> None:
+        writer_mark.mark_writer(self.storage, journal_id)
 
     def _start_checkpoints(self) -> None:
         self.checkpoints = CheckpointThread(

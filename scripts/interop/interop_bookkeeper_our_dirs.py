@@ -72,10 +72,12 @@ def registration_owner(run: Interop, bookie_id: str) -> int | None:
     """The session that holds the bookie's ``available/`` node (None: not registered)."""
     from kazoo.client import KazooClient  # noqa: PLC0415
 
+    from api.client.zk_bound import zk_read, zk_start  # noqa: PLC0415
+
     client = KazooClient(hosts=f"127.0.0.1:{run.zk.port}")
-    client.start(timeout=30)
+    zk_start(client)
     try:
-        stat = client.exists(f"/ledgers/available/{bookie_id}")
+        stat = zk_read(client.exists_async, f"/ledgers/available/{bookie_id}")
         return None if stat is None else stat.ephemeralOwner
     finally:
         client.stop()

@@ -153,7 +153,7 @@ def main() -> int:
                     "checkpointed": before, "journal_only": after,
                     "fenced": ["fenced", "journal-fenced"], "deleted": ["deleted"],
                     "bookkeeper": "4.18.0-SNAPSHOT (apache/bookkeeper 9590a97f, "
-                                  "../shared/bookkeeper)"}
+                                  "built from source)"}
         with open(os.path.join(OUT, "expected.json"), "w") as handle:
             json.dump(expected, handle, indent=1, sort_keys=True)
             handle.write("\n")
