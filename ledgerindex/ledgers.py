@@ -337,18 +337,17 @@ class LedgerMetadataIndex:
                 self._states[ledger_id] = fresh
                 self._dirty.discard(ledger_id)
 
-    def purge(self, ledger_id: int) -> None:
-        """Remove a tombstone entirely, synced. The ledger id becomes unknown again.
-
-        Only safe once no journal that replay may read holds records of the ledger (else
-        replay would re-create it): the garbage collector's decision. A live ledger raises
-        ValueError: delete it with ``mark_deleted`` first.
-        """
+    def purge(self, ledger_id: int, *, moved: bool = False) -> None:
+        """Remove a tombstone entirely, synced. The ledger id becomes unknown again. Only
+        safe once no journal that replay may read holds records of the ledger (else replay
+        would re-create it): the garbage collector's decision. A live ledger raises
+        ValueError (``mark_deleted`` it first), unless ``moved``: its state is synced in
+        another ledger dir (MH2 in bookie/ledger_move.py)."""
         _check_ledger_id(ledger_id)
         with self._write_lock:
             with self._lock:
                 current = self._states.get(ledger_id)
-                if current is not None and current.exists:
+                if current is not None and current.exists and not moved:
                     raise ValueError(f"ledger {ledger_id} is live; mark_deleted it first")
             self.kv.write_batch([], deletes=ledger_records.purge_deletes(ledger_id,
                                                                          self._records),

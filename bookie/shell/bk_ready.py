@@ -10,6 +10,8 @@ Two things BookKeeper cannot do, which this bookie can leave behind:
          to BookKeeper, but is listed for the same reason.
     BR2. An index still of the older BKLD form (never opened by this version, or its
          carry-over not finished) is unreadable to BookKeeper: start this bookie once.
+With ``--move``, BR1's ledgers and tombstones are first moved to dir ``L mod n``, copied
+before they are forgotten (MH1-MH3 in bookie/ledger_move.py; kill -9 safe, run it again).
 Exit 0: ready; 1: problems listed; 2: usage or I/O error.
 """
 
@@ -18,7 +20,11 @@ from __future__ import annotations
 import argparse
 import os
 
+from bookie import ledger_move
+from bookie.config import BookieConfig
+from bookie.disk import OsDisk
 from bookie.shell.datadir import DataDir, UsageError
+from bookie.storage_dirs import DirsStorage
 from bookie.shell.output import Output
 from ledgerindex.ledgers import LedgerMetadataIndex
 
@@ -37,6 +43,9 @@ def register(commands, common: argparse.ArgumentParser) -> None:
     ready.add_argument("--index-dirs", metavar="I1,I2,...",
                        help="the index dirs, one for each ledger dir, when the indexes are "
                        "kept apart (index_dirs)")
+    ready.add_argument("--move", action="store_true",
+                       help="first move every ledger outside dir L mod n there (copied, "
+                       "synced, then removed from where it was; safe to run again)")
     ready.set_defaults(handler=bk_ready)
 
 
@@ -48,10 +57,16 @@ def bk_ready(args: argparse.Namespace, out: Output) -> int:
                          f"give one index dir for each ledger dir, in the same order")
     count = len(ledger_dirs)
     ledgers = 0
-    for position, (ledger_dir, index_dir) in enumerate(zip(ledger_dirs, index_dirs)):
-        data_dir = DataDir(os.path.dirname(os.path.abspath(ledger_dir)), ledger_dir=ledger_dir,
-                           index_dir=index_dir)
+    data_dirs = [DataDir(os.path.dirname(os.path.abspath(ledger_dir)), ledger_dir=ledger_dir,
+                         index_dir=index_dir)
+                 for ledger_dir, index_dir in zip(ledger_dirs, index_dirs)]
+    for data_dir in data_dirs:
         data_dir.check_not_in_use()
+    if args.move:
+        for data_dir in data_dirs:
+            data_dir.require_index("ledgers")
+        _move(out, ledger_dirs, index_dirs)
+    for position, (ledger_dir, data_dir) in enumerate(zip(ledger_dirs, data_dirs)):
         index = data_dir.open_ledgers()
         try:
             ledgers += _check_dir(out, position, count, ledger_dir, index)
@@ -81,3 +96,26 @@ def _check_dir(out: Output, position: int, count: int, ledger_dir: str,
                         f"BookKeeper looks for it only in dir {ledger_id % count} "
                         f"({ledger_id} mod {count})")
     return len(live)
+
+
+def _move(out: Output, ledger_dirs: list[str], index_dirs: list) -> None:
+    """MH1-MH3: every ledger and tombstone outside its dir moved there, one at a time."""
+    config = BookieConfig(data_dir=os.path.dirname(os.path.abspath(ledger_dirs[0])),
+                          ledger_dirs=",".join(ledger_dirs),
+                          index_dirs=",".join(index_dirs) if index_dirs[0] else None)
+    storage = DirsStorage(OsDisk(), config)
+    storage.open()
+    try:
+        for ledger_id, source in ledger_move.off_home(storage):
+            moved = ledger_move.move_home(storage, ledger_id, source)
+            kind = "tombstone of ledger" if moved.tombstone else "ledger"
+            out.emit({"type": "moved", "ledgerId": ledger_id, "from": source,
+                      "to": moved.target, "entries": moved.entries},
+                     f"moved {kind} {ledger_id} from ledger dir {source} to dir "
+                     f"{moved.target}" + ("" if moved.tombstone else
+                                          f" ({moved.entries} entries)"))
+        for ledger_id, position in ledger_move.drop_leftover_locations(storage):
+            out.emit({"type": "leftoverLocations", "ledgerId": ledger_id, "ledgerDir": position},
+                     f"deleted ledger {ledger_id}'s leftover locations in ledger dir {position}")
+    finally:
+        storage.close()

@@ -93,10 +93,14 @@ async def test_debian_ldb_reads_every_location_and_ledger_back(ldb, bookie_confi
                      for key, value in scanned_ledgers.items()
                      if keys.decode_ledger_key(key) >= 0}
     assert set(by_ldb_states) == set(WRITTEN)
-    # Besides the ledgers, only the format key (docs/formats.md §7.2), a valid marker.
+    # Besides the ledgers, only the format key and the writer mark (docs/formats.md §7.2),
+    # valid markers.
     marker_key = keys.encode_ledger_key(keys.FORMAT_LEDGER_ID)
-    assert set(scanned_ledgers) - {keys.encode_ledger_key(i) for i in WRITTEN} == {marker_key}
+    mark_key = keys.encode_ledger_key(keys.WRITER_MARK_LEDGER_ID)
+    assert set(scanned_ledgers) - {keys.encode_ledger_key(i) for i in WRITTEN} == \
+        {marker_key, mark_key}
     assert keys.decode_marker(scanned_ledgers[marker_key]).ledger_ids == ()
+    assert keys.decode_marker(scanned_ledgers[mark_key]).journal_id > 0
     ledgers = LedgerMetadataIndex.open(ledgers_dir, create=False, read_only=True)
     try:
         assert {ledger_id: ledgers.get(ledger_id) for ledger_id in WRITTEN} == by_ldb_states
