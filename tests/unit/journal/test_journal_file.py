@@ -169,21 +169,28 @@ def test_synced_bytes_leave_the_page_cache_but_the_tail_and_zeros_ahead_stay(tmp
     import mmap
 
     channel = JournalChannel.create(OsDisk(), str(tmp_path), 1, prealloc_bytes=16 << 20)
+    # The same writes, never dropped: the kernel may evict clean pages of either file under
+    # memory pressure (a flake seen once beside BookKeeper's JVMs), so the tail is held to
+    # what the kernel kept of this one, not to "every page".
+    control = JournalChannel.create(OsDisk(), str(tmp_path), 2, prealloc_bytes=16 << 20)
     try:
         group = os.urandom(256 * 1024)
         for _ in range(20):  # 5 MiB, synced group by group as the journal thread does
-            channel.append(group)
-            channel.fdatasync()
+            for file in (channel, control):
+                file.append(group)
+                file.fdatasync()
             channel.drop_synced()
         position = channel.position
         expected_end = (position - DROP_LAG_BYTES) // DROP_STEP_BYTES * DROP_STEP_BYTES
         assert channel.dropped_end == expected_end >= 3 << 20
-        resident = resident_pages(channel.path)
         page = mmap.PAGESIZE
+        resident, kept = resident_pages(channel.path), resident_pages(control.path)
         assert not any(resident[:expected_end // page])
-        assert all(resident[(position - DROP_LAG_BYTES) // page + 1:])  # tail and zeros
+        tail = slice((position - DROP_LAG_BYTES) // page + 1, None)  # the tail and zeros
+        assert sum(resident[tail]) >= sum(kept[tail]) - len(kept[tail]) // 10
     finally:
         channel.close()
+        control.close()
     # dropping changes no byte: everything written is still there, zeros after it
     data = read(channel.path)
     assert data[512:position] == group * 20 and data[position:] == bytes(len(data) - position)
