@@ -178,28 +178,7 @@ def one_round(drill: Drill, args, uri: str, bookies: list[dict], rng: random.Ran
         writer.wait()
     created, acked, errors = read_acks(acks)
     started = time.monotonic()
-    try:
-        out = subprocess.run([drill.launcher, "class", JAVA, "recover", uri,
-                              str(args.recover_timeout), *map(str, created)],
-                             cwd=drill.dir, capture_output=True, text=True,
-                             timeout=args.recover_timeout * len(created) + 300)
-    except subprocess.TimeoutExpired as expired:  # counted as a failed round, not a crash
-        out = subprocess.CompletedProcess(expired.cmd, -9, expired.stdout or "",
-                                          f"recover did not end: {expired}")
-        out.stdout = out.stdout.decode() if isinstance(out.stdout, bytes) else out.stdout
-    results = {int(line.split()[1]): line.split()[2:] for line in out.stdout.splitlines()
-               if line.startswith("R ")}
-    problems = []
-    for ledger in created:
-        result = results.get(ledger)
-        if result is None:
-            problems.append(f"ledger {ledger}: no answer ({out.stderr[-300:]!r})")
-        elif result[0] != "ok":
-            problems.append(f"ledger {ledger}: {' '.join(result)}")
-        elif int(result[1]) < acked.get(ledger, -1):
-            problems.append(f"ledger {ledger}: closed at {result[1]}, below the last "
-                            f"acknowledged entry {acked[ledger]}")
-    closes = [int(r[2]) for r in results.values() if r and r[0] == "ok"]
+    problems, closes = recovered(drill, uri, created, acked, args.recover_timeout)
     moved_s, checked = None, list(created)
     if lost is not None and not problems:
         moved, moved_s = replace_lost(drill, uri, bookies, lost, kind, number, problems,
@@ -223,6 +202,34 @@ def one_round(drill: Drill, args, uri: str, bookies: list[dict], rng: random.Ran
             "add_errors": len(errors), "problems": problems,
             "recover_ms_max": max(closes, default=0),
             "seconds": round(time.monotonic() - started, 1), "moved_s": moved_s}
+
+
+def recovered(drill: Drill, uri: str, created: list[int], acked: dict[int, int],
+              timeout_s: int) -> tuple[list[str], list[int]]:
+    """BookKeeper's ``openLedger`` of each ledger (RecoveryDrill.java recover): the problems
+    (no answer, a failure, a close below the last acknowledged entry) and each recovery's
+    milliseconds."""
+    try:
+        out = subprocess.run([drill.launcher, "class", JAVA, "recover", uri, str(timeout_s),
+                              *map(str, created)], cwd=drill.dir, capture_output=True,
+                             text=True, timeout=timeout_s * len(created) + 300)
+    except subprocess.TimeoutExpired as expired:  # counted as a failed round, not a crash
+        out = subprocess.CompletedProcess(expired.cmd, -9, expired.stdout or "",
+                                          f"recover did not end: {expired}")
+        out.stdout = out.stdout.decode() if isinstance(out.stdout, bytes) else out.stdout
+    results = {int(line.split()[1]): line.split()[2:] for line in out.stdout.splitlines()
+               if line.startswith("R ")}
+    problems = []
+    for ledger in created:
+        result = results.get(ledger)
+        if result is None:
+            problems.append(f"ledger {ledger}: no answer ({out.stderr[-300:]!r})")
+        elif result[0] != "ok":
+            problems.append(f"ledger {ledger}: {' '.join(result)}")
+        elif int(result[1]) < acked.get(ledger, -1):
+            problems.append(f"ledger {ledger}: closed at {result[1]}, below the last "
+                            f"acknowledged entry {acked[ledger]}")
+    return problems, [int(r[2]) for r in results.values() if r and r[0] == "ok"]
 
 
 def replace_lost(drill: Drill, uri: str, bookies: list[dict], lost: dict, kind: str,

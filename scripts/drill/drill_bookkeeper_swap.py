@@ -42,7 +42,8 @@ sys.path.insert(0, ROOT)
 
 from api.cluster.local_zookeeper import free_port  # noqa: E402
 from scripts.drill.drill_bookkeeper_recovery import (JAVA, Drill, held_on_write_sets,  # noqa: E402
-                                                    read_acks, repair, wait_for_acks)
+                                                    read_acks, recovered, repair,
+                                                    wait_for_acks)
 from scripts.interop.interop_run import STORAGE_CLASSES, Failed, say  # noqa: E402
 from tests.support.dir_layout import dir_lists, parse_dirs  # noqa: E402
 
@@ -111,26 +112,6 @@ def swap(drill: SwapDrill, bookie: dict, how: str, uri: str, ids: list[str]) -> 
     drill.wait_registered(uri, ids, timeout_s=180)
 
 
-def check_closed(drill: SwapDrill, uri: str, created: list[int], acked: dict,
-                 timeout_s: int) -> list[str]:
-    out = subprocess.run([drill.launcher, "class", JAVA, "recover", uri, str(timeout_s),
-                          *map(str, created)], cwd=drill.dir, capture_output=True, text=True,
-                         timeout=timeout_s * len(created) + 300)
-    results = {int(line.split()[1]): line.split()[2:] for line in out.stdout.splitlines()
-               if line.startswith("R ")}
-    problems = []
-    for ledger in created:
-        result = results.get(ledger)
-        if result is None:
-            problems.append(f"ledger {ledger}: no answer ({out.stderr[-300:]!r})")
-        elif result[0] != "ok":
-            problems.append(f"ledger {ledger}: {' '.join(result)}")
-        elif int(result[1]) < acked.get(ledger, -1):
-            problems.append(f"ledger {ledger}: closed at {result[1]}, below the last "
-                            f"acknowledged entry {acked[ledger]}")
-    return problems
-
-
 def one_round(drill: SwapDrill, args, uri: str, bookies: list[dict], rng: random.Random,
               number: int, previous: list[int]) -> dict:
     victim = bookies[(number // 2) % len(bookies)]
@@ -148,7 +129,7 @@ def one_round(drill: SwapDrill, args, uri: str, bookies: list[dict], rng: random
         writer.send_signal(signal.SIGKILL)  # adds in flight, by design
         writer.wait()
     created, acked, errors = read_acks(acks)
-    problems = check_closed(drill, uri, created, acked, args.recover_timeout)
+    problems, _ = recovered(drill, uri, created, acked, args.recover_timeout)
     repaired = 0
     if not problems:
         missing, problems = held_on_write_sets(drill, uri, created + previous)
