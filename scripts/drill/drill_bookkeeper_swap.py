@@ -221,10 +221,10 @@ def main(argv: list[str]) -> int:
         say(f"FAILED: {error}")
     finally:
         drill.stop_all()
+        work = " ".join(f"{k}={v}" for k, v in gc_work(bookies).items())  # before rmtree
         if args.dir is None and not failures:
             shutil.rmtree(workdir, ignore_errors=True)
     dirs = "1,1" if args.dirs is None else ",".join(map(str, args.dirs))
-    work = " ".join(f"{k}={v}" for k, v in gc_work(bookies).items()) if bookies else ""
     say(f"rounds={args.rounds} dirs={dirs} ledgers={totals['ledgers']} acked={totals['acked']} "
         f"not_recovered={totals['problems']} repaired={totals['repaired']} {work} seed={seed}"
         + ("" if not failures else f" FAILED (kept {workdir})"))
