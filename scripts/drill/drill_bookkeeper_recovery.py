@@ -162,13 +162,19 @@ def fault(drill: Drill, kind: str, bookies: list[dict], rng: random.Random,
         drill.wait_registered(uri, ids)
 
 
-def one_round(drill: Drill, args, uri: str, bookies: list[dict], rng: random.Random,
-              number: int) -> dict:
-    kind = FAULTS[number % len(FAULTS)] if args.fault == "cycle" else args.fault
+def start_writer(drill: Drill, args, uri: str, number: int) -> tuple[subprocess.Popen, str]:
+    """BookKeeper's writer of round ``number`` (RecoveryDrill.java write), and its ack file."""
     acks = os.path.join(drill.dir, f"acks-{number}.txt")
     with open(os.path.join(drill.dir, f"writer-{number}.log"), "wb") as log:
         writer = drill.java("write", uri, str(args.ledgers), str(args.in_flight), acks,
                             stdout=log, stderr=subprocess.STDOUT)
+    return writer, acks
+
+
+def one_round(drill: Drill, args, uri: str, bookies: list[dict], rng: random.Random,
+              number: int) -> dict:
+    kind = FAULTS[number % len(FAULTS)] if args.fault == "cycle" else args.fault
+    writer, acks = start_writer(drill, args, uri, number)
     try:
         wait_for_acks(acks, args.ledgers, rng.randrange(2_000, 6_000), 120)
         lost = fault(drill, kind, bookies, rng, uri)

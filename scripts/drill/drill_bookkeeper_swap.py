@@ -43,7 +43,7 @@ sys.path.insert(0, ROOT)
 from api.cluster.local_zookeeper import free_port  # noqa: E402
 from scripts.drill.drill_bookkeeper_recovery import (JAVA, Drill, held_on_write_sets,  # noqa: E402
                                                     read_acks, recovered, repair,
-                                                    wait_for_acks)
+                                                    start_writer, wait_for_acks)
 from scripts.interop.interop_run import STORAGE_CLASSES, Failed, say  # noqa: E402
 from tests.support.dir_layout import dir_lists, parse_dirs  # noqa: E402
 
@@ -116,10 +116,7 @@ def one_round(drill: SwapDrill, args, uri: str, bookies: list[dict], rng: random
               number: int, previous: list[int]) -> dict:
     victim = bookies[(number // 2) % len(bookies)]
     how, was = rng.choice(("kill9", "term")), victim["kind"]
-    acks = os.path.join(drill.dir, f"acks-{number}.txt")
-    with open(os.path.join(drill.dir, f"writer-{number}.log"), "wb") as log:
-        writer = drill.java("write", uri, str(args.ledgers), str(args.in_flight), acks,
-                            stdout=log, stderr=subprocess.STDOUT)
+    writer, acks = start_writer(drill, args, uri, number)
     try:
         wait_for_acks(acks, args.ledgers, rng.randrange(2_000, 6_000), 120)
         swap(drill, victim, how, uri, [b["id"] for b in bookies])
