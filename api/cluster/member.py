@@ -10,7 +10,7 @@ bookie's state moves the node; ``stop`` removes it before the bookie drains (ZR3
 api/client/zookeeper.py).
 
 Invariants:
-    CK1. A bookie whose ZooKeeper cookie differs from the cookie in its data dirs
+    CK1. A bookie whose ZooKeeper cookie differs from the cookie in any of its data dirs
          (``current/VERSION``: another bookie's dirs, other dirs), or whose dirs are empty
          while ZooKeeper holds its cookie, does not start: it could answer ENOENTRY for
          entries it acknowledged, and recovery would then truncate them (BookKeeper's
@@ -118,7 +118,8 @@ class ClusterMember:
         local = instance_id(self.bookie.disk, config.journal_dirs_current,
                             config.ledger_dirs_current, config.separate_index_dirs)
         stored = self._dir_cookies()
-        mine = next((in_configured_form(c, config) for _, c in stored if c is not None), None)
+        mine = first = next((in_configured_form(c, config) for _, c in stored if c is not None),
+                            None)
         found = self.cookies.read(self.bookie_id)
         theirs = None if found is None else in_configured_form(decode_cookie(found[0]), config)
         override = (f"bookie shell cookie delete --metadata-service-uri {self.uri} "
@@ -153,6 +154,13 @@ class ClusterMember:
                 f"({config.journal_dir}) hold the cookie of bookie {mine['bookieHost']} "
                 f"(journal {mine['journalDir']}): these are not this bookie's dirs. To "
                 f"accept them: {override}")  # CK1
+        odd = [path for path, cookie in stored  # CK1 for every dir, not only the first
+               if cookie is not None and in_configured_form(cookie, config) not in (first, theirs)]
+        if odd:
+            raise CookieMismatch(
+                f"{', '.join(odd)}: another cookie than the one the other data dirs of bookie "
+                f"{self.bookie_id} and ZooKeeper hold: these are not all this bookie's dirs "
+                f"(a disk swapped in from another bookie?); nothing was changed")
         if local is None:  # CK4: no identity (BookKeeper's dirs): every dir holds the cookie
             missing = [path for path, cookie in stored if cookie is None]
             if missing:

@@ -99,3 +99,27 @@ def test_dirs_without_identity_start_on_their_cookie_but_not_with_one_missing(tm
     os.unlink(lost)
     log = refused(Daemon(data, *flags))
     assert f"{lost}: no cookie, while the other data dirs of bookie 127.0.0.1:{port}" in log
+
+
+def test_a_dir_with_another_bookies_cookie_is_refused_and_left_as_it_is(tmp_path, zk, zk_uri):
+    """CK1 for every dir: one ledger dir swapped in from another bookie keeps that bookie's
+    cookie, and the start is refused before anything is rewritten, although the other dirs'
+    older form is due a rewrite (before, only the first dir's cookie was compared)."""
+    _, root = parse_uri(zk_uri)
+    port = free_port()
+    _, _, _, dirs = dirs_flags(tmp_path)
+    flags = (*FLAGS, "--metadata-service-uri", zk_uri, "--port", str(port), *dirs)
+    data = str(tmp_path / "data")
+    assert Daemon(data, *flags).start().terminate() == 0
+    cookie = decode_cookie(zk.get(f"{root}/cookies/127.0.0.1:{port}")[0])
+    other = encode_cookie(**dict(_fields(cookie), bookie_id="10.0.0.9:3181"))
+    swapped = str(tmp_path / "d1" / "current" / "VERSION")
+    with open(swapped, "wb") as handle:
+        handle.write(other)
+    for file in cookie_files(tmp_path):  # the rest in the older form: a rewrite is due
+        if file != swapped:
+            with open(file, "wb") as handle:
+                handle.write(older_form(cookie))
+    log = refused(Daemon(data, *flags))
+    assert f"{swapped}: another cookie than the one the other data dirs of bookie" in log
+    assert open(swapped, "rb").read() == other
