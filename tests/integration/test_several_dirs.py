@@ -28,6 +28,7 @@ from journal.reader import JournalReader
 from tests.support.bk_admin import admin_bookie, call
 from tests.support.conditions import until
 from tests.support.dir_layout import dir_lists
+from tests.support.off_home import FullDirs
 from tests.support.servers import Daemon
 
 KEY = master_key(b"dirs")
@@ -65,19 +66,6 @@ def _journal_ledgers(journal_dir: str) -> set[int]:
             path = os.path.join(journal_dir, name)
             ledgers |= {r.ledger_id for r in JournalReader(OsDisk(), path).scan()}
     return ledgers
-
-
-class FullDirs(OsDisk):
-    """The real disk, but the ledger dirs named in ``full`` report 99 % used."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.full: set[str] = set()
-
-    def usage(self, path: str) -> tuple[int, int]:
-        if any(path.startswith(f) for f in self.full):
-            return 100 * 2**20, 2**20
-        return super().usage(path)
 
 
 async def test_ledgers_live_in_dir_l_mod_3_and_journal_l_mod_2_and_survive_restart(tmp_path):

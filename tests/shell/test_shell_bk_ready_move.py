@@ -15,28 +15,9 @@ import pytest
 
 from bookie.errors import NoLedger
 from bookie.node import Bookie
-from tests.integration.test_several_dirs import KEY, FullDirs, _config, _entry, _write
 from tests.shell.shell_support import run
+from tests.support.off_home import DELETED, MOVED, entry, off_home_ledgers, three_dirs
 from tests.support.servers import ROOT
-
-MOVED, DELETED = 7, 10  # 7 mod 3 = 10 mod 3 = 1: dir 1 was full, so both went to dir 2
-
-
-async def off_home_ledgers(config) -> None:
-    disk = FullDirs()
-    bookie = Bookie(config, disk=disk)
-    await bookie.start()
-    try:
-        await _write(bookie, [4])
-        disk.full.add(config.ledger_dirs_current[1])
-        bookie.poll_disks()
-        await _write(bookie, [MOVED, DELETED])
-        await bookie.fence(MOVED, KEY)
-        await bookie.delete_ledger(DELETED)
-        assert bookie.storage.units[2].ledgers.get(MOVED) is not None
-    finally:
-        await bookie.close()
-
 
 async def served(config) -> None:
     """Every entry of MOVED from its home dir, fenced; DELETED still deleted."""
@@ -44,7 +25,7 @@ async def served(config) -> None:
     await bookie.start()
     try:
         for entry_id in range(5):
-            assert await bookie.read_entry(MOVED, entry_id) == _entry(MOVED, entry_id)
+            assert await bookie.read_entry(MOVED, entry_id) == entry(MOVED, entry_id)
         with pytest.raises(NoLedger):
             await bookie.read_entry(DELETED, 0)
         assert (await bookie.ledger_info(MOVED))["fenced"] is True
@@ -57,7 +38,7 @@ def dirs(config) -> str:
 
 
 def test_ledgers_outside_their_dir_are_moved_there(capsys, tmp_path):
-    config = _config(tmp_path, journals=1, disk_check_interval_ms=3_600_000)
+    config = three_dirs(tmp_path)
     asyncio.run(off_home_ledgers(config))
     before = run(capsys, "bk-ready", "--ledger-dirs", dirs(config))
     assert before.code == 1 and f"ledger {MOVED} is in ledger dir 2" in before.out
@@ -97,7 +78,7 @@ ledger_move.move_home(storage, int(sys.argv[4]), 2, on_step=step)
 @pytest.mark.parametrize("step", ["copied", "state-dropped"])
 def test_a_move_killed_at_each_step_loses_nothing_and_finishes_when_run_again(
         capsys, tmp_path, step):
-    config = _config(tmp_path, journals=1, disk_check_interval_ms=3_600_000)
+    config = three_dirs(tmp_path)
     asyncio.run(off_home_ledgers(config))
     killed = subprocess.run([sys.executable, "-c", KILLED_AT, config.data_dir, dirs(config),
                              step, str(MOVED)], cwd=ROOT, capture_output=True, timeout=120,
