@@ -75,3 +75,22 @@ def test_another_writer_makes_the_sizes_recounted_and_our_restart_does_not(tmp_p
         assert after.terminate() == 0
     assert "is newer than the writer mark" in after.log_text()
     assert writer_mark(data) == max(list_journal_ids(OsDisk(), journals))
+
+
+def test_every_journal_roll_moves_the_mark(tmp_path):
+    """WM1 on the journal thread too: each file a roll makes is marked, so a bookie of ours
+    killed after its journal rolled is not taken for another writer at its next start."""
+    data = str(tmp_path / "data")
+    flags = (*QUIET, "--journal-max-bytes", "64KiB")
+    daemon = Daemon(data, *flags).start()
+    asyncio.run(add(daemon, 0, 999))  # ~170 KB of records: two rolls at least
+    journals = os.path.join(data, "journal", "current")
+    daemon.kill9()
+    ids = list_journal_ids(OsDisk(), journals)
+    assert len(ids) >= 3 and writer_mark(data) == max(ids)
+    again = Daemon(data, *flags).start()
+    try:
+        assert entries_reported(again) == 1000
+    finally:
+        assert again.terminate() == 0
+    assert "writer mark" not in again.log_text()
