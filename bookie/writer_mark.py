@@ -28,15 +28,10 @@ log = logging.getLogger("bookie.writer_mark")
 _KEY = keys.encode_ledger_key(keys.WRITER_MARK_LEDGER_ID)
 
 
-def _units(storage) -> list:
-    """Each ledger dir's storage (one dir: the storage itself)."""
-    return list(getattr(storage, "units", None) or [storage])
-
-
 def mark_writer(storage, journal_id: int) -> None:
     """WM1, on the thread that made journal 0's file ``journal_id``."""
     value = keys.encode_marker(journal_id=journal_id)
-    for unit in _units(storage):
+    for unit in storage.units:  # each ledger dir's (bookie/storage_dirs.py)
         try:
             unit.ledgers.kv.put(_KEY, value, sync=True)
         except Exception as exc:  # noqa: BLE001 - any RocksDB failure is an I/O failure here
@@ -48,7 +43,7 @@ def forget_usage_if_written_by_another(storage, journal_ids: list[int]) -> int:
     """WM2, with journal 0's file ids; the number of indexes whose counters were forgotten."""
     newest = max(journal_ids, default=None)
     forgotten = 0
-    for unit in _units(storage):
+    for unit in storage.units:  # each ledger dir's (bookie/storage_dirs.py)
         ledgers, mark = unit.ledgers, unit.ledgers.writer_mark
         if not len(ledgers):
             continue
